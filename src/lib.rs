@@ -1,0 +1,23 @@
+//! saltsight watches a Salt master's event bus, read-only, and turns it into answers.
+//!
+//! Data flows one way (see ARCHITECTURE.md):
+//!
+//! ```text
+//! bus (bytes → frames) → event (frames → typed events) → [jobs → triage → correlate] → sink | metrics
+//! ```
+//!
+//! - [`bus`]: the publisher endpoint, the sans-IO frame splitter, the reader task, recordings.
+//! - [`event`]: frame → [`event::Event`], borrowed and selective; no IO, no clock.
+//! - [`config`]: saltsight's TOML, the Salt master's YAML, resolved into one validated [`config::Config`].
+//! - [`app`]: wires sources, stages and outputs with bounded channels; shuts down from the head.
+//! - [`cli`]: the subcommands (`run`, `tail`, `capture`, `replay`, `check-config`).
+#![forbid(unsafe_code)]
+
+pub mod app;
+pub mod bus;
+pub mod cli;
+pub mod config;
+pub mod event;
+pub mod sink;
+pub mod ratelimit;
+pub mod shutdown;
