@@ -1,0 +1,334 @@
+//! Frame → [`Event`]: the envelope, the tag, and the fields later stages need.
+//! No IO and no clock: the same bytes always give the same event.
+//!
+//! An [`Event`] borrows from the frame it came from; the consumer decodes a frame,
+//! hands the event down synchronously, and drops both. Nothing here allocates in the
+//! common case (3008 writes every string as str, and those are borrowed).
+
+pub mod json;
+pub mod payload;
+pub mod stamp;
+pub mod tag;
+
+use serde::Deserialize;
+
+pub use payload::{Fields, Int, Raw, Text, TextList};
+pub use stamp::Stamp;
+pub use tag::TagClass;
+
+/// One decoded event off the bus.
+#[derive(Debug, Clone)]
+pub struct Event<'a> {
+    pub tag: &'a str,
+    pub class: TagClass,
+    /// The event's own `_stamp`, when present and well formed.
+    pub stamp: Option<Stamp>,
+    pub body: Body<'a>,
+    /// The raw msgpack `data` map, as Salt sent it.
+    pub data: &'a [u8],
+    /// The first field of `data` that had an unexpected type (left empty in `body`).
+    pub malformed_field: Option<&'static str>,
+}
+
+/// The typed contents, one variant per tag class.
+#[derive(Debug, Clone)]
+pub enum Body<'a> {
+    /// `salt/job/<jid>/new`: who was targeted, and who of them is not connected.
+    JobNew(JobPublication<'a>),
+    /// `salt/job/<jid>/publish` (3007+): what went out, with `metadata` when given.
+    JobPublish(JobPublication<'a>),
+    /// `salt/job/<jid>/ret/<id>`.
+    JobReturn(JobReturn<'a>),
+    /// `salt/job/<jid>/prog/<id>/<n>` (masters with `state_events`).
+    JobProgress(JobProgress<'a>),
+    /// Bare `<jid>` tag with `{minions}` (3006/3007).
+    JobMinions(JobMinions<'a>),
+    /// `salt/run/<jid>/new`.
+    RunNew(RunJob<'a>),
+    /// `salt/run/<jid>/ret`.
+    RunReturn(RunJob<'a>),
+    /// `salt/minion/<id>/start` or `minion_start`.
+    MinionStart(MinionStart<'a>),
+    /// `salt/auth`.
+    Auth(KeyChange<'a>),
+    /// `salt/key`.
+    Key(KeyChange<'a>),
+    /// `salt/presence/present` or `salt/presence/change`.
+    Presence(Presence<'a>),
+    /// `salt/beacon/<id>/<name>/...`.
+    Beacon(Beacon<'a>),
+    /// Any other tag; the tag and raw data are on the [`Event`].
+    Other,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct JobPublication<'a> {
+    pub jid: Text<'a>,
+    pub fun: Option<Text<'a>>,
+    pub arg: Option<Raw<'a>>,
+    pub tgt: Option<TextList<'a>>,
+    pub tgt_type: Option<Text<'a>>,
+    pub user: Option<Text<'a>>,
+    /// Expected minions (`new` only).
+    pub minions: Option<TextList<'a>>,
+    /// Targeted but not connected (`new` only).
+    pub missing: Option<TextList<'a>>,
+    pub metadata: Option<Raw<'a>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct JobReturn<'a> {
+    pub jid: Text<'a>,
+    pub minion: Text<'a>,
+    pub fun: Option<Text<'a>>,
+    pub fun_args: Option<Raw<'a>>,
+    pub retcode: Option<i64>,
+    pub success: Option<bool>,
+    /// The `return` value, raw: true, a string, a list of render errors, a map of states.
+    pub ret: Option<Raw<'a>>,
+    pub out: Option<Text<'a>>,
+    /// The schedule name, for runs started by a minion's scheduler (no `new` event).
+    pub schedule: Option<Text<'a>>,
+    pub metadata: Option<Raw<'a>>,
+    pub tgt: Option<TextList<'a>>,
+    pub tgt_type: Option<Text<'a>>,
+    pub user: Option<Text<'a>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct JobProgress<'a> {
+    pub jid: Text<'a>,
+    pub minion: Text<'a>,
+    /// `data.data`: `{ret: <one state's result>, len: <states in the run>}`.
+    pub progress: Option<Raw<'a>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct JobMinions<'a> {
+    pub jid: Text<'a>,
+    pub minions: Option<TextList<'a>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RunJob<'a> {
+    pub jid: Text<'a>,
+    pub fun: Option<Text<'a>>,
+    pub fun_args: Option<Raw<'a>>,
+    pub user: Option<Text<'a>>,
+    pub success: Option<bool>,
+    pub ret: Option<Raw<'a>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct MinionStart<'a> {
+    pub minion: Text<'a>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct KeyChange<'a> {
+    pub minion: Text<'a>,
+    pub act: Option<Text<'a>>,
+    pub result: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Presence<'a> {
+    pub present: Option<TextList<'a>>,
+    pub new: Option<TextList<'a>>,
+    pub lost: Option<TextList<'a>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Beacon<'a> {
+    pub minion: Text<'a>,
+    pub name: Text<'a>,
+}
+
+/// Why a frame gave no event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("frame is not a msgpack map with a `body`: {detail}")]
+    Envelope { detail: String },
+    #[error("event body has no tag separator (\"\\n\\n\")")]
+    NoTagSeparator,
+    #[error("event tag is not UTF-8")]
+    TagNotUtf8,
+    #[error("data of event {tag:?} is not a msgpack map")]
+    DataNotAMap { tag: String },
+    #[error("event {tag:?} has no `{field}`")]
+    MissingField { tag: String, field: &'static str },
+}
+
+impl DecodeError {
+    /// A short, bounded label for metrics and logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            DecodeError::Envelope { .. } => "envelope",
+            DecodeError::NoTagSeparator => "no_tag_separator",
+            DecodeError::TagNotUtf8 => "tag_not_utf8",
+            DecodeError::DataNotAMap { .. } => "data_not_a_map",
+            DecodeError::MissingField { .. } => "missing_field",
+        }
+    }
+
+    /// The tag, when the frame got far enough to have one.
+    pub fn tag(&self) -> Option<&str> {
+        match self {
+            DecodeError::DataNotAMap { tag } | DecodeError::MissingField { tag, .. } => Some(tag),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    /// bin in current Salt; str holding the same raw bytes in older Salt. `&[u8]`
+    /// takes both (a `&str` would fail on the msgpack after the tag: not UTF-8).
+    #[serde(borrow)]
+    body: &'a [u8],
+}
+
+const TAG_END: &[u8] = b"\n\n";
+
+/// Splits a frame's body into its tag and its raw msgpack `data`.
+pub fn split_body(frame: &[u8]) -> Result<(&str, &[u8]), DecodeError> {
+    let envelope: Envelope<'_> =
+        rmp_serde::from_slice(frame).map_err(|e| DecodeError::Envelope { detail: e.to_string() })?;
+    let body = envelope.body;
+    let at = body.windows(TAG_END.len()).position(|w| w == TAG_END).ok_or(DecodeError::NoTagSeparator)?;
+    let tag = std::str::from_utf8(&body[..at]).map_err(|_| DecodeError::TagNotUtf8)?;
+    Ok((tag, &body[at + TAG_END.len()..]))
+}
+
+/// Decodes one frame (the msgpack map, without any length prefix).
+pub fn decode(frame: &[u8]) -> Result<Event<'_>, DecodeError> {
+    let (tag, data) = split_body(frame)?;
+    let parsed = tag::parse(tag);
+    let fields = Fields::scan(data).map_err(|_| DecodeError::DataNotAMap { tag: tag.to_owned() })?;
+    let stamp = fields.stamp.as_ref().and_then(|s| Stamp::parse(s.as_str()));
+    let malformed_field = fields.malformed;
+    let body = build_body(tag, &parsed, fields)?;
+    Ok(Event { tag, class: parsed.class, stamp, body, data, malformed_field })
+}
+
+fn build_body<'a>(tag: &'a str, parsed: &tag::ParsedTag<'a>, f: Fields<'a>) -> Result<Body<'a>, DecodeError> {
+    let missing = |field| DecodeError::MissingField { tag: tag.to_owned(), field };
+    // Ids in the tag are authoritative: the tag is how Salt routes the event.
+    let jid = || parsed.jid.map(Text::borrowed).ok_or_else(|| missing("jid"));
+    let minion_from_tag = || parsed.minion.map(Text::borrowed).ok_or_else(|| missing("id"));
+    let publication = |f: Fields<'a>| -> Result<JobPublication<'a>, DecodeError> {
+        Ok(JobPublication {
+            jid: jid()?,
+            fun: f.fun,
+            arg: f.arg,
+            tgt: f.tgt,
+            tgt_type: f.tgt_type,
+            user: f.user,
+            minions: f.minions,
+            missing: f.missing,
+            metadata: f.metadata,
+        })
+    };
+    let run = |f: Fields<'a>| -> Result<RunJob<'a>, DecodeError> {
+        Ok(RunJob { jid: jid()?, fun: f.fun, fun_args: f.fun_args, user: f.user, success: f.success, ret: f.ret })
+    };
+    let key_change = |f: Fields<'a>| -> Result<KeyChange<'a>, DecodeError> {
+        Ok(KeyChange { minion: f.id.ok_or_else(|| missing("id"))?, act: f.act, result: f.result })
+    };
+    Ok(match parsed.class {
+        TagClass::JobNew => Body::JobNew(publication(f)?),
+        TagClass::JobPublish => Body::JobPublish(publication(f)?),
+        TagClass::JobReturn => Body::JobReturn(JobReturn {
+            jid: jid()?,
+            minion: minion_from_tag()?,
+            fun: f.fun,
+            fun_args: f.fun_args,
+            retcode: f.retcode.map(|Int(n)| n),
+            success: f.success,
+            ret: f.ret,
+            out: f.out,
+            schedule: f.schedule,
+            metadata: f.metadata,
+            tgt: f.tgt,
+            tgt_type: f.tgt_type,
+            user: f.user,
+        }),
+        TagClass::JobProgress => {
+            Body::JobProgress(JobProgress { jid: jid()?, minion: minion_from_tag()?, progress: f.inner_data })
+        }
+        TagClass::JobMinions => Body::JobMinions(JobMinions { jid: jid()?, minions: f.minions }),
+        TagClass::RunNew => Body::RunNew(run(f)?),
+        TagClass::RunReturn => Body::RunReturn(run(f)?),
+        TagClass::MinionStart => {
+            let minion = match parsed.minion {
+                Some(id) => Text::borrowed(id),
+                None => f.id.ok_or_else(|| missing("id"))?,
+            };
+            Body::MinionStart(MinionStart { minion })
+        }
+        TagClass::Auth => Body::Auth(key_change(f)?),
+        TagClass::Key => Body::Key(key_change(f)?),
+        TagClass::Presence => Body::Presence(Presence { present: f.present, new: f.new, lost: f.lost }),
+        TagClass::Beacon => Body::Beacon(Beacon {
+            minion: minion_from_tag()?,
+            name: parsed.detail.map(Text::borrowed).unwrap_or_default(),
+        }),
+        TagClass::Other => Body::Other,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds a frame the way Salt 3008 does: `{head: {}, body: bin(tag\n\nmsgpack(data))}`.
+    pub(crate) fn salt_frame(tag: &str, data: &serde_json::Value, body_as_str: bool) -> Vec<u8> {
+        let mut body = tag.as_bytes().to_vec();
+        body.extend_from_slice(b"\n\n");
+        body.extend_from_slice(&rmp_serde::to_vec_named(data).unwrap());
+        let mut out = vec![0x82, 0xa4, b'h', b'e', b'a', b'd', 0x80, 0xa4, b'b', b'o', b'd', b'y'];
+        out.push(if body_as_str { 0xdb } else { 0xc6 });
+        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    #[test]
+    fn decodes_a_return_from_bin_and_from_str_bodies() {
+        let data = serde_json::json!({
+            "cmd": "_return", "id": "web2", "success": false, "retcode": 2, "return": {"k": 1},
+            "jid": "20261121193316907494", "fun": "state.apply", "fun_args": ["fail"],
+            "_stamp": "2026-11-21T19:33:17.000001+00:00"
+        });
+        for as_str in [false, true] {
+            let frame = salt_frame("salt/job/20261121193316907494/ret/web2", &data, as_str);
+            let event = decode(&frame).unwrap();
+            assert_eq!(event.class, TagClass::JobReturn);
+            let Body::JobReturn(ret) = &event.body else { panic!("not a return: {:?}", event.body) };
+            assert_eq!((ret.jid.as_str(), ret.minion.as_str()), ("20261121193316907494", "web2"));
+            assert_eq!((ret.retcode, ret.success), (Some(2), Some(false)));
+            assert_eq!(ret.fun.as_ref().map(Text::as_str), Some("state.apply"));
+            assert_eq!(event.stamp, Stamp::parse("2026-11-21T19:33:17.000001Z"));
+        }
+    }
+
+    #[test]
+    fn bad_frames_give_reasons() {
+        assert_eq!(decode(&[0x93, 1, 2, 3]).unwrap_err().reason(), "envelope");
+        let mut no_sep = vec![0x81, 0xa4, b'b', b'o', b'd', b'y', 0xc4, 3];
+        no_sep.extend_from_slice(b"tag");
+        assert_eq!(decode(&no_sep).unwrap_err(), DecodeError::NoTagSeparator);
+        let mut not_map = vec![0x81, 0xa4, b'b', b'o', b'd', b'y', 0xc4, 6];
+        not_map.extend_from_slice(b"t\n\n\x93\x01\x02");
+        assert_eq!(decode(&not_map).unwrap_err(), DecodeError::DataNotAMap { tag: "t".into() });
+        let frame = salt_frame("salt/auth", &serde_json::json!({"act": "accept"}), false);
+        assert_eq!(decode(&frame).unwrap_err().reason(), "missing_field");
+    }
+
+    #[test]
+    fn minion_start_takes_its_id_from_data_when_the_tag_has_none() {
+        let frame = salt_frame("minion_start", &serde_json::json!({"id": "db1", "data": "Minion db1 started"}), false);
+        let Body::MinionStart(start) = decode(&frame).unwrap().body else { panic!() };
+        assert_eq!(start.minion.as_str(), "db1");
+    }
+}

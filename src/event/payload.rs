@@ -1,0 +1,316 @@
+//! Borrowed, selective payload structs, one per tag class, and the lenient field
+//! types they are made of.
+//!
+//! The top-level `data` map is walked once with the scanner in `bus::msgpack`: keys
+//! that are not strings are passed over, values of keys nobody wants are skipped by
+//! their headers (no UTF-8 check, unlike serde's `IgnoredAny`), and each wanted value
+//! is decoded on its own with `rmp_serde::from_slice` into a borrowed type. A value of
+//! an unexpected type leaves that one field empty and is reported in
+//! [`Fields::malformed`]; it never fails the event. `return`, `arg`, `fun_args` and
+//! `metadata` stay raw msgpack for later stages to walk.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+
+use crate::bus::msgpack::Cursor;
+
+/// A string as Salt meant it: str, or bin holding text (older Salt), or an integer
+/// where a string is expected (jids). Borrowed unless it had to be made.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash, PartialOrd, Ord)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+impl<'a> Text<'a> {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn borrowed(s: &'a str) -> Self {
+        Text(Cow::Borrowed(s))
+    }
+}
+
+impl fmt::Display for Text<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, text bytes or an integer")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_borrowed_bytes<E>(self, v: &'de [u8]) -> Result<Self::Value, E> {
+                Ok(text_from_bytes(v))
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(String::from_utf8_lossy(v).into_owned())))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_any(TextVisitor)
+    }
+}
+
+/// Text held in bytes: borrowed when it is UTF-8, replaced lossily when not.
+fn text_from_bytes(v: &[u8]) -> Text<'_> {
+    match std::str::from_utf8(v) {
+        Ok(s) => Text(Cow::Borrowed(s)),
+        Err(_) => Text(Cow::Owned(String::from_utf8_lossy(v).into_owned())),
+    }
+}
+
+/// A list of strings; a lone string is taken as a list of one (Salt's `tgt` is a
+/// string for globs and a list for `tgt_type: list`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TextList<'a>(pub Vec<Text<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for TextList<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ListVisitor;
+        impl<'de> Visitor<'de> for ListVisitor {
+            type Value = TextList<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of strings or one string")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                // The size hint is the wire's word: cap what it may reserve.
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+                while let Some(item) = seq.next_element::<Text<'de>>()? {
+                    out.push(item);
+                }
+                Ok(TextList(out))
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(TextList(vec![Text(Cow::Borrowed(v))]))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(TextList(vec![Text(Cow::Owned(v.to_owned()))]))
+            }
+            fn visit_borrowed_bytes<E>(self, v: &'de [u8]) -> Result<Self::Value, E> {
+                Ok(TextList(vec![text_from_bytes(v)]))
+            }
+        }
+        d.deserialize_any(ListVisitor)
+    }
+}
+
+/// An integer that may arrive as a string of digits or a bool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Int(pub i64);
+
+impl<'de> Deserialize<'de> for Int {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct IntVisitor;
+        impl Visitor<'_> for IntVisitor {
+            type Value = Int;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an integer")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Int, E> {
+                Ok(Int(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Int, E> {
+                i64::try_from(v).map(Int).map_err(|_| E::custom("integer out of range"))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Int, E> {
+                Ok(Int(i64::from(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Int, E> {
+                v.trim().parse().map(Int).map_err(|_| E::custom("not an integer"))
+            }
+        }
+        d.deserialize_any(IntVisitor)
+    }
+}
+
+/// One msgpack value kept as its raw bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Raw<'a>(pub &'a [u8]);
+
+impl<'a> Raw<'a> {
+    /// Whether the value is msgpack nil.
+    pub fn is_nil(&self) -> bool {
+        self.0 == [0xc0]
+    }
+}
+
+/// The wanted fields of one `data` map: each is `None` when absent or malformed.
+#[derive(Debug, Default, Clone)]
+pub struct Fields<'a> {
+    pub jid: Option<Text<'a>>,
+    pub id: Option<Text<'a>>,
+    pub fun: Option<Text<'a>>,
+    pub arg: Option<Raw<'a>>,
+    pub fun_args: Option<Raw<'a>>,
+    pub tgt: Option<TextList<'a>>,
+    pub tgt_type: Option<Text<'a>>,
+    pub user: Option<Text<'a>>,
+    pub minions: Option<TextList<'a>>,
+    pub missing: Option<TextList<'a>>,
+    pub retcode: Option<Int>,
+    pub success: Option<bool>,
+    pub schedule: Option<Text<'a>>,
+    pub metadata: Option<Raw<'a>>,
+    pub ret: Option<Raw<'a>>,
+    pub out: Option<Text<'a>>,
+    pub stamp: Option<Text<'a>>,
+    pub act: Option<Text<'a>>,
+    pub result: Option<bool>,
+    pub present: Option<TextList<'a>>,
+    pub new: Option<TextList<'a>>,
+    pub lost: Option<TextList<'a>>,
+    /// The nested `data` of minion events (`prog`, `minion_start`).
+    pub inner_data: Option<Raw<'a>>,
+    /// The first field whose value had an unexpected type, if any.
+    pub malformed: Option<&'static str>,
+    /// How many map keys were not strings (skipped).
+    pub non_string_keys: u32,
+}
+
+/// The top-level `data` is not a msgpack map, or is cut short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotAMap;
+
+impl<'a> Fields<'a> {
+    /// Walks `data` (a msgpack map) once and keeps the wanted fields.
+    pub fn scan(data: &'a [u8]) -> Result<Fields<'a>, NotAMap> {
+        let mut cursor = Cursor::new(data);
+        let pairs = cursor.read_map_len().ok_or(NotAMap)?;
+        let mut f = Fields::default();
+        for _ in 0..pairs {
+            let key_is_text = matches!(cursor.peek(), Some(0xa0..=0xbf | 0xd9..=0xdb | 0xc4..=0xc6));
+            let key = if key_is_text {
+                cursor.read_str_or_bin().and_then(|k| std::str::from_utf8(k).ok())
+            } else {
+                cursor.take_raw().map_err(|_| NotAMap)?;
+                None
+            };
+            let value = cursor.take_raw().map_err(|_| NotAMap)?;
+            match key {
+                Some(key) => f.keep(key, value),
+                None => f.non_string_keys += 1,
+            }
+        }
+        Ok(f)
+    }
+
+    fn keep(&mut self, key: &str, raw: &'a [u8]) {
+        let m = &mut self.malformed;
+        match key {
+            "jid" => self.jid = typed(raw, "jid", m),
+            "id" => self.id = typed(raw, "id", m),
+            "fun" => self.fun = typed(raw, "fun", m),
+            "arg" => self.arg = Some(Raw(raw)),
+            "fun_args" => self.fun_args = Some(Raw(raw)),
+            "tgt" => self.tgt = typed(raw, "tgt", m),
+            "tgt_type" => self.tgt_type = typed(raw, "tgt_type", m),
+            "user" => self.user = typed(raw, "user", m),
+            "minions" => self.minions = typed(raw, "minions", m),
+            "missing" => self.missing = typed(raw, "missing", m),
+            "retcode" => self.retcode = typed(raw, "retcode", m),
+            "success" => self.success = typed(raw, "success", m),
+            "schedule" => self.schedule = typed(raw, "schedule", m),
+            "metadata" => self.metadata = Some(Raw(raw)),
+            "return" => self.ret = Some(Raw(raw)),
+            "out" => self.out = typed(raw, "out", m),
+            "_stamp" => self.stamp = typed(raw, "_stamp", m),
+            "act" => self.act = typed(raw, "act", m),
+            "result" => self.result = typed(raw, "result", m),
+            "present" => self.present = typed(raw, "present", m),
+            "new" => self.new = typed(raw, "new", m),
+            "lost" => self.lost = typed(raw, "lost", m),
+            "data" => self.inner_data = Some(Raw(raw)),
+            _ => {}
+        }
+    }
+}
+
+/// Decodes one field; nil is "absent", a type mismatch is noted and left absent.
+fn typed<'a, T: Deserialize<'a>>(raw: &'a [u8], name: &'static str, malformed: &mut Option<&'static str>) -> Option<T> {
+    if raw == [0xc0] {
+        return None;
+    }
+    match rmp_serde::from_slice(raw) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            malformed.get_or_insert(name);
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_wanted_fields_and_skips_the_rest() {
+        let data = rmp_serde::to_vec_named(&serde_json::json!({
+            "jid": "20261121193259031759", "id": "web2", "fun": "test.ping", "retcode": 0,
+            "success": true, "return": {"a": [1, 2]}, "noise": {"deep": ["x", "x", "x"]},
+            "tgt": "*", "minions": ["db1", "web1"], "_stamp": "2026-11-21T19:32:59.118891+00:00",
+        }))
+        .unwrap();
+        let f = Fields::scan(&data).unwrap();
+        assert_eq!(f.jid.as_ref().map(Text::as_str), Some("20261121193259031759"));
+        assert_eq!(f.id.as_ref().map(Text::as_str), Some("web2"));
+        assert_eq!(f.retcode, Some(Int(0)));
+        assert_eq!(f.success, Some(true));
+        assert_eq!(f.tgt.unwrap().0, vec![Text::borrowed("*")]);
+        assert_eq!(f.minions.unwrap().0.len(), 2);
+        let ret: serde_json::Value = rmp_serde::from_slice(f.ret.unwrap().0).unwrap();
+        assert_eq!(ret, serde_json::json!({"a": [1, 2]}));
+        assert!(matches!(f.jid.unwrap().0, Cow::Borrowed(_)), "strings are borrowed");
+        assert_eq!(f.malformed, None);
+    }
+
+    #[test]
+    fn integer_jid_bin_strings_and_int_keys_are_handled() {
+        // {1: "x", "jid": 12261121193259031759 (u64; 20-digit jids from 2026 overflow u64, so Salt sends them as str), bin "id": bin "web1", "retcode": "2"}
+        let mut data = vec![0x84, 0x01, 0xa1, b'x', 0xa3, b'j', b'i', b'd', 0xcf];
+        data.extend_from_slice(&12261121193259031759u64.to_be_bytes());
+        data.extend_from_slice(&[0xc4, 2, b'i', b'd', 0xc4, 4, b'w', b'e', b'b', b'1']);
+        data.extend_from_slice(&[0xa7]);
+        data.extend_from_slice(b"retcode");
+        data.extend_from_slice(&[0xa1, b'2']);
+        let f = Fields::scan(&data).unwrap();
+        assert_eq!(f.jid.unwrap().as_str(), "12261121193259031759");
+        assert_eq!(f.id.unwrap().as_str(), "web1");
+        assert_eq!(f.retcode, Some(Int(2)));
+        assert_eq!(f.non_string_keys, 1);
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_dropped_not_fatal() {
+        let data = rmp_serde::to_vec_named(&serde_json::json!({"success": {"odd": 1}, "id": "web1"})).unwrap();
+        let f = Fields::scan(&data).unwrap();
+        assert_eq!(f.success, None);
+        assert_eq!(f.malformed, Some("success"));
+        assert_eq!(f.id.unwrap().as_str(), "web1");
+    }
+
+    #[test]
+    fn not_a_map_or_truncated_is_an_error() {
+        assert_eq!(Fields::scan(&[0x91, 0x01]).unwrap_err(), NotAMap);
+        let data = rmp_serde::to_vec_named(&serde_json::json!({"id": "web1", "fun": "x"})).unwrap();
+        assert_eq!(Fields::scan(&data[..data.len() - 1]).unwrap_err(), NotAMap);
+    }
+}

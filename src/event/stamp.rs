@@ -1,0 +1,172 @@
+//! Salt's `_stamp`: ISO 8601 in UTC, naive in 3006/3007 (`2026-11-21T19:44:41.731831`)
+//! and with `+00:00` in 3008. Parsed by hand: the format is fixed and small, and a
+//! date library would be the only reason to carry one.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// An instant as microseconds since the Unix epoch (UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Stamp(pub i64);
+
+impl Stamp {
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.ffffff][Z|±HH:MM]`; a naive stamp is UTC, as Salt
+    /// writes it (`datetime.utcnow()` before 3008).
+    pub fn parse(text: &str) -> Option<Stamp> {
+        let b = text.as_bytes();
+        if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b' ') || b[13] != b':' || b[16] != b':'
+        {
+            return None;
+        }
+        let num = |range: std::ops::Range<usize>| -> Option<i64> {
+            let s = text.get(range)?;
+            if !s.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            s.parse().ok()
+        };
+        let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+        let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+        if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+            return None;
+        }
+        let mut rest = &text[19..];
+        let mut micros = 0i64;
+        if let Some(frac) = rest.strip_prefix('.') {
+            let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                return None;
+            }
+            for (i, c) in frac[..digits].bytes().take(6).enumerate() {
+                micros += i64::from(c - b'0') * 10i64.pow(5 - i as u32);
+            }
+            rest = &frac[digits..];
+        }
+        let offset_secs = match rest {
+            "" | "Z" => 0,
+            _ => {
+                let sign = match rest.as_bytes()[0] {
+                    b'+' => 1,
+                    b'-' => -1,
+                    _ => return None,
+                };
+                let hm = &rest[1..];
+                if hm.len() != 5 || hm.as_bytes()[2] != b':' {
+                    return None;
+                }
+                let h: i64 = hm[0..2].parse().ok()?;
+                let m: i64 = hm[3..5].parse().ok()?;
+                sign * (h * 3600 + m * 60)
+            }
+        };
+        let days = days_from_civil(year, month, day);
+        let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
+        Some(Stamp(secs * 1_000_000 + micros))
+    }
+
+    pub fn from_system_time(t: SystemTime) -> Stamp {
+        match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => Stamp(i64::try_from(d.as_micros()).unwrap_or(i64::MAX)),
+            Err(e) => Stamp(-i64::try_from(e.duration().as_micros()).unwrap_or(i64::MAX)),
+        }
+    }
+
+    pub fn to_system_time(self) -> SystemTime {
+        if self.0 >= 0 {
+            UNIX_EPOCH + Duration::from_micros(self.0 as u64)
+        } else {
+            UNIX_EPOCH - Duration::from_micros(self.0.unsigned_abs())
+        }
+    }
+
+    /// Microseconds from `earlier` to `self` (negative when `self` is earlier).
+    pub fn micros_since(self, earlier: Stamp) -> i64 {
+        self.0 - earlier.0
+    }
+}
+
+/// RFC 3339 in UTC with microseconds, e.g. `2026-11-21T19:32:59.034109Z`.
+impl fmt::Display for Stamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.div_euclid(1_000_000);
+        let micros = self.0.rem_euclid(1_000_000);
+        let days = secs.div_euclid(86_400);
+        let of_day = secs.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        write!(
+            f,
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
+            of_day / 3600,
+            of_day / 60 % 60,
+            of_day % 60
+        )
+    }
+}
+
+impl serde::Serialize for Stamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+// Howard Hinnant's days-from-civil and its inverse (proleptic Gregorian).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn naive_and_offset_stamps_from_real_masters() {
+        // 3008.3 writes +00:00; 3006/3007 write naive UTC. Same instant, same value.
+        let aware = Stamp::parse("2026-11-21T19:32:59.034109+00:00").unwrap();
+        let naive = Stamp::parse("2026-11-21T19:32:59.034109").unwrap();
+        assert_eq!(aware, naive);
+        // 2026-11-21T19:32:59Z is 1795289579 (the capture's recv_ts is 1795289579.03552).
+        assert_eq!(aware.0, 1_795_289_579_034_109);
+        assert_eq!(aware.to_string(), "2026-11-21T19:32:59.034109Z");
+    }
+
+    #[test]
+    fn offsets_and_short_fractions() {
+        let a = Stamp::parse("2026-11-21T21:32:59.5+02:00").unwrap();
+        assert_eq!(a, Stamp::parse("2026-11-21T19:32:59.500000Z").unwrap());
+        assert_eq!(Stamp::parse("1970-01-01T00:00:00").unwrap(), Stamp(0));
+        assert_eq!(Stamp::parse("1969-12-31T23:59:59").unwrap().to_string(), "1969-12-31T23:59:59.000000Z");
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_stamp() {
+        for bad in ["", "2026-11-21", "2026-13-01T00:00:00", "2026-11-21T19:32:59.", "2026-11-21T19:32:59+0000", "abcd-11-21T19:32:59"] {
+            assert_eq!(Stamp::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn display_round_trips_over_years_1_to_9999() {
+        for day in (-719_000..2_900_000).step_by(997) {
+            let stamp = Stamp(day * 86_400_000_000 + 12_345_678);
+            assert_eq!(Stamp::parse(&stamp.to_string()), Some(stamp));
+        }
+    }
+}

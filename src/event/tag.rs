@@ -1,0 +1,182 @@
+//! Tag → [`TagClass`]: which kind of event a tag names, and the ids inside it.
+//!
+//! Tags seen on real masters (../shared/captures): `salt/job/<jid>/{new,publish}`,
+//! `salt/job/<jid>/ret/<id>`, `salt/job/<jid>/prog/<id>/<n>`, `salt/run/<jid>/{new,ret,args}`,
+//! `salt/minion/<id>/start`, `minion_start`, `salt/auth`, `salt/key`, `key`,
+//! `salt/presence/{present,change}`, `salt/beacon/<id>/<name>/...`, `minion/refresh/<id>`,
+//! `resource/refresh/<id>`, and bare `<jid>` (3006/3007, data `{minions}`).
+
+/// The closed set of event kinds; also a bounded metrics label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TagClass {
+    JobNew,
+    JobPublish,
+    JobReturn,
+    JobProgress,
+    JobMinions,
+    RunNew,
+    RunReturn,
+    MinionStart,
+    Auth,
+    Key,
+    Presence,
+    Beacon,
+    Other,
+}
+
+impl TagClass {
+    pub const ALL: [TagClass; 13] = [
+        TagClass::JobNew,
+        TagClass::JobPublish,
+        TagClass::JobReturn,
+        TagClass::JobProgress,
+        TagClass::JobMinions,
+        TagClass::RunNew,
+        TagClass::RunReturn,
+        TagClass::MinionStart,
+        TagClass::Auth,
+        TagClass::Key,
+        TagClass::Presence,
+        TagClass::Beacon,
+        TagClass::Other,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TagClass::JobNew => "job_new",
+            TagClass::JobPublish => "job_publish",
+            TagClass::JobReturn => "job_return",
+            TagClass::JobProgress => "job_progress",
+            TagClass::JobMinions => "job_minions",
+            TagClass::RunNew => "run_new",
+            TagClass::RunReturn => "run_return",
+            TagClass::MinionStart => "minion_start",
+            TagClass::Auth => "auth",
+            TagClass::Key => "key",
+            TagClass::Presence => "presence",
+            TagClass::Beacon => "beacon",
+            TagClass::Other => "other",
+        }
+    }
+}
+
+/// What the tag alone tells: its class and the ids it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParsedTag<'a> {
+    pub class: TagClass,
+    pub jid: Option<&'a str>,
+    pub minion: Option<&'a str>,
+    /// `present` or `change` for presence; the beacon name for beacons.
+    pub detail: Option<&'a str>,
+}
+
+impl<'a> ParsedTag<'a> {
+    fn new(class: TagClass) -> Self {
+        Self { class, jid: None, minion: None, detail: None }
+    }
+}
+
+/// Classifies a tag. Never fails: what is not recognised is [`TagClass::Other`].
+pub fn parse(tag: &str) -> ParsedTag<'_> {
+    let mut parts = tag.splitn(6, '/');
+    let first = parts.next().unwrap_or_default();
+    let second = parts.next();
+    match (first, second) {
+        ("salt", Some("job")) => parse_job(parts),
+        ("salt", Some("run")) => {
+            let jid = parts.next().filter(|j| !j.is_empty());
+            let class = match (jid, parts.next(), parts.next()) {
+                (Some(_), Some("new"), None) => TagClass::RunNew,
+                (Some(_), Some("ret"), None) => TagClass::RunReturn,
+                _ => TagClass::Other,
+            };
+            ParsedTag { jid: jid.filter(|_| class != TagClass::Other), ..ParsedTag::new(class) }
+        }
+        ("salt", Some("minion")) => match (parts.next(), parts.next(), parts.next()) {
+            (Some(id), Some("start"), None) if !id.is_empty() => {
+                ParsedTag { minion: Some(id), ..ParsedTag::new(TagClass::MinionStart) }
+            }
+            _ => ParsedTag::new(TagClass::Other),
+        },
+        ("salt", Some("auth")) if parts.next().is_none() => ParsedTag::new(TagClass::Auth),
+        ("salt", Some("key")) if parts.next().is_none() => ParsedTag::new(TagClass::Key),
+        ("salt", Some("presence")) => match (parts.next(), parts.next()) {
+            (Some(kind @ ("present" | "change")), None) => {
+                ParsedTag { detail: Some(kind), ..ParsedTag::new(TagClass::Presence) }
+            }
+            _ => ParsedTag::new(TagClass::Other),
+        },
+        ("salt", Some("beacon")) => match (parts.next(), parts.next()) {
+            (Some(id), Some(name)) if !id.is_empty() && !name.is_empty() => ParsedTag {
+                minion: Some(id),
+                detail: Some(name),
+                ..ParsedTag::new(TagClass::Beacon)
+            },
+            _ => ParsedTag::new(TagClass::Other),
+        },
+        ("minion_start", None) => ParsedTag::new(TagClass::MinionStart),
+        (jid, None) if looks_like_jid(jid) => ParsedTag { jid: Some(jid), ..ParsedTag::new(TagClass::JobMinions) },
+        _ => ParsedTag::new(TagClass::Other),
+    }
+}
+
+fn parse_job<'a>(mut parts: impl Iterator<Item = &'a str>) -> ParsedTag<'a> {
+    let Some(jid) = parts.next().filter(|j| !j.is_empty()) else {
+        return ParsedTag::new(TagClass::Other);
+    };
+    let with_jid = |class| ParsedTag { jid: Some(jid), ..ParsedTag::new(class) };
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("new"), None, None) => with_jid(TagClass::JobNew),
+        (Some("publish"), None, None) => with_jid(TagClass::JobPublish),
+        (Some("ret"), Some(id), None) if !id.is_empty() => {
+            ParsedTag { minion: Some(id), ..with_jid(TagClass::JobReturn) }
+        }
+        (Some("prog"), Some(id), Some(_n)) if !id.is_empty() => {
+            ParsedTag { minion: Some(id), ..with_jid(TagClass::JobProgress) }
+        }
+        _ => ParsedTag::new(TagClass::Other),
+    }
+}
+
+/// Salt's jids are 20 digits (`%Y%m%d%H%M%S%f`); older or custom ones may be
+/// shorter, but a bare tag is only taken for a jid when it is all digits.
+fn looks_like_jid(s: &str) -> bool {
+    (14..=32).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_every_tag_shape_seen_on_real_masters() {
+        let cases: &[(&str, TagClass, Option<&str>, Option<&str>)] = &[
+            ("salt/job/20261121193259031759/new", TagClass::JobNew, Some("20261121193259031759"), None),
+            ("salt/job/20261121193259031759/publish", TagClass::JobPublish, Some("20261121193259031759"), None),
+            ("salt/job/20261121193259031759/ret/web2", TagClass::JobReturn, Some("20261121193259031759"), Some("web2")),
+            ("salt/job/20261121194309318175/prog/web2/0", TagClass::JobProgress, Some("20261121194309318175"), Some("web2")),
+            ("20261121194540490471", TagClass::JobMinions, Some("20261121194540490471"), None),
+            ("salt/run/20261121193642649081/new", TagClass::RunNew, Some("20261121193642649081"), None),
+            ("salt/run/20261121193642649081/ret", TagClass::RunReturn, Some("20261121193642649081"), None),
+            ("salt/run/20261121193642649081/args", TagClass::Other, None, None),
+            ("salt/minion/db1/start", TagClass::MinionStart, None, Some("db1")),
+            ("minion_start", TagClass::MinionStart, None, None),
+            ("salt/auth", TagClass::Auth, None, None),
+            ("salt/key", TagClass::Key, None, None),
+            ("key", TagClass::Other, None, None),
+            ("salt/presence/present", TagClass::Presence, None, None),
+            ("salt/presence/change", TagClass::Presence, None, None),
+            ("salt/beacon/web1/inotify//etc/hosts", TagClass::Beacon, None, Some("web1")),
+            ("minion/refresh/web1", TagClass::Other, None, None),
+            ("resource/refresh/db1", TagClass::Other, None, None),
+            ("salt/job//new", TagClass::Other, None, None),
+            ("salt/job/1/ret/", TagClass::Other, None, None),
+            ("", TagClass::Other, None, None),
+            ("12345", TagClass::Other, None, None),
+        ];
+        for (tag, class, jid, minion) in cases {
+            let parsed = parse(tag);
+            assert_eq!((parsed.class, parsed.jid, parsed.minion), (*class, *jid, *minion), "tag {tag:?}");
+        }
+    }
+}
