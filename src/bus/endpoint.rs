@@ -1,0 +1,101 @@
+//! Where the master's event publisher listens: a unix socket, or loopback TCP for
+//! masters with `ipc_mode: tcp`. Connecting is read-only by construction: the
+//! stream handed out implements only `AsyncRead`.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::net::{TcpStream, UnixStream};
+
+/// The publisher's address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `<sock_dir>/master_event_pub.ipc`.
+    Unix(PathBuf),
+    /// `127.0.0.1:<tcp_master_pub_port>` (default 4512).
+    Tcp(SocketAddr),
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Unix(path) => write!(f, "unix:{}", path.display()),
+            Endpoint::Tcp(addr) => write!(f, "tcp:{addr}"),
+        }
+    }
+}
+
+/// A connection to the publisher that can only be read from.
+pub struct BusStream {
+    inner: Inner,
+}
+
+enum Inner {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl AsyncRead for BusStream {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match &mut self.inner {
+            Inner::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            Inner::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+/// Connecting failed; says where, as whom, and what usually fixes it.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot connect to the Salt event bus at {endpoint} as user {user}: {source}{hint}")]
+pub struct ConnectError {
+    pub endpoint: Endpoint,
+    pub user: String,
+    #[source]
+    pub source: io::Error,
+    hint: &'static str,
+}
+
+impl ConnectError {
+    pub fn kind(&self) -> io::ErrorKind {
+        self.source.kind()
+    }
+}
+
+impl Endpoint {
+    pub async fn connect(&self) -> Result<BusStream, ConnectError> {
+        let result = match self {
+            Endpoint::Unix(path) => UnixStream::connect(path).await.map(Inner::Unix),
+            Endpoint::Tcp(addr) => TcpStream::connect(addr).await.map(Inner::Tcp),
+        };
+        result.map(|inner| BusStream { inner }).map_err(|source| {
+            let hint = match (self, source.kind()) {
+                (Endpoint::Unix(_), io::ErrorKind::PermissionDenied) => {
+                    " (the socket is 0600 on Salt 3006 and 0660 on 3007+: run saltsight as the master's user, \
+                     or on 3007+ as a member of its group)"
+                }
+                (Endpoint::Unix(_), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => {
+                    " (is salt-master running, and is this its sock_dir?)"
+                }
+                (Endpoint::Tcp(_), io::ErrorKind::ConnectionRefused) => {
+                    " (is salt-master running with ipc_mode: tcp, and is this its tcp_master_pub_port?)"
+                }
+                _ => "",
+            };
+            ConnectError { endpoint: self.clone(), user: current_user(), source, hint }
+        })
+    }
+}
+
+/// `name (uid N)` of the user this process runs as.
+pub fn current_user() -> String {
+    let uid = nix::unistd::getuid();
+    match nix::unistd::User::from_uid(uid) {
+        Ok(Some(user)) => format!("{} (uid {uid})", user.name),
+        _ => format!("uid {uid}"),
+    }
+}

@@ -1,0 +1,11 @@
+//! Bytes off the master's event publisher: where it is, how its stream splits into
+//! frames, the reader task, and the capture format. No Salt meaning lives here.
+
+pub mod endpoint;
+pub mod framing;
+pub mod msgpack;
+pub mod reader;
+pub mod recording;
+
+pub use endpoint::Endpoint;
+pub use reader::{BusGap, BusMessage, BusReader, Frame, GapReason, ReaderConfig, ReaderStats};
