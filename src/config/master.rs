@@ -1,0 +1,224 @@
+//! Reads the Salt master's own config (YAML) for what locates its event bus:
+//! `root_dir`, `sock_dir`, `ipc_mode`, `tcp_master_pub_port`, following
+//! `default_include` (`master.d/*.conf`) as Salt does, later files winning.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+use crate::bus::Endpoint;
+
+pub const DEFAULT_MASTER_CONFIG: &str = "/etc/salt/master";
+const DEFAULT_SOCK_DIR: &str = "/var/run/salt/master";
+const DEFAULT_TCP_PUB_PORT: u16 = 4512;
+const PUB_SOCKET: &str = "master_event_pub.ipc";
+
+/// The bus-relevant settings, with where each came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MasterBusSettings {
+    pub root_dir: PathBuf,
+    pub sock_dir: PathBuf,
+    pub ipc_mode_tcp: bool,
+    pub tcp_master_pub_port: u16,
+    /// The files read, in order.
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MasterConfigError {
+    #[error("cannot read Salt master config {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("Salt master config {path} is not valid YAML: {detail}")]
+    Yaml { path: PathBuf, detail: String },
+    #[error("Salt master config {path}: `{key}` {problem}")]
+    Value { path: PathBuf, key: &'static str, problem: String },
+}
+
+impl MasterBusSettings {
+    /// The publisher endpoint these settings describe.
+    pub fn endpoint(&self) -> Endpoint {
+        if self.ipc_mode_tcp {
+            Endpoint::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, self.tcp_master_pub_port)))
+        } else {
+            Endpoint::Unix(self.sock_dir.join(PUB_SOCKET))
+        }
+    }
+
+    /// Reads `path` and its includes. A missing main file is not an error when
+    /// `missing_ok` (the default path on a machine without a master): Salt's
+    /// defaults apply.
+    pub fn load(path: &Path, missing_ok: bool) -> Result<Self, MasterConfigError> {
+        let mut raw = RawSettings::default();
+        let mut files = Vec::new();
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                raw.apply(path, &text)?;
+                files.push(path.to_path_buf());
+            }
+            Err(e) if missing_ok && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(MasterConfigError::Read { path: path.into(), source }),
+        }
+        let dir = path.parent().unwrap_or(Path::new("/"));
+        let pattern = raw.default_include.clone().unwrap_or_else(|| "master.d/*.conf".into());
+        for include in expand_include(dir, &pattern) {
+            let text = std::fs::read_to_string(&include)
+                .map_err(|source| MasterConfigError::Read { path: include.clone(), source })?;
+            raw.apply(&include, &text)?;
+            files.push(include);
+        }
+        let root_dir = PathBuf::from(raw.root_dir.unwrap_or_else(|| "/".into()));
+        let sock_dir = prepend_root_dir(&root_dir, Path::new(raw.sock_dir.as_deref().unwrap_or(DEFAULT_SOCK_DIR)));
+        Ok(Self {
+            root_dir,
+            sock_dir,
+            ipc_mode_tcp: raw.ipc_mode.as_deref() == Some("tcp"),
+            tcp_master_pub_port: raw.tcp_master_pub_port.unwrap_or(DEFAULT_TCP_PUB_PORT),
+            files,
+        })
+    }
+}
+
+#[derive(Default)]
+struct RawSettings {
+    root_dir: Option<String>,
+    sock_dir: Option<String>,
+    ipc_mode: Option<String>,
+    tcp_master_pub_port: Option<u16>,
+    default_include: Option<String>,
+}
+
+impl RawSettings {
+    fn apply(&mut self, path: &Path, text: &str) -> Result<(), MasterConfigError> {
+        let docs = YamlLoader::load_from_str(text)
+            .map_err(|e| MasterConfigError::Yaml { path: path.into(), detail: e.to_string() })?;
+        let Some(doc) = docs.into_iter().next() else {
+            return Ok(()); // an empty file, as Salt allows
+        };
+        if doc.is_null() {
+            return Ok(());
+        }
+        if doc.as_hash().is_none() {
+            return Err(MasterConfigError::Yaml { path: path.into(), detail: "the top level is not a mapping".into() });
+        }
+        let text_key = |key: &'static str| -> Result<Option<String>, MasterConfigError> {
+            match &doc[key] {
+                Yaml::BadValue | Yaml::Null => Ok(None),
+                Yaml::String(s) => Ok(Some(s.clone())),
+                other => Err(MasterConfigError::Value {
+                    path: path.into(),
+                    key,
+                    problem: format!("must be a string, not {other:?}"),
+                }),
+            }
+        };
+        if let Some(v) = text_key("root_dir")? {
+            self.root_dir = Some(v);
+        }
+        if let Some(v) = text_key("sock_dir")? {
+            self.sock_dir = Some(v);
+        }
+        if let Some(v) = text_key("ipc_mode")? {
+            if v != "ipc" && v != "tcp" {
+                return Err(MasterConfigError::Value {
+                    path: path.into(),
+                    key: "ipc_mode",
+                    problem: format!("is {v:?}; Salt knows `ipc` and `tcp`"),
+                });
+            }
+            self.ipc_mode = Some(v);
+        }
+        if let Some(v) = text_key("default_include")? {
+            self.default_include = Some(v);
+        }
+        match &doc["tcp_master_pub_port"] {
+            Yaml::BadValue | Yaml::Null => {}
+            Yaml::Integer(n) => {
+                self.tcp_master_pub_port = Some(u16::try_from(*n).ok().filter(|p| *p != 0).ok_or_else(|| {
+                    MasterConfigError::Value { path: path.into(), key: "tcp_master_pub_port", problem: format!("{n} is not a port") }
+                })?);
+            }
+            other => {
+                return Err(MasterConfigError::Value {
+                    path: path.into(),
+                    key: "tcp_master_pub_port",
+                    problem: format!("must be an integer, not {other:?}"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Salt's `prepend_root_dir` for an absolute path: joined under `root_dir` unless it
+/// already lies there.
+fn prepend_root_dir(root_dir: &Path, path: &Path) -> PathBuf {
+    if root_dir == Path::new("/") || path.starts_with(root_dir) || !path.is_absolute() {
+        return if path.is_absolute() { path.to_path_buf() } else { root_dir.join(path) };
+    }
+    root_dir.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// Expands an include pattern whose last component may hold `*` (`master.d/*.conf`),
+/// relative to the config's directory, sorted as Salt sorts them.
+fn expand_include(dir: &Path, pattern: &str) -> Vec<PathBuf> {
+    let full = dir.join(pattern);
+    let (Some(parent), Some(name)) = (full.parent(), full.file_name().and_then(|n| n.to_str())) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter(|e| e.file_name().to_str().is_some_and(|n| crate::config::glob::matches(name, n)))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_when_the_master_config_is_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = MasterBusSettings::load(&dir.path().join("master"), true).unwrap();
+        assert_eq!(settings.endpoint(), Endpoint::Unix("/var/run/salt/master/master_event_pub.ipc".into()));
+        assert!(MasterBusSettings::load(&dir.path().join("master"), false).is_err());
+    }
+
+    #[test]
+    fn root_dir_sock_dir_and_includes_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("master"), "root_dir: /srv/lab\nipc_mode: tcp\n").unwrap();
+        std::fs::create_dir(dir.path().join("master.d")).unwrap();
+        std::fs::write(dir.path().join("master.d/10-a.conf"), "tcp_master_pub_port: 47000\n").unwrap();
+        std::fs::write(dir.path().join("master.d/20-b.conf"), "tcp_master_pub_port: 47120\n").unwrap();
+        std::fs::write(dir.path().join("master.d/ignored.txt"), "tcp_master_pub_port: 1\n").unwrap();
+        let settings = MasterBusSettings::load(&dir.path().join("master"), false).unwrap();
+        assert_eq!(settings.endpoint(), Endpoint::Tcp("127.0.0.1:47120".parse().unwrap()));
+        assert_eq!(settings.sock_dir, PathBuf::from("/srv/lab/var/run/salt/master"));
+        assert_eq!(settings.files.len(), 3);
+    }
+
+    #[test]
+    fn sock_dir_already_under_root_dir_is_kept() {
+        assert_eq!(prepend_root_dir(Path::new("/tmp/slA"), Path::new("/tmp/slA/master/sock")), PathBuf::from("/tmp/slA/master/sock"));
+        assert_eq!(prepend_root_dir(Path::new("/"), Path::new("/var/run/salt/master")), PathBuf::from("/var/run/salt/master"));
+    }
+
+    #[test]
+    fn bad_values_name_file_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("master");
+        std::fs::write(&path, "ipc_mode: zmq\n").unwrap();
+        let err = MasterBusSettings::load(&path, false).unwrap_err().to_string();
+        assert!(err.contains("ipc_mode") && err.contains(&path.display().to_string()), "{err}");
+        std::fs::write(&path, "sock_dir: [unclosed\n").unwrap();
+        assert!(matches!(MasterBusSettings::load(&path, false), Err(MasterConfigError::Yaml { .. })));
+    }
+}

@@ -1,0 +1,11 @@
+//! Configuration in two layers: [`file`] as written (unknown keys rejected), then
+//! [`resolve`]d with the environment, the flags and the Salt master's own config
+//! ([`master`]) into a validated [`Config`].
+
+pub mod duration;
+pub mod file;
+pub mod glob;
+pub mod master;
+pub mod resolve;
+
+pub use resolve::{BusConfig, Config, ConfigErrors, LogConfig, LogFormat, Overrides, load};

@@ -1,0 +1,261 @@
+//! File + environment + flags + the master's config → one validated [`Config`].
+//! Every problem found is reported, not just the first.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::duration::parse_duration;
+use super::file::FileConfig;
+use super::master::{DEFAULT_MASTER_CONFIG, MasterBusSettings};
+use crate::bus::Endpoint;
+
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/saltsight/saltsight.toml";
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 64 << 20;
+pub const DEFAULT_QUEUE_FRAMES: usize = 16_384;
+pub const DEFAULT_RECONNECT_MIN: Duration = Duration::from_millis(100);
+pub const DEFAULT_RECONNECT_MAX: Duration = Duration::from_secs(1);
+
+/// What the command line and `SALTSIGHT_*` variables said (clap merges the two).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub config: Option<PathBuf>,
+    pub master_config: Option<PathBuf>,
+    pub endpoint: Option<String>,
+    pub max_frame_bytes: Option<u64>,
+    pub log_level: Option<String>,
+    pub log_format: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub bus: BusConfig,
+    pub log: LogConfig,
+    /// The saltsight config file read, if any.
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BusConfig {
+    pub endpoint: Endpoint,
+    /// Where the endpoint came from, for `check-config` and logs.
+    pub endpoint_origin: String,
+    pub max_frame_bytes: usize,
+    pub queue_frames: usize,
+    pub reconnect_min: Duration,
+    pub reconnect_max: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    pub level: String,
+    pub format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Everything wrong with the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<String>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid configuration ({} problem{}):", self.0.len(), if self.0.len() == 1 { "" } else { "s" })?;
+        for problem in &self.0 {
+            write!(f, "\n  - {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// Reads and validates. `config` in `overrides` names the file; without it the
+/// default path is read if it exists.
+pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
+    let mut errors = Vec::new();
+    let (file, file_path) = read_file(overrides.config.as_deref(), &mut errors);
+    let bus = resolve_bus(&file, overrides, &mut errors);
+    let log = resolve_log(&file, overrides, &mut errors);
+    match (bus, log) {
+        (Some(bus), Some(log)) if errors.is_empty() => Ok(Config { bus, log, file: file_path }),
+        _ => Err(ConfigErrors(errors)),
+    }
+}
+
+fn read_file(explicit: Option<&Path>, errors: &mut Vec<String>) -> (FileConfig, Option<PathBuf>) {
+    let path = explicit.unwrap_or(Path::new(DEFAULT_CONFIG_PATH));
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if explicit.is_none() && e.kind() == std::io::ErrorKind::NotFound => {
+            return (FileConfig::default(), None);
+        }
+        Err(e) => {
+            errors.push(format!("cannot read {}: {e}", path.display()));
+            return (FileConfig::default(), None);
+        }
+    };
+    match toml::from_str::<FileConfig>(&text) {
+        Ok(file) => (file, Some(path.to_path_buf())),
+        Err(e) => {
+            errors.push(format!("{}: {}", path.display(), e.to_string().trim_end()));
+            (FileConfig::default(), Some(path.to_path_buf()))
+        }
+    }
+}
+
+fn resolve_bus(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Option<BusConfig> {
+    let endpoint_text = o.endpoint.clone().or_else(|| file.bus.endpoint.clone());
+    let (endpoint, endpoint_origin) = match endpoint_text {
+        Some(text) => match parse_endpoint(&text) {
+            Ok(endpoint) => (Some(endpoint), "set explicitly (--endpoint, SALTSIGHT_ENDPOINT or bus.endpoint)".to_string()),
+            Err(problem) => {
+                errors.push(problem);
+                (None, String::new())
+            }
+        },
+        None => {
+            let explicit = o.master_config.clone().or_else(|| file.bus.master_config.clone());
+            let path = explicit.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_MASTER_CONFIG));
+            match MasterBusSettings::load(&path, explicit.is_none()) {
+                Ok(settings) => {
+                    let origin = if settings.files.is_empty() {
+                        format!("Salt defaults ({} not found)", path.display())
+                    } else {
+                        let files: Vec<String> = settings.files.iter().map(|f| f.display().to_string()).collect();
+                        format!("Salt master config {}", files.join(", "))
+                    };
+                    (Some(settings.endpoint()), origin)
+                }
+                Err(e) => {
+                    errors.push(e.to_string());
+                    (None, String::new())
+                }
+            }
+        }
+    };
+    let max_frame_bytes = o.max_frame_bytes.or(file.bus.max_frame_bytes).map_or(DEFAULT_MAX_FRAME_BYTES as u64, |v| v);
+    if !(1024..(2u64 << 30)).contains(&max_frame_bytes) {
+        errors.push(format!("bus.max_frame_bytes is {max_frame_bytes}; it must be at least 1024 and below 2 GiB"));
+    }
+    let queue_frames = file.bus.queue_frames.unwrap_or(DEFAULT_QUEUE_FRAMES as u64);
+    if !(1..=1_000_000).contains(&queue_frames) {
+        errors.push(format!("bus.queue_frames is {queue_frames}; it must be between 1 and 1000000"));
+    }
+    let mut duration = |key: &str, value: &Option<String>, default: Duration| match value {
+        None => default,
+        Some(text) => parse_duration(text).unwrap_or_else(|e| {
+            errors.push(format!("bus.{key}: {e}"));
+            default
+        }),
+    };
+    let reconnect_min = duration("reconnect_min", &file.bus.reconnect_min, DEFAULT_RECONNECT_MIN);
+    let reconnect_max = duration("reconnect_max", &file.bus.reconnect_max, DEFAULT_RECONNECT_MAX);
+    if reconnect_min.is_zero() || reconnect_min > reconnect_max {
+        errors.push(format!("bus.reconnect_min ({reconnect_min:?}) must be above zero and at most bus.reconnect_max ({reconnect_max:?})"));
+    }
+    Some(BusConfig {
+        endpoint: endpoint?,
+        endpoint_origin,
+        max_frame_bytes: max_frame_bytes as usize,
+        queue_frames: queue_frames as usize,
+        reconnect_min,
+        reconnect_max,
+    })
+}
+
+fn resolve_log(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Option<LogConfig> {
+    let level = o.log_level.clone().or_else(|| file.log.level.clone()).unwrap_or_else(|| "info".into());
+    if tracing_subscriber::EnvFilter::try_new(&level).is_err() {
+        errors.push(format!("log.level {level:?} is not a level (error, warn, info, debug, trace) or filter"));
+    }
+    let format = match o.log_format.as_deref().or(file.log.format.as_deref()).unwrap_or("text") {
+        "text" => LogFormat::Text,
+        "json" => LogFormat::Json,
+        other => {
+            errors.push(format!("log.format {other:?} is not `text` or `json`"));
+            LogFormat::Text
+        }
+    };
+    Some(LogConfig { level, format })
+}
+
+/// `unix:/path`, `tcp:host:port`, an absolute path, or `host:port`.
+pub fn parse_endpoint(text: &str) -> Result<Endpoint, String> {
+    let bad = || format!("endpoint {text:?} is not `unix:/path/to/master_event_pub.ipc` or `tcp:127.0.0.1:4512`");
+    if let Some(path) = text.strip_prefix("unix:") {
+        return if path.starts_with('/') { Ok(Endpoint::Unix(path.into())) } else { Err(bad()) };
+    }
+    if text.starts_with('/') {
+        return Ok(Endpoint::Unix(text.into()));
+    }
+    let addr = text.strip_prefix("tcp:").unwrap_or(text);
+    addr.parse().map(Endpoint::Tcp).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_naming_key_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "s.toml", "[bus]\nendpoint = \"unix:/x\"\nmax_frame_byts = 5\n");
+        let err = load(&Overrides { config: Some(path.clone()), ..Default::default() }).unwrap_err().to_string();
+        assert!(err.contains("max_frame_byts") && err.contains(&path.display().to_string()), "{err}");
+    }
+
+    #[test]
+    fn every_problem_is_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            dir.path(),
+            "s.toml",
+            "[bus]\nendpoint = \"nowhere\"\nmax_frame_bytes = 10\nreconnect_min = \"5x\"\n[log]\nformat = \"xml\"\n",
+        );
+        let err = load(&Overrides { config: Some(path), ..Default::default() }).unwrap_err();
+        assert_eq!(err.0.len(), 4, "{err}");
+    }
+
+    #[test]
+    fn flags_override_the_file_and_the_file_overrides_the_master() {
+        let dir = tempfile::tempdir().unwrap();
+        let master = write(dir.path(), "master", "sock_dir: /run/m\n");
+        let path = write(dir.path(), "s.toml", &format!("[bus]\nmaster_config = {:?}\n", master.display().to_string()));
+        let config = load(&Overrides { config: Some(path.clone()), ..Default::default() }).unwrap();
+        assert_eq!(config.bus.endpoint, Endpoint::Unix("/run/m/master_event_pub.ipc".into()));
+        let config = load(&Overrides { config: Some(path), endpoint: Some("tcp:127.0.0.1:47120".into()), ..Default::default() }).unwrap();
+        assert_eq!(config.bus.endpoint, Endpoint::Tcp("127.0.0.1:47120".parse().unwrap()));
+    }
+
+    #[test]
+    fn an_explicit_missing_master_config_is_an_error() {
+        let err = load(&Overrides {
+            config: Some("/nonexistent/saltsight.toml".into()),
+            master_config: Some("/nonexistent/master".into()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert_eq!(err.0.len(), 2, "{err}");
+    }
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(parse_endpoint("unix:/a/b.ipc"), Ok(Endpoint::Unix("/a/b.ipc".into())));
+        assert_eq!(parse_endpoint("/a/b.ipc"), Ok(Endpoint::Unix("/a/b.ipc".into())));
+        assert_eq!(parse_endpoint("tcp:127.0.0.1:4512"), Ok(Endpoint::Tcp("127.0.0.1:4512".parse().unwrap())));
+        assert_eq!(parse_endpoint("[::1]:4512"), Ok(Endpoint::Tcp("[::1]:4512".parse().unwrap())));
+        assert!(parse_endpoint("unix:relative").is_err());
+        assert!(parse_endpoint("localhost").is_err());
+    }
+}
