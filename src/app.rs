@@ -1,0 +1,216 @@
+//! Wires a source (the live bus or a recording) to a handler through one bounded
+//! queue, decodes frames in the consuming task, and drains in order on shutdown.
+//!
+//! The reader never waits on the queue (see `bus::reader`); a recording does, since
+//! a file can wait. The handler runs synchronously on each decoded event, so the
+//! event may borrow from its frame.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::bus::recording::{RecordingFormat, RecordingReader};
+use crate::bus::reader::Delivery;
+use crate::bus::{BusGap, BusMessage, BusReader, Endpoint, Frame, ReaderConfig, ReaderStats};
+use crate::config::BusConfig;
+use crate::event::{self, DecodeError, Event, TagClass};
+use crate::ratelimit::LogLimiter;
+
+/// Where frames come from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// The master's publisher, read-only, reconnecting.
+    Live(ReaderConfig),
+    /// A recording: the capture format or a raw dump of the socket bytes.
+    Recording { path: PathBuf, max_frame_bytes: usize, progress: bool },
+}
+
+impl Source {
+    pub fn live(bus: &BusConfig, delivery: Delivery) -> Self {
+        Source::Live(ReaderConfig {
+            endpoint: bus.endpoint.clone(),
+            max_frame_bytes: bus.max_frame_bytes,
+            reconnect_min: bus.reconnect_min,
+            reconnect_max: bus.reconnect_max,
+            delivery,
+        })
+    }
+}
+
+/// What the pipeline does with what comes off the source. Called from one task.
+pub trait Handler {
+    fn event(&mut self, event: &Event<'_>, frame: &Frame) -> anyhow::Result<()>;
+    fn gap(&mut self, gap: &BusGap) -> anyhow::Result<()>;
+    fn connected(&mut self, _endpoint: &Endpoint) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Raw chunks (capture mode only).
+    fn chunk(&mut self, _chunk: &Frame) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// The source ended; flush.
+    fn finish(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// What went through, for the exit summary and tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub frames: u64,
+    pub events_by_class: BTreeMap<&'static str, u64>,
+    pub decode_errors: BTreeMap<&'static str, u64>,
+    pub malformed_fields: u64,
+    pub gaps: u64,
+    pub recording_skipped_frames: u64,
+    pub recording_desyncs: u64,
+    pub recording_trailing_bytes: u64,
+}
+
+impl Summary {
+    pub fn events(&self) -> u64 {
+        self.events_by_class.values().sum()
+    }
+}
+
+/// Runs `source` into `handler` until the source ends (recording) or `cancel`
+/// fires (live). `queue` bounds the frames in flight.
+pub async fn run<H: Handler>(
+    source: Source,
+    queue: usize,
+    mut handler: H,
+    cancel: CancellationToken,
+    reader_stats: Arc<ReaderStats>,
+) -> anyhow::Result<(Summary, H)> {
+    let (tx, mut rx) = mpsc::channel::<BusMessage>(queue.max(1));
+    let producer = match source {
+        Source::Live(config) => {
+            let reader = BusReader::new(config, tx, reader_stats);
+            tokio::spawn(async move {
+                reader.run(cancel).await;
+                Ok(RecordingTotals::default())
+            })
+        }
+        Source::Recording { path, max_frame_bytes, progress } => {
+            tokio::task::spawn_blocking(move || read_recording(&path, max_frame_bytes, progress, &tx, &cancel))
+        }
+    };
+
+    let mut summary = Summary::default();
+    let mut decode_log = LogLimiter::new(std::time::Duration::from_secs(10));
+    while let Some(message) = rx.recv().await {
+        match message {
+            BusMessage::Frame(frame) => {
+                summary.frames += 1;
+                match event::decode(&frame.bytes) {
+                    Ok(event) => {
+                        *summary.events_by_class.entry(event.class.as_str()).or_default() += 1;
+                        if let Some(field) = event.malformed_field {
+                            summary.malformed_fields += 1;
+                            if let Some(suppressed) = decode_log.admit("malformed_field") {
+                                warn!(tag = event.tag, field, suppressed, "Event field of an unexpected type; left empty.");
+                            }
+                        }
+                        debug!(tag = event.tag, class = event.class.as_str(), "Event.");
+                        handler.event(&event, &frame)?;
+                    }
+                    Err(error) => note_decode_error(&mut summary, &mut decode_log, &error),
+                }
+            }
+            BusMessage::Chunk(chunk) => handler.chunk(&chunk)?,
+            BusMessage::Gap(gap) => {
+                summary.gaps += 1;
+                handler.gap(&gap)?;
+            }
+            BusMessage::Connected { endpoint, .. } => handler.connected(&endpoint)?,
+            BusMessage::FramingDetected(_) => {}
+        }
+    }
+    handler.finish()?;
+    let totals = producer.await.context("the source task panicked")??;
+    summary.recording_skipped_frames = totals.skipped_frames;
+    summary.recording_desyncs = totals.desyncs;
+    summary.recording_trailing_bytes = totals.trailing_bytes;
+    Ok((summary, handler))
+}
+
+fn note_decode_error(summary: &mut Summary, log: &mut LogLimiter, error: &DecodeError) {
+    *summary.decode_errors.entry(error.reason()).or_default() += 1;
+    if let Some(suppressed) = log.admit(error.reason()) {
+        warn!(%error, reason = error.reason(), tag = error.tag(), suppressed, "Skipped an undecodable frame.");
+    }
+}
+
+#[derive(Debug, Default)]
+struct RecordingTotals {
+    skipped_frames: u64,
+    desyncs: u64,
+    trailing_bytes: u64,
+}
+
+/// Reads a recording into the queue, waiting for room (a file can wait).
+fn read_recording(
+    path: &std::path::Path,
+    max_frame_bytes: usize,
+    progress: bool,
+    tx: &mpsc::Sender<BusMessage>,
+    cancel: &CancellationToken,
+) -> anyhow::Result<RecordingTotals> {
+    let file = std::fs::File::open(path).with_context(|| format!("cannot open recording {}", path.display()))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut reader = RecordingReader::new(file, max_frame_bytes)
+        .with_context(|| format!("cannot read recording {}", path.display()))?;
+    let format = match reader.format() {
+        RecordingFormat::Capture => "saltsight capture",
+        RecordingFormat::RawDump => "raw socket dump",
+    };
+    debug!(path = %path.display(), format, "Replaying a recording.");
+    let bar = (progress && std::io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new(size);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let mut batch = Vec::new();
+    loop {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let more = reader
+            .next_batch(&mut batch)
+            .with_context(|| format!("recording {} is damaged; what came before was replayed", path.display()))?;
+        for message in batch.drain(..) {
+            if tx.blocking_send(message).is_err() {
+                return Ok(RecordingTotals::default());
+            }
+        }
+        if let Some(bar) = &bar {
+            bar.set_position(reader.position());
+        }
+        if !more {
+            break;
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    Ok(RecordingTotals {
+        skipped_frames: reader.skipped_frames,
+        desyncs: reader.desyncs,
+        trailing_bytes: reader.trailing_bytes,
+    })
+}
+
+/// Every class appears in summaries, zero or not (stable output for tests).
+pub fn all_classes() -> impl Iterator<Item = &'static str> {
+    TagClass::ALL.iter().map(|c| c.as_str())
+}

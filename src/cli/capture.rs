@@ -1,0 +1,65 @@
+//! `saltsight capture FILE`: the raw bus bytes with receive times, in the capture
+//! format of `bus::recording`, until interrupted or `--duration` ends.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use clap::Args;
+
+use crate::app::Handler;
+use crate::bus::recording::CaptureWriter;
+use crate::bus::{BusGap, Endpoint, Frame};
+use crate::config::duration::parse_duration;
+use crate::event::Event;
+
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// The file to write (replaced if it exists)
+    pub file: PathBuf,
+    /// Stop after this long, e.g. 30s or 10m
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+}
+
+pub struct CaptureHandler {
+    writer: CaptureWriter<BufWriter<File>>,
+    pub bytes: u64,
+}
+
+impl CaptureHandler {
+    pub fn create(path: &std::path::Path) -> std::io::Result<Self> {
+        let file = File::create(path)?;
+        Ok(Self { writer: CaptureWriter::new(BufWriter::with_capacity(1 << 20, file))?, bytes: 0 })
+    }
+}
+
+impl Handler for CaptureHandler {
+    fn event(&mut self, _event: &Event<'_>, _frame: &Frame) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn chunk(&mut self, chunk: &Frame) -> anyhow::Result<()> {
+        self.bytes += chunk.bytes.len() as u64;
+        self.writer.bytes(chunk.received_at.unwrap_or_else(SystemTime::now), &chunk.bytes)?;
+        Ok(())
+    }
+
+    fn gap(&mut self, gap: &BusGap) -> anyhow::Result<()> {
+        self.writer.disconnected(gap.started_at, gap.reason.as_str())?;
+        self.writer.flush()?;
+        Ok(())
+    }
+
+    fn connected(&mut self, endpoint: &Endpoint) -> anyhow::Result<()> {
+        self.writer.connected(SystemTime::now(), &endpoint.to_string())?;
+        self.writer.flush()?;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        self.writer.flush()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,38 @@
+//! `saltsight check-config`: validate, then say where the bus is and whether this
+//! user can reach it. Meant for `ExecStartPre=`; an absent socket is reported, not
+//! fatal (the master may start after saltsight).
+
+use std::io::Write;
+
+use clap::Args;
+
+use crate::bus::Endpoint;
+use crate::bus::endpoint::current_user;
+use crate::config::Config;
+
+#[derive(Debug, Args)]
+pub struct CheckConfigArgs {}
+
+pub fn run(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
+    match &config.file {
+        Some(path) => writeln!(out, "config file: {}", path.display())?,
+        None => writeln!(out, "config file: none (defaults)")?,
+    }
+    writeln!(out, "bus endpoint: {}", config.bus.endpoint)?;
+    writeln!(out, "  from: {}", config.bus.endpoint_origin)?;
+    writeln!(out, "max frame bytes: {}", config.bus.max_frame_bytes)?;
+    writeln!(out, "queue frames: {}", config.bus.queue_frames)?;
+    writeln!(out, "running as: {}", current_user())?;
+    if let Endpoint::Unix(path) = &config.bus.endpoint {
+        let status = match nix::unistd::access(path.as_path(), nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK) {
+            Ok(()) => "present and connectable by this user".to_string(),
+            Err(nix::errno::Errno::ENOENT) => "not present (is salt-master running?)".to_string(),
+            Err(nix::errno::Errno::EACCES) => {
+                "present but not connectable by this user (run as the master's user, or on 3007+ its group)".to_string()
+            }
+            Err(e) => format!("cannot be checked: {e}"),
+        };
+        writeln!(out, "socket: {status}")?;
+    }
+    writeln!(out, "config OK")
+}

@@ -1,0 +1,92 @@
+//! The command line: clap types and one file per subcommand.
+
+pub mod capture;
+pub mod check_config;
+pub mod replay;
+pub mod run;
+pub mod tail;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::Overrides;
+
+/// Watches a Salt master's event bus, read-only, and reports on jobs, returns and
+/// failures. It never sends anything to the master.
+#[derive(Debug, Parser)]
+#[command(name = "saltsight", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// saltsight's config file (TOML) [default: /etc/saltsight/saltsight.toml, if present]
+    #[arg(long, global = true, env = "SALTSIGHT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The Salt master's config, read for sock_dir, root_dir, ipc_mode and
+    /// tcp_master_pub_port (master.d/*.conf beside it too) [default: /etc/salt/master]
+    #[arg(long, global = true, env = "SALTSIGHT_MASTER_CONFIG", value_name = "FILE")]
+    pub master_config: Option<PathBuf>,
+    /// The master's event publisher, overriding its config:
+    /// unix:/var/run/salt/master/master_event_pub.ipc or tcp:127.0.0.1:4512
+    #[arg(long, global = true, env = "SALTSIGHT_ENDPOINT", value_name = "ENDPOINT")]
+    pub endpoint: Option<String>,
+    /// Largest frame accepted, in bytes (highstate returns of several MB are normal)
+    /// [default: 67108864]
+    #[arg(long, global = true, env = "SALTSIGHT_MAX_FRAME_BYTES", value_name = "BYTES")]
+    pub max_frame_bytes: Option<u64>,
+    /// Log level or tracing filter (error, warn, info, debug, trace) [default: info]
+    #[arg(long, global = true, env = "SALTSIGHT_LOG_LEVEL", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// Log format on stderr: text or json [default: text]
+    #[arg(long, global = true, env = "SALTSIGHT_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: Option<String>,
+}
+
+impl GlobalArgs {
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            config: self.config.clone(),
+            master_config: self.master_config.clone(),
+            endpoint: self.endpoint.clone(),
+            max_frame_bytes: self.max_frame_bytes,
+            log_level: self.log_level.clone(),
+            log_format: self.log_format.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the agent: watch the bus and emit records (logs go to stderr).
+    Run(run::RunArgs),
+    /// Show live events, like `salt-run state.event pretty=True`.
+    Tail(tail::TailArgs),
+    /// Record the raw bus bytes, with receive times, to a file for later replay.
+    Capture(capture::CaptureArgs),
+    /// Feed a recording (a capture or a raw socket dump) through the pipeline.
+    Replay(replay::ReplayArgs),
+    /// Validate the configuration and print the resolved bus endpoint.
+    CheckConfig(check_config::CheckConfigArgs),
+}
+
+/// How a subcommand ended, for the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// Ran, but some input was bad (undecodable frames, a damaged recording).
+    BadInput,
+}
+
+/// Exit codes: 0 ok; 1 runtime failure; 2 usage (clap); 3 ran but saw bad input;
+/// 64 invalid configuration.
+pub mod exit {
+    pub const RUNTIME: i32 = 1;
+    pub const BAD_INPUT: i32 = 3;
+    pub const CONFIG: i32 = 64;
+}

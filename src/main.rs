@@ -1,0 +1,133 @@
+//! The `saltsight` binary: parse the command line, load the config (exit 64 when it
+//! is invalid, before any task starts), set up logging, run the subcommand.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use saltsight::app::{self, Source, Summary};
+use saltsight::bus::ReaderStats;
+use saltsight::bus::reader::Delivery;
+use saltsight::cli::capture::CaptureHandler;
+use saltsight::cli::run::RecordHandler;
+use saltsight::cli::tail::TailHandler;
+use saltsight::cli::{Cli, Command, Outcome, check_config, exit};
+use saltsight::config::{self, Config, LogFormat};
+use saltsight::shutdown;
+use tokio_util::sync::CancellationToken;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match config::load(&cli.global.overrides()) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("saltsight: {errors}");
+            return ExitCode::from(exit::CONFIG as u8);
+        }
+    };
+    init_logging(&config);
+    if let Command::CheckConfig(_) = cli.command {
+        return match check_config::run(&config, &mut std::io::stdout().lock()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("saltsight: {e}");
+                ExitCode::from(exit::RUNTIME as u8)
+            }
+        };
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("saltsight: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::RUNTIME as u8);
+        }
+    };
+    match runtime.block_on(dispatch(cli.command, config)) {
+        Ok(Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(Outcome::BadInput) => ExitCode::from(exit::BAD_INPUT as u8),
+        Err(error) => {
+            tracing::error!(error = format!("{error:#}"), "Exiting on error.");
+            eprintln!("saltsight: {error:#}");
+            ExitCode::from(exit::RUNTIME as u8)
+        }
+    }
+}
+
+fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::new(&config.log.level);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Under systemd the journal stamps every line already.
+    let journal = std::env::var_os("JOURNAL_STREAM").is_some();
+    match (config.log.format, journal) {
+        (LogFormat::Json, _) => builder.json().init(),
+        (LogFormat::Text, true) => builder.without_time().with_ansi(false).init(),
+        (LogFormat::Text, false) => builder.init(),
+    }
+}
+
+async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
+    let cancel = shutdown::on_signals().context("cannot install signal handlers")?;
+    let stats = Arc::new(ReaderStats::default());
+    let queue = config.bus.queue_frames;
+    let summary = match command {
+        Command::Run(args) => {
+            let handler = RecordHandler::new(std::io::stdout(), args.output, true);
+            let source = Source::live(&config.bus, Delivery::Frames);
+            app::run(source, queue, handler, cancel, stats).await?.0
+        }
+        Command::Tail(args) => {
+            let handler = TailHandler::new(std::io::stdout(), &args, cancel.clone());
+            let source = match &args.from {
+                Some(path) => Source::Recording { path: path.clone(), max_frame_bytes: config.bus.max_frame_bytes, progress: false },
+                None => Source::live(&config.bus, Delivery::Frames),
+            };
+            app::run(source, queue, handler, cancel, stats).await?.0
+        }
+        Command::Capture(args) => {
+            let handler = CaptureHandler::create(&args.file)
+                .with_context(|| format!("cannot create capture file {}", args.file.display()))?;
+            if let Some(duration) = args.duration {
+                stop_after(cancel.clone(), duration);
+            }
+            let source = Source::live(&config.bus, Delivery::RawChunks);
+            let (summary, handler) = app::run(source, queue, handler, cancel, stats.clone()).await?;
+            eprintln!("captured {} bytes to {}", handler.bytes, args.file.display());
+            summary
+        }
+        Command::Replay(args) => {
+            let handler = RecordHandler::new(std::io::stdout(), args.output, false);
+            let source = Source::Recording { path: args.file.clone(), max_frame_bytes: config.bus.max_frame_bytes, progress: true };
+            let (summary, _) = app::run(source, queue, handler, CancellationToken::new(), stats).await?;
+            eprintln!("{}", describe(&summary));
+            summary
+        }
+        Command::CheckConfig(_) => return Ok(Outcome::Ok),
+    };
+    let bad = !summary.decode_errors.is_empty() || summary.recording_desyncs > 0 || summary.recording_trailing_bytes > 0;
+    Ok(if bad { Outcome::BadInput } else { Outcome::Ok })
+}
+
+fn stop_after(cancel: CancellationToken, duration: std::time::Duration) {
+    tokio::spawn(async move {
+        tokio::time::sleep(duration).await;
+        cancel.cancel();
+    });
+}
+
+/// A one-paragraph summary for stderr.
+fn describe(summary: &Summary) -> String {
+    let classes: Vec<String> = summary.events_by_class.iter().map(|(class, n)| format!("{class}={n}")).collect();
+    let errors: Vec<String> = summary.decode_errors.iter().map(|(reason, n)| format!("{reason}={n}")).collect();
+    format!(
+        "replayed {} frames: {} events ({}); decode errors: {}; gaps: {}; frames skipped: {}; desyncs: {}; trailing bytes: {}",
+        summary.frames,
+        summary.events(),
+        classes.join(" "),
+        if errors.is_empty() { "none".into() } else { errors.join(" ") },
+        summary.gaps,
+        summary.recording_skipped_frames,
+        summary.recording_desyncs,
+        summary.recording_trailing_bytes
+    )
+}
