@@ -1,6 +1,10 @@
 //! Reads the Salt master's own config (YAML) for what locates its event bus:
 //! `root_dir`, `sock_dir`, `ipc_mode`, `tcp_master_pub_port`, following
 //! `default_include` (`master.d/*.conf`) as Salt does, later files winning.
+//!
+//! One quirk of Salt's `apply_master_config` is reproduced: when `sock_dir` is more
+//! than 10 characters longer than `cachedir` (both as written, before `root_dir` is
+//! prepended), Salt puts its sockets in `<cachedir>/.salt-unix` instead.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -11,6 +15,7 @@ use crate::bus::Endpoint;
 
 pub const DEFAULT_MASTER_CONFIG: &str = "/etc/salt/master";
 const DEFAULT_SOCK_DIR: &str = "/var/run/salt/master";
+const DEFAULT_CACHEDIR: &str = "/var/cache/salt/master";
 const DEFAULT_TCP_PUB_PORT: u16 = 4512;
 const PUB_SOCKET: &str = "master_event_pub.ipc";
 
@@ -68,7 +73,12 @@ impl MasterBusSettings {
             files.push(include);
         }
         let root_dir = PathBuf::from(raw.root_dir.unwrap_or_else(|| "/".into()));
-        let sock_dir = prepend_root_dir(&root_dir, Path::new(raw.sock_dir.as_deref().unwrap_or(DEFAULT_SOCK_DIR)));
+        let cachedir = raw.cachedir.unwrap_or_else(|| DEFAULT_CACHEDIR.into());
+        let mut sock_dir = raw.sock_dir.unwrap_or_else(|| DEFAULT_SOCK_DIR.into());
+        if sock_dir.chars().count() > cachedir.chars().count() + 10 {
+            sock_dir = format!("{}/.salt-unix", cachedir.trim_end_matches('/'));
+        }
+        let sock_dir = prepend_root_dir(&root_dir, Path::new(&sock_dir));
         Ok(Self {
             root_dir,
             sock_dir,
@@ -83,6 +93,7 @@ impl MasterBusSettings {
 struct RawSettings {
     root_dir: Option<String>,
     sock_dir: Option<String>,
+    cachedir: Option<String>,
     ipc_mode: Option<String>,
     tcp_master_pub_port: Option<u16>,
     default_include: Option<String>,
@@ -117,6 +128,9 @@ impl RawSettings {
         }
         if let Some(v) = text_key("sock_dir")? {
             self.sock_dir = Some(v);
+        }
+        if let Some(v) = text_key("cachedir")? {
+            self.cachedir = Some(v);
         }
         if let Some(v) = text_key("ipc_mode")? {
             if v != "ipc" && v != "tcp" {
@@ -203,6 +217,22 @@ mod tests {
         assert_eq!(settings.endpoint(), Endpoint::Tcp("127.0.0.1:47120".parse().unwrap()));
         assert_eq!(settings.sock_dir, PathBuf::from("/srv/lab/var/run/salt/master"));
         assert_eq!(settings.files.len(), 3);
+    }
+
+    #[test]
+    fn a_long_sock_dir_moves_to_cachedir_salt_unix_as_salt_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("master");
+        // 37 characters against the default cachedir's 22 (+10): Salt moves it.
+        std::fs::write(&path, "root_dir: /tmp/saltsight-lab-9z24AG\nsock_dir: /tmp/saltsight-lab-9z24AG/master/sock\n").unwrap();
+        let settings = MasterBusSettings::load(&path, false).unwrap();
+        assert_eq!(settings.sock_dir, PathBuf::from("/tmp/saltsight-lab-9z24AG/var/cache/salt/master/.salt-unix"));
+        // 23 characters: kept.
+        std::fs::write(&path, "root_dir: /tmp/labtry\nsock_dir: /tmp/labtry/master/sock\n").unwrap();
+        assert_eq!(MasterBusSettings::load(&path, false).unwrap().sock_dir, PathBuf::from("/tmp/labtry/master/sock"));
+        // A configured cachedir counts too.
+        std::fs::write(&path, "cachedir: /c\nsock_dir: /var/run/salt/master\n").unwrap();
+        assert_eq!(MasterBusSettings::load(&path, false).unwrap().sock_dir, PathBuf::from("/c/.salt-unix"));
     }
 
     #[test]
