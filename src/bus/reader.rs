@@ -46,7 +46,7 @@ pub struct BusGap {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GapReason {
-    /// The master closed the connection (restart, stop).
+    /// The master closed or reset the connection (restart, stop).
     Disconnected,
     /// Reading failed.
     ReadError,
@@ -240,6 +240,11 @@ impl BusReader {
                 }
                 Ok(n) => n,
                 Err(error) => {
+                    // A reset is the master going away (a restart kills its publisher).
+                    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+                    if matches!(error.kind(), ConnectionReset | ConnectionAborted | BrokenPipe) {
+                        return ConnectionEnd::Lost(GapReason::Disconnected);
+                    }
                     warn!(%error, "Reading the event bus failed.");
                     return ConnectionEnd::Lost(GapReason::ReadError);
                 }
