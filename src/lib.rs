@@ -18,6 +18,7 @@ pub mod bus;
 pub mod cli;
 pub mod config;
 pub mod event;
+pub mod lab;
 pub mod sink;
 pub mod ratelimit;
 pub mod shutdown;

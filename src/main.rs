@@ -56,12 +56,13 @@ fn main() -> ExitCode {
 
 fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::new(&config.log.level);
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     // Under systemd the journal stamps every line already.
     let journal = std::env::var_os("JOURNAL_STREAM").is_some();
     match (config.log.format, journal) {
         (LogFormat::Json, _) => builder.json().init(),
-        (LogFormat::Text, true) => builder.without_time().with_ansi(false).init(),
+        (LogFormat::Text, true) => builder.without_time().init(),
         (LogFormat::Text, false) => builder.init(),
     }
 }
@@ -101,6 +102,10 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
             let (summary, _) = app::run(source, queue, handler, CancellationToken::new(), stats).await?;
             eprintln!("{}", describe(&summary));
             summary
+        }
+        Command::Demo(args) => {
+            saltsight::cli::demo::run(args, &config.bus, cancel).await?;
+            return Ok(Outcome::Ok);
         }
         Command::CheckConfig(_) => return Ok(Outcome::Ok),
     };

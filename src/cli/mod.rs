@@ -2,6 +2,7 @@
 
 pub mod capture;
 pub mod check_config;
+pub mod demo;
 pub mod replay;
 pub mod run;
 pub mod tail;
@@ -73,6 +74,8 @@ pub enum Command {
     Replay(replay::ReplayArgs),
     /// Validate the configuration and print the resolved bus endpoint.
     CheckConfig(check_config::CheckConfigArgs),
+    /// Start a local Salt master with 3 minions, run a few jobs, and tail its bus.
+    Demo(demo::DemoArgs),
 }
 
 /// How a subcommand ended, for the exit code.
