@@ -1,0 +1,94 @@
+//! The command line's contract: exit codes, config errors, bad input counted and
+//! survived.
+
+use std::process::Command;
+
+use crate::support::{bin, fixture};
+
+fn saltsight(args: &[&str]) -> std::process::Output {
+    Command::new(bin()).args(args).env_remove("SALTSIGHT_CONFIG").output().expect("run saltsight")
+}
+
+#[test]
+fn an_unknown_config_key_exits_64_naming_key_and_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("saltsight.toml");
+    std::fs::write(&path, "[bus]\nqueue_frame = 10\n").unwrap();
+    let out = saltsight(&["--config", path.to_str().unwrap(), "check-config"]);
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("queue_frame") && err.contains(path.to_str().unwrap()), "{err}");
+}
+
+#[test]
+fn check_config_resolves_the_endpoint_from_the_master_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = dir.path().join("master");
+    std::fs::write(&master, "ipc_mode: tcp\ntcp_master_pub_port: 47120\n").unwrap();
+    let out = saltsight(&["--master-config", master.to_str().unwrap(), "check-config"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("bus endpoint: tcp:127.0.0.1:47120"), "{text}");
+    assert!(text.contains(master.to_str().unwrap()), "{text}");
+}
+
+#[test]
+fn env_overrides_the_master_config() {
+    let out = Command::new(bin())
+        .args(["check-config"])
+        .env_remove("SALTSIGHT_CONFIG")
+        .env("SALTSIGHT_ENDPOINT", "unix:/nonexistent/master_event_pub.ipc")
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("bus endpoint: unix:/nonexistent/master_event_pub.ipc"), "{text}");
+    assert!(text.contains("not present"), "{text}");
+}
+
+/// A length-prefixed dump with a frame of garbage, one over the cap and one whose
+/// body lacks the tag separator, between good frames: the bad ones are counted by
+/// reason and skipped, every good one comes through, and the exit code says so.
+#[test]
+fn bad_frames_in_a_prefixed_stream_are_counted_and_skipped() {
+    let capture = std::fs::read(fixture("captures/3006.30_ipc_ping_and_fail.bin")).unwrap();
+    let mut dump = Vec::new();
+    let push = |dump: &mut Vec<u8>, payload: &[u8]| {
+        dump.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        dump.extend_from_slice(payload);
+    };
+    push(&mut dump, &[0x82, 0xc1, 0xc1]); // invalid msgpack
+    push(&mut dump, &vec![0x82; 5000]); // over the 4096-byte cap below
+    push(&mut dump, b"\x81\xa4body\xc4\x03tag"); // no "\n\n"
+    dump.extend_from_slice(&capture);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dump.bin");
+    std::fs::write(&path, &dump).unwrap();
+    let out = saltsight(&["--max-frame-bytes", "4096", "replay", path.to_str().unwrap()]);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{summary}");
+    assert!(summary.contains("replayed 15 frames: 13 events"), "{summary}");
+    assert!(summary.contains("envelope=1") && summary.contains("no_tag_separator=1"), "{summary}");
+    assert!(summary.contains("frames skipped: 1"), "{summary}");
+}
+
+/// On the bare form garbage cannot be skipped by length: the stream is given up
+/// (live, the reader reconnects), what came before it is kept.
+#[test]
+fn garbage_in_a_bare_stream_is_a_desync_after_the_good_frames() {
+    let mut dump = std::fs::read(fixture("captures/3008.3_ipc_test_ping.bin")).unwrap();
+    dump.extend_from_slice(&[0xc1, 0x00, 0x01]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dump.bin");
+    std::fs::write(&path, &dump).unwrap();
+    let out = saltsight(&["replay", path.to_str().unwrap()]);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{summary}");
+    assert!(summary.contains("replayed 5 frames: 5 events") && summary.contains("desyncs: 1"), "{summary}");
+}
+
+#[test]
+fn a_missing_recording_is_a_clear_error() {
+    let out = saltsight(&["replay", "/nonexistent/capture.bin"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open recording /nonexistent/capture.bin"));
+}

@@ -1,0 +1,7 @@
+//! The one integration test binary: captures through the CLI, the CLI's contract,
+//! and saltsight against a real Salt master (see `support::lab`).
+
+mod captures;
+mod cli;
+mod salt_live;
+mod support;

@@ -1,0 +1,130 @@
+//! Test support: the saltsight binary as a child process whose output lines are
+//! read as they come, and a lock that keeps real-Salt labs from running at once on
+//! a 2-core machine.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_saltsight")
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+static LAB_LOCK: Mutex<()> = Mutex::new(());
+
+/// One real-Salt lab at a time (each is a master and 3 minions).
+pub fn lab_lock() -> MutexGuard<'static, ()> {
+    LAB_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A line read from the child, with when it was read.
+pub struct Line {
+    pub text: String,
+    pub at: Instant,
+}
+
+/// A running saltsight. Dropping it kills exactly this process, by pid.
+pub struct Saltsight {
+    child: Option<Child>,
+    pub stdout: Receiver<Line>,
+    pub stderr: Receiver<Line>,
+}
+
+impl Saltsight {
+    pub fn spawn(args: &[&str]) -> Saltsight {
+        let mut child = Command::new(bin())
+            .args(args)
+            .env_remove("SALTSIGHT_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn saltsight");
+        let stdout = lines(child.stdout.take().expect("stdout"));
+        let stderr = lines(child.stderr.take().expect("stderr"));
+        Saltsight { child: Some(child), stdout, stderr }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// The exit status, if it has exited.
+    pub fn try_exit(&mut self) -> Option<ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        self.child = None;
+        Some(status)
+    }
+
+    /// SIGTERM, then waits up to `grace` for a graceful exit.
+    pub fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+}
+
+impl Drop for Saltsight {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn lines(stream: impl std::io::Read + Send + 'static) -> Receiver<Line> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(text) = line else { break };
+            if tx.send(Line { text, at: Instant::now() }).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Reads lines until one satisfies `pred`; every line read is kept in `seen`.
+pub fn wait_line(
+    rx: &Receiver<Line>,
+    seen: &mut Vec<String>,
+    timeout: Duration,
+    mut pred: impl FnMut(&str) -> bool,
+) -> Result<Instant, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let hit = pred(&line.text);
+                seen.push(line.text);
+                if hit {
+                    return Ok(line.at);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => return Err(format!("timed out after {timeout:?}; read:\n{}", seen.join("\n"))),
+            Err(RecvTimeoutError::Disconnected) => return Err(format!("the stream closed; read:\n{}", seen.join("\n"))),
+        }
+    }
+}
