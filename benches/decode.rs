@@ -27,7 +27,11 @@ struct Corpus {
 impl Corpus {
     fn new(name: &'static str, frames: Vec<Bytes>) -> Self {
         let stream = frames.iter().flat_map(|f| f.iter().copied()).collect();
-        Self { name, frames, stream }
+        Self {
+            name,
+            frames,
+            stream,
+        }
     }
     fn bytes(&self) -> u64 {
         self.stream.len() as u64
@@ -35,7 +39,9 @@ impl Corpus {
 }
 
 fn capture_frames(name: &str) -> Vec<Bytes> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/captures").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/captures")
+        .join(name);
     let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let reader = RecordingReader::new(file, 64 << 20).expect("open capture");
     let (messages, _) = reader.read_all().expect("read capture");
@@ -50,7 +56,9 @@ fn salt_frame(tag: &str, data: &serde_json::Value) -> Bytes {
     let mut body = tag.as_bytes().to_vec();
     body.extend_from_slice(b"\n\n");
     body.extend_from_slice(&rmp_serde::to_vec_named(data).expect("encode"));
-    let mut out = vec![0x82, 0xa4, b'h', b'e', b'a', b'd', 0x80, 0xa4, b'b', b'o', b'd', b'y', 0xc6];
+    let mut out = vec![
+        0x82, 0xa4, b'h', b'e', b'a', b'd', 0x80, 0xa4, b'b', b'o', b'd', b'y', 0xc6,
+    ];
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
     out.extend_from_slice(&body);
     Bytes::from(out)
@@ -58,15 +66,24 @@ fn salt_frame(tag: &str, data: &serde_json::Value) -> Bytes {
 
 /// Small: the three real `cmd.run` failure returns (247-249 B), repeated.
 fn small_returns() -> Corpus {
-    let rets: Vec<Bytes> = capture_frames("3008.3_ipc_cmd_run_fail.bin").into_iter().filter(|f| is_return(f)).collect();
-    Corpus::new("small_returns_250B", rets.iter().cycle().take(30_000).cloned().collect())
+    let rets: Vec<Bytes> = capture_frames("3008.3_ipc_cmd_run_fail.bin")
+        .into_iter()
+        .filter(|f| is_return(f))
+        .collect();
+    Corpus::new(
+        "small_returns_250B",
+        rets.iter().cycle().take(30_000).cloned().collect(),
+    )
 }
 
 /// Large: real 3,000-state highstate returns cut to their first 2,000 states and
 /// re-encoded as Salt encodes them (str as str, floats as float64).
 fn highstate_returns() -> Corpus {
     let mut out = Vec::new();
-    for frame in capture_frames("3008.3_ipc_big_highstate.bin").into_iter().filter(|f| is_return(f)) {
+    for frame in capture_frames("3008.3_ipc_big_highstate.bin")
+        .into_iter()
+        .filter(|f| is_return(f))
+    {
         let event = event::decode(&frame).expect("decode");
         let mut data = to_json(event.data).expect("json");
         if let Some(states) = data.get_mut("return").and_then(|r| r.as_object_mut()) {
@@ -99,7 +116,9 @@ fn split_and_decode(stream: &[u8]) -> usize {
     while let Ok(Some(Split::Frame(frame))) = splitter.next(&mut buf) {
         if let Ok(event) = event::decode(&frame) {
             if let Body::JobReturn(ret) = &event.body {
-                n += ret.minion.as_str().len() + ret.retcode.unwrap_or(0) as usize + ret.ret.map_or(0, |r| r.0.len());
+                n += ret.minion.as_str().len()
+                    + ret.retcode.unwrap_or(0) as usize
+                    + ret.ret.map_or(0, |r| r.0.len());
             }
         }
     }
@@ -110,8 +129,12 @@ fn bench(c: &mut Criterion) {
     for corpus in [small_returns(), highstate_returns()] {
         let mut group = c.benchmark_group(corpus.name);
         group.throughput(Throughput::Bytes(corpus.bytes()));
-        group.bench_function("split", |b| b.iter(|| black_box(split_all(black_box(&corpus.stream)))));
-        group.bench_function("split_and_decode", |b| b.iter(|| black_box(split_and_decode(black_box(&corpus.stream)))));
+        group.bench_function("split", |b| {
+            b.iter(|| black_box(split_all(black_box(&corpus.stream))))
+        });
+        group.bench_function("split_and_decode", |b| {
+            b.iter(|| black_box(split_and_decode(black_box(&corpus.stream))))
+        });
         group.finish();
     }
 }
@@ -129,9 +152,12 @@ fn best_of(rounds: usize, mut f: impl FnMut() -> usize) -> Duration {
 }
 
 fn python() -> Option<PathBuf> {
-    let venv = std::env::var_os("SALTSIGHT_SALT_VENV").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/saltsight/salt-3008.3")
-    });
+    let venv = std::env::var_os("SALTSIGHT_SALT_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/saltsight/salt-3008.3")
+        });
     let python = venv.join("bin/python");
     python.exists().then_some(python)
 }
@@ -146,9 +172,17 @@ fn python_decode(python: &Path, corpus: &Corpus) -> Option<serde_json::Value> {
     }
     std::fs::write(&path, container).ok()?;
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/python_decode.py");
-    let out = Command::new(python).arg(script).arg(&path).arg("5").output().ok()?;
+    let out = Command::new(python)
+        .arg(script)
+        .arg(&path)
+        .arg("5")
+        .output()
+        .ok()?;
     if !out.status.success() {
-        eprintln!("python_decode.py failed: {}", String::from_utf8_lossy(&out.stderr));
+        eprintln!(
+            "python_decode.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         return None;
     }
     serde_json::from_slice(&out.stdout).ok()
@@ -160,12 +194,17 @@ fn compare_with_python() {
         eprintln!("No Salt venv (scripts/setup-salt): skipping the Python comparison.");
         return;
     };
-    println!("\n{:<32} {:>14} {:>14} {:>14} {:>14} {:>8}", "corpus", "rust MB/s", "rust ev/s", "python MB/s", "python ev/s", "ratio");
+    println!(
+        "\n{:<32} {:>14} {:>14} {:>14} {:>14} {:>8}",
+        "corpus", "rust MB/s", "rust ev/s", "python MB/s", "python ev/s", "ratio"
+    );
     for corpus in [small_returns(), highstate_returns()] {
         let rust = best_of(20, || split_and_decode(&corpus.stream)).as_secs_f64();
         let rust_mbs = corpus.bytes() as f64 / rust / 1e6;
         let rust_evs = corpus.frames.len() as f64 / rust;
-        let Some(py) = python_decode(&python, &corpus) else { continue };
+        let Some(py) = python_decode(&python, &corpus) else {
+            continue;
+        };
         let py_mbs = py["mb_per_s"].as_f64().unwrap_or(f64::NAN);
         let py_evs = py["events_per_s"].as_f64().unwrap_or(f64::NAN);
         println!(

@@ -16,8 +16,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::bus::recording::{RecordingFormat, RecordingReader};
 use crate::bus::reader::Delivery;
+use crate::bus::recording::{RecordingFormat, RecordingReader};
 use crate::bus::{BusGap, BusMessage, BusReader, Endpoint, Frame, ReaderConfig, ReaderStats};
 use crate::config::BusConfig;
 use crate::event::{self, DecodeError, Event, TagClass};
@@ -29,7 +29,11 @@ pub enum Source {
     /// The master's publisher, read-only, reconnecting.
     Live(ReaderConfig),
     /// A recording: the capture format or a raw dump of the socket bytes.
-    Recording { path: PathBuf, max_frame_bytes: usize, progress: bool },
+    Recording {
+        path: PathBuf,
+        max_frame_bytes: usize,
+        progress: bool,
+    },
 }
 
 impl Source {
@@ -98,9 +102,13 @@ pub async fn run<H: Handler>(
                 Ok(RecordingTotals::default())
             })
         }
-        Source::Recording { path, max_frame_bytes, progress } => {
-            tokio::task::spawn_blocking(move || read_recording(&path, max_frame_bytes, progress, &tx, &cancel))
-        }
+        Source::Recording {
+            path,
+            max_frame_bytes,
+            progress,
+        } => tokio::task::spawn_blocking(move || {
+            read_recording(&path, max_frame_bytes, progress, &tx, &cancel)
+        }),
     };
 
     let mut summary = Summary::default();
@@ -111,11 +119,19 @@ pub async fn run<H: Handler>(
                 summary.frames += 1;
                 match event::decode(&frame.bytes) {
                     Ok(event) => {
-                        *summary.events_by_class.entry(event.class.as_str()).or_default() += 1;
+                        *summary
+                            .events_by_class
+                            .entry(event.class.as_str())
+                            .or_default() += 1;
                         if let Some(field) = event.malformed_field {
                             summary.malformed_fields += 1;
                             if let Some(suppressed) = decode_log.admit("malformed_field") {
-                                warn!(tag = event.tag, field, suppressed, "Event field of an unexpected type; left empty.");
+                                warn!(
+                                    tag = event.tag,
+                                    field,
+                                    suppressed,
+                                    "Event field of an unexpected type; left empty."
+                                );
                             }
                         }
                         debug!(tag = event.tag, class = event.class.as_str(), "Event.");
@@ -163,7 +179,8 @@ fn read_recording(
     tx: &mpsc::Sender<BusMessage>,
     cancel: &CancellationToken,
 ) -> anyhow::Result<RecordingTotals> {
-    let file = std::fs::File::open(path).with_context(|| format!("cannot open recording {}", path.display()))?;
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("cannot open recording {}", path.display()))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut reader = RecordingReader::new(file, max_frame_bytes)
         .with_context(|| format!("cannot read recording {}", path.display()))?;
@@ -175,8 +192,10 @@ fn read_recording(
     let bar = (progress && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new(size);
         bar.set_style(
-            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar
     });
@@ -185,9 +204,12 @@ fn read_recording(
         if cancel.is_cancelled() {
             break;
         }
-        let more = reader
-            .next_batch(&mut batch)
-            .with_context(|| format!("recording {} is damaged; what came before was replayed", path.display()))?;
+        let more = reader.next_batch(&mut batch).with_context(|| {
+            format!(
+                "recording {} is damaged; what came before was replayed",
+                path.display()
+            )
+        })?;
         for message in batch.drain(..) {
             if tx.blocking_send(message).is_err() {
                 return Ok(RecordingTotals::default());

@@ -19,6 +19,6 @@ pub mod cli;
 pub mod config;
 pub mod event;
 pub mod lab;
-pub mod sink;
 pub mod ratelimit;
 pub mod shutdown;
+pub mod sink;

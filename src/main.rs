@@ -19,6 +19,12 @@ use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::CheckConfig(args) = &cli.command {
+        if args.example {
+            print!("{}", config::file::example());
+            return ExitCode::SUCCESS;
+        }
+    }
     let config = match config::load(&cli.global.overrides()) {
         Ok(config) => config,
         Err(errors) => {
@@ -36,7 +42,11 @@ fn main() -> ExitCode {
             }
         };
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("saltsight: cannot start the async runtime: {e}");
@@ -57,7 +67,10 @@ fn main() -> ExitCode {
 fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::new(&config.log.level);
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     // Under systemd the journal stamps every line already.
     let journal = std::env::var_os("JOURNAL_STREAM").is_some();
     match (config.log.format, journal) {
@@ -80,7 +93,11 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
         Command::Tail(args) => {
             let handler = TailHandler::new(std::io::stdout(), &args, cancel.clone());
             let source = match &args.from {
-                Some(path) => Source::Recording { path: path.clone(), max_frame_bytes: config.bus.max_frame_bytes, progress: false },
+                Some(path) => Source::Recording {
+                    path: path.clone(),
+                    max_frame_bytes: config.bus.max_frame_bytes,
+                    progress: false,
+                },
                 None => Source::live(&config.bus, Delivery::Frames),
             };
             app::run(source, queue, handler, cancel, stats).await?.0
@@ -92,14 +109,24 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
                 stop_after(cancel.clone(), duration);
             }
             let source = Source::live(&config.bus, Delivery::RawChunks);
-            let (summary, handler) = app::run(source, queue, handler, cancel, stats.clone()).await?;
-            eprintln!("captured {} bytes to {}", handler.bytes, args.file.display());
+            let (summary, handler) =
+                app::run(source, queue, handler, cancel, stats.clone()).await?;
+            eprintln!(
+                "captured {} bytes to {}",
+                handler.bytes,
+                args.file.display()
+            );
             summary
         }
         Command::Replay(args) => {
             let handler = RecordHandler::new(std::io::stdout(), args.output, false);
-            let source = Source::Recording { path: args.file.clone(), max_frame_bytes: config.bus.max_frame_bytes, progress: true };
-            let (summary, _) = app::run(source, queue, handler, CancellationToken::new(), stats).await?;
+            let source = Source::Recording {
+                path: args.file.clone(),
+                max_frame_bytes: config.bus.max_frame_bytes,
+                progress: true,
+            };
+            let (summary, _) =
+                app::run(source, queue, handler, CancellationToken::new(), stats).await?;
             eprintln!("{}", describe(&summary));
             summary
         }
@@ -109,7 +136,9 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
         }
         Command::CheckConfig(_) => return Ok(Outcome::Ok),
     };
-    let bad = !summary.decode_errors.is_empty() || summary.recording_desyncs > 0 || summary.recording_trailing_bytes > 0;
+    let bad = !summary.decode_errors.is_empty()
+        || summary.recording_desyncs > 0
+        || summary.recording_trailing_bytes > 0;
     Ok(if bad { Outcome::BadInput } else { Outcome::Ok })
 }
 
@@ -122,14 +151,26 @@ fn stop_after(cancel: CancellationToken, duration: std::time::Duration) {
 
 /// A one-paragraph summary for stderr.
 fn describe(summary: &Summary) -> String {
-    let classes: Vec<String> = summary.events_by_class.iter().map(|(class, n)| format!("{class}={n}")).collect();
-    let errors: Vec<String> = summary.decode_errors.iter().map(|(reason, n)| format!("{reason}={n}")).collect();
+    let classes: Vec<String> = summary
+        .events_by_class
+        .iter()
+        .map(|(class, n)| format!("{class}={n}"))
+        .collect();
+    let errors: Vec<String> = summary
+        .decode_errors
+        .iter()
+        .map(|(reason, n)| format!("{reason}={n}"))
+        .collect();
     format!(
         "replayed {} frames: {} events ({}); decode errors: {}; gaps: {}; frames skipped: {}; desyncs: {}; trailing bytes: {}",
         summary.frames,
         summary.events(),
         classes.join(" "),
-        if errors.is_empty() { "none".into() } else { errors.join(" ") },
+        if errors.is_empty() {
+            "none".into()
+        } else {
+            errors.join(" ")
+        },
         summary.gaps,
         summary.recording_skipped_frames,
         summary.recording_desyncs,

@@ -15,7 +15,10 @@ pub struct LogLimiter {
 
 impl LogLimiter {
     pub fn new(interval: Duration) -> Self {
-        Self { interval, last: HashMap::new() }
+        Self {
+            interval,
+            last: HashMap::new(),
+        }
     }
 
     /// Whether to log this occurrence of `reason` now; when yes, returns how many

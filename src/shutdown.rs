@@ -22,7 +22,10 @@ pub fn on_signals() -> std::io::Result<CancellationToken> {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",
         };
-        info!(signal = name, "Shutting down: stopping the bus reader and draining the pipeline.");
+        info!(
+            signal = name,
+            "Shutting down: stopping the bus reader and draining the pipeline."
+        );
         cancel.cancel();
         tokio::select! {
             _ = term.recv() => {},

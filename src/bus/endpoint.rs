@@ -41,7 +41,11 @@ enum Inner {
 }
 
 impl AsyncRead for BusStream {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         match &mut self.inner {
             Inner::Unix(s) => Pin::new(s).poll_read(cx, buf),
             Inner::Tcp(s) => Pin::new(s).poll_read(cx, buf),

@@ -44,7 +44,10 @@ pub enum Split {
     Frame(Bytes),
     /// A prefixed frame that was skipped by its length; its bytes are discarded as
     /// they arrive.
-    Skipped { declared_len: u64, reason: SkipReason },
+    Skipped {
+        declared_len: u64,
+        reason: SkipReason,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,11 +59,15 @@ pub enum SkipReason {
 /// The stream cannot be split any further on this connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FramingError {
-    #[error("bare frame does not start with a msgpack map (byte {byte:#04x}); the stream is out of sync")]
+    #[error(
+        "bare frame does not start with a msgpack map (byte {byte:#04x}); the stream is out of sync"
+    )]
     NotAMap { byte: u8 },
     #[error("invalid msgpack in a bare frame at byte {offset} of the frame")]
     InvalidMsgpack { offset: usize },
-    #[error("bare frame of at least {declared_end} bytes exceeds the {cap}-byte cap and has no length to skip by")]
+    #[error(
+        "bare frame of at least {declared_end} bytes exceeds the {cap}-byte cap and has no length to skip by"
+    )]
     TooLarge { declared_end: u64, cap: usize },
 }
 
@@ -89,7 +96,11 @@ impl FrameSplitter {
     /// `max_frame_bytes` must stay below 2 GiB so that a length prefix can never be
     /// mistaken for a map marker (config validation enforces it).
     pub fn new(max_frame_bytes: usize) -> Self {
-        Self { framing: None, max_frame_bytes, discard_remaining: 0 }
+        Self {
+            framing: None,
+            max_frame_bytes,
+            discard_remaining: 0,
+        }
     }
 
     /// The form detected on this connection, once its first byte arrived.
@@ -101,7 +112,9 @@ impl FrameSplitter {
     /// `Ok(None)` means "read more bytes and call again".
     pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Split>, FramingError> {
         if self.discard_remaining > 0 {
-            let n = usize::try_from(self.discard_remaining).unwrap_or(usize::MAX).min(buf.len());
+            let n = usize::try_from(self.discard_remaining)
+                .unwrap_or(usize::MAX)
+                .min(buf.len());
             buf.advance(n);
             self.discard_remaining -= n as u64;
             if self.discard_remaining > 0 {
@@ -130,9 +143,10 @@ impl FrameSplitter {
             Ok(end) => Ok(Some(Split::Frame(buf.split_to(end).freeze()))),
             Err(ScanError::Incomplete) => Ok(None),
             Err(ScanError::Invalid { offset }) => Err(FramingError::InvalidMsgpack { offset }),
-            Err(ScanError::TooLarge { declared_end }) => {
-                Err(FramingError::TooLarge { declared_end, cap: self.max_frame_bytes })
-            }
+            Err(ScanError::TooLarge { declared_end }) => Err(FramingError::TooLarge {
+                declared_end,
+                cap: self.max_frame_bytes,
+            }),
         }
     }
 
@@ -142,8 +156,15 @@ impl FrameSplitter {
         if declared_len == 0 || declared_len > self.max_frame_bytes {
             buf.advance(PREFIX_LEN);
             self.discard_remaining = declared_len as u64;
-            let reason = if declared_len == 0 { SkipReason::Empty } else { SkipReason::TooLarge };
-            return Some(Split::Skipped { declared_len: declared_len as u64, reason });
+            let reason = if declared_len == 0 {
+                SkipReason::Empty
+            } else {
+                SkipReason::TooLarge
+            };
+            return Some(Split::Skipped {
+                declared_len: declared_len as u64,
+                reason,
+            });
         }
         let total = PREFIX_LEN + declared_len;
         if buf.len() < total {
@@ -204,10 +225,21 @@ mod tests {
         let frames = [frame("salt/a"), frame("salt/job/1/ret/web1"), frame("x")];
         let plain: Vec<u8> = frames.concat();
         let framed: Vec<u8> = frames.iter().flat_map(|f| prefixed(f)).collect();
-        let expected: Vec<Split> = frames.iter().map(|f| Split::Frame(Bytes::copy_from_slice(f))).collect();
+        let expected: Vec<Split> = frames
+            .iter()
+            .map(|f| Split::Frame(Bytes::copy_from_slice(f)))
+            .collect();
         for chunk in [1, 2, 3, 7, 64, 4096] {
-            assert_eq!(split_all(&plain, chunk, 1 << 20).unwrap(), expected, "plain, chunk {chunk}");
-            assert_eq!(split_all(&framed, chunk, 1 << 20).unwrap(), expected, "prefixed, chunk {chunk}");
+            assert_eq!(
+                split_all(&plain, chunk, 1 << 20).unwrap(),
+                expected,
+                "plain, chunk {chunk}"
+            );
+            assert_eq!(
+                split_all(&framed, chunk, 1 << 20).unwrap(),
+                expected,
+                "prefixed, chunk {chunk}"
+            );
         }
     }
 
@@ -233,7 +265,10 @@ mod tests {
             assert_eq!(
                 out,
                 vec![
-                    Split::Skipped { declared_len: 5000, reason: SkipReason::TooLarge },
+                    Split::Skipped {
+                        declared_len: 5000,
+                        reason: SkipReason::TooLarge
+                    },
                     Split::Frame(Bytes::copy_from_slice(&good)),
                 ],
                 "chunk {chunk}"
@@ -245,9 +280,17 @@ mod tests {
     fn a_hostile_prefix_does_not_allocate_its_length() {
         let mut splitter = FrameSplitter::new(1 << 20);
         // First frame establishes the prefixed form, the second claims 4 GiB - 1.
-        let mut buf = BytesMut::from(&[prefixed(&frame("t")), vec![0xff, 0xff, 0xff, 0xff, 1, 2]].concat()[..]);
+        let mut buf = BytesMut::from(
+            &[prefixed(&frame("t")), vec![0xff, 0xff, 0xff, 0xff, 1, 2]].concat()[..],
+        );
         assert!(matches!(splitter.next(&mut buf), Ok(Some(Split::Frame(_)))));
-        assert!(matches!(splitter.next(&mut buf), Ok(Some(Split::Skipped { reason: SkipReason::TooLarge, .. }))));
+        assert!(matches!(
+            splitter.next(&mut buf),
+            Ok(Some(Split::Skipped {
+                reason: SkipReason::TooLarge,
+                ..
+            }))
+        ));
         assert!(buf.capacity() < 1 << 20);
         assert_eq!(splitter.next(&mut buf), Ok(None));
         assert!(buf.is_empty());
@@ -256,15 +299,23 @@ mod tests {
     #[test]
     fn plain_garbage_is_a_desync_error() {
         let stream = [frame("ok"), vec![0xc1, 0, 0]].concat();
-        assert_eq!(split_all(&stream, 4096, 1 << 20), Err(FramingError::NotAMap { byte: 0xc1 }));
+        assert_eq!(
+            split_all(&stream, 4096, 1 << 20),
+            Err(FramingError::NotAMap { byte: 0xc1 })
+        );
         let bad_inside = [0x81, 0xc1];
-        assert_eq!(split_all(&bad_inside, 4096, 1 << 20), Err(FramingError::InvalidMsgpack { offset: 1 }));
+        assert_eq!(
+            split_all(&bad_inside, 4096, 1 << 20),
+            Err(FramingError::InvalidMsgpack { offset: 1 })
+        );
     }
 
     #[test]
     fn plain_oversize_is_reported_before_its_bytes_arrive() {
         // A map whose body declares 10 MiB, against a 1 MiB cap; only the header is sent.
-        let header = [0x81, 0xa4, b'b', b'o', b'd', b'y', 0xc6, 0x00, 0xa0, 0x00, 0x00];
+        let header = [
+            0x81, 0xa4, b'b', b'o', b'd', b'y', 0xc6, 0x00, 0xa0, 0x00, 0x00,
+        ];
         let err = split_all(&header, 4096, 1 << 20).unwrap_err();
         assert!(matches!(err, FramingError::TooLarge { .. }), "{err:?}");
     }

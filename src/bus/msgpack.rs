@@ -38,17 +38,41 @@ fn shape(buf: &[u8], pos: usize) -> Result<Shape, ScanError> {
     let fixed = |len| Ok(Shape::Bytes { head: 1, len });
     match marker {
         0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => fixed(0),
-        0x80..=0x8f => Ok(Shape::Items { head: 1, items: u64::from(marker & 0x0f) * 2 }),
-        0x90..=0x9f => Ok(Shape::Items { head: 1, items: u64::from(marker & 0x0f) }),
+        0x80..=0x8f => Ok(Shape::Items {
+            head: 1,
+            items: u64::from(marker & 0x0f) * 2,
+        }),
+        0x90..=0x9f => Ok(Shape::Items {
+            head: 1,
+            items: u64::from(marker & 0x0f),
+        }),
         0xa0..=0xbf => fixed(u64::from(marker & 0x1f)),
         0xc1 => Err(ScanError::Invalid { offset: pos }),
-        0xc4 | 0xd9 => Ok(Shape::Bytes { head: 2, len: be(buf, pos + 1, 1)? }),
-        0xc5 | 0xda => Ok(Shape::Bytes { head: 3, len: be(buf, pos + 1, 2)? }),
-        0xc6 | 0xdb => Ok(Shape::Bytes { head: 5, len: be(buf, pos + 1, 4)? }),
+        0xc4 | 0xd9 => Ok(Shape::Bytes {
+            head: 2,
+            len: be(buf, pos + 1, 1)?,
+        }),
+        0xc5 | 0xda => Ok(Shape::Bytes {
+            head: 3,
+            len: be(buf, pos + 1, 2)?,
+        }),
+        0xc6 | 0xdb => Ok(Shape::Bytes {
+            head: 5,
+            len: be(buf, pos + 1, 4)?,
+        }),
         // ext 8/16/32: length, then a type byte, then the payload.
-        0xc7 => Ok(Shape::Bytes { head: 3, len: be(buf, pos + 1, 1)? }),
-        0xc8 => Ok(Shape::Bytes { head: 4, len: be(buf, pos + 1, 2)? }),
-        0xc9 => Ok(Shape::Bytes { head: 6, len: be(buf, pos + 1, 4)? }),
+        0xc7 => Ok(Shape::Bytes {
+            head: 3,
+            len: be(buf, pos + 1, 1)?,
+        }),
+        0xc8 => Ok(Shape::Bytes {
+            head: 4,
+            len: be(buf, pos + 1, 2)?,
+        }),
+        0xc9 => Ok(Shape::Bytes {
+            head: 6,
+            len: be(buf, pos + 1, 4)?,
+        }),
         0xca => fixed(4),
         0xcb => fixed(8),
         0xcc | 0xd0 => fixed(1),
@@ -61,10 +85,22 @@ fn shape(buf: &[u8], pos: usize) -> Result<Shape, ScanError> {
         0xd6 => Ok(Shape::Bytes { head: 2, len: 4 }),
         0xd7 => Ok(Shape::Bytes { head: 2, len: 8 }),
         0xd8 => Ok(Shape::Bytes { head: 2, len: 16 }),
-        0xdc => Ok(Shape::Items { head: 3, items: be(buf, pos + 1, 2)? }),
-        0xdd => Ok(Shape::Items { head: 5, items: be(buf, pos + 1, 4)? }),
-        0xde => Ok(Shape::Items { head: 3, items: be(buf, pos + 1, 2)? * 2 }),
-        0xdf => Ok(Shape::Items { head: 5, items: be(buf, pos + 1, 4)? * 2 }),
+        0xdc => Ok(Shape::Items {
+            head: 3,
+            items: be(buf, pos + 1, 2)?,
+        }),
+        0xdd => Ok(Shape::Items {
+            head: 5,
+            items: be(buf, pos + 1, 4)?,
+        }),
+        0xde => Ok(Shape::Items {
+            head: 3,
+            items: be(buf, pos + 1, 2)? * 2,
+        }),
+        0xdf => Ok(Shape::Items {
+            head: 5,
+            items: be(buf, pos + 1, 4)? * 2,
+        }),
     }
 }
 
@@ -93,7 +129,9 @@ pub fn skip_value(buf: &[u8], start: usize, limit: usize) -> Result<usize, ScanE
                 pending += items;
                 let at_least = pos as u64 + pending;
                 if at_least > limit {
-                    return Err(ScanError::TooLarge { declared_end: at_least });
+                    return Err(ScanError::TooLarge {
+                        declared_end: at_least,
+                    });
                 }
             }
         }
@@ -181,7 +219,8 @@ mod tests {
 
     #[test]
     fn skips_nested_values_exactly() {
-        let value = serde_json::json!({"a": [1, 2, {"b": "x".repeat(300)}], "c": null, "d": -5, "e": 1.5});
+        let value =
+            serde_json::json!({"a": [1, 2, {"b": "x".repeat(300)}], "c": null, "d": -5, "e": 1.5});
         let mut bytes = pack(&value);
         let len = bytes.len();
         bytes.extend_from_slice(&[0xc0, 0xc0]);
@@ -192,7 +231,11 @@ mod tests {
     fn every_strict_prefix_is_incomplete() {
         let bytes = pack(&serde_json::json!({"head": {}, "body": [1, "two", {"3": 4.0}]}));
         for cut in 0..bytes.len() {
-            assert_eq!(skip_value(&bytes[..cut], 0, usize::MAX), Err(ScanError::Incomplete), "cut at {cut}");
+            assert_eq!(
+                skip_value(&bytes[..cut], 0, usize::MAX),
+                Err(ScanError::Incomplete),
+                "cut at {cut}"
+            );
         }
     }
 
@@ -202,7 +245,9 @@ mod tests {
         let bytes = [0xc6, 0x40, 0x00, 0x00, 0x00];
         assert_eq!(
             skip_value(&bytes, 0, 1 << 20),
-            Err(ScanError::TooLarge { declared_end: 5 + (1 << 30) })
+            Err(ScanError::TooLarge {
+                declared_end: 5 + (1 << 30)
+            })
         );
     }
 
@@ -210,12 +255,18 @@ mod tests {
     fn huge_element_count_is_too_large_not_a_loop() {
         // array32 claiming 4 billion elements.
         let bytes = [0xdd, 0xff, 0xff, 0xff, 0xff];
-        assert!(matches!(skip_value(&bytes, 0, 1 << 20), Err(ScanError::TooLarge { .. })));
+        assert!(matches!(
+            skip_value(&bytes, 0, 1 << 20),
+            Err(ScanError::TooLarge { .. })
+        ));
     }
 
     #[test]
     fn reserved_marker_is_invalid() {
-        assert_eq!(skip_value(&[0x91, 0xc1], 0, 100), Err(ScanError::Invalid { offset: 1 }));
+        assert_eq!(
+            skip_value(&[0x91, 0xc1], 0, 100),
+            Err(ScanError::Invalid { offset: 1 })
+        );
     }
 
     #[test]

@@ -77,7 +77,10 @@ pub enum BusMessage {
     /// Raw bytes as read (capture mode): no splitting.
     Chunk(Frame),
     /// A connection was made.
-    Connected { endpoint: Endpoint, at: SystemTime },
+    Connected {
+        endpoint: Endpoint,
+        at: SystemTime,
+    },
     /// The framing detected on the current connection, once its first byte arrived.
     FramingDetected(Framing),
     Gap(BusGap),
@@ -138,9 +141,22 @@ pub struct BusReader {
 }
 
 impl BusReader {
-    pub fn new(config: ReaderConfig, tx: mpsc::Sender<BusMessage>, stats: Arc<ReaderStats>) -> Self {
-        let outbox = Outbox { tx, held_gap: None, stats: stats.clone() };
-        Self { config, stats, outbox, skip_log: LogLimiter::new(Duration::from_secs(10)) }
+    pub fn new(
+        config: ReaderConfig,
+        tx: mpsc::Sender<BusMessage>,
+        stats: Arc<ReaderStats>,
+    ) -> Self {
+        let outbox = Outbox {
+            tx,
+            held_gap: None,
+            stats: stats.clone(),
+        };
+        Self {
+            config,
+            stats,
+            outbox,
+            skip_log: LogLimiter::new(Duration::from_secs(10)),
+        }
     }
 
     /// Runs until `cancel` fires or the queue's receiver is gone.
@@ -150,17 +166,26 @@ impl BusReader {
         while let Some(stream) = self.connect(&cancel).await {
             let now = SystemTime::now();
             if let Some((started_at, reason)) = open_gap.take() {
-                self.outbox.hold_gap(BusGap { started_at, ended_at: now, reason, dropped_frames: 0 });
+                self.outbox.hold_gap(BusGap {
+                    started_at,
+                    ended_at: now,
+                    reason,
+                    dropped_frames: 0,
+                });
             }
             let endpoint = self.config.endpoint.clone();
-            self.outbox.offer(BusMessage::Connected { endpoint, at: now });
+            self.outbox
+                .offer(BusMessage::Connected { endpoint, at: now });
             self.stats.connected.store(true, Ordering::Relaxed);
             let end = self.drain(stream, &cancel).await;
             self.stats.connected.store(false, Ordering::Relaxed);
             match end {
                 ConnectionEnd::Cancelled => break,
                 ConnectionEnd::Lost(reason) => {
-                    warn!(reason = reason.as_str(), "Lost the event bus; reconnecting.");
+                    warn!(
+                        reason = reason.as_str(),
+                        "Lost the event bus; reconnecting."
+                    );
                     open_gap = Some((SystemTime::now(), reason));
                 }
             }
@@ -170,7 +195,12 @@ impl BusReader {
         }
         if let Some((started_at, _)) = open_gap {
             let now = SystemTime::now();
-            self.outbox.hold_gap(BusGap { started_at, ended_at: now, reason: GapReason::Shutdown, dropped_frames: 0 });
+            self.outbox.hold_gap(BusGap {
+                started_at,
+                ended_at: now,
+                reason: GapReason::Shutdown,
+                dropped_frames: 0,
+            });
         }
         self.outbox.flush(Duration::from_secs(1)).await;
     }
@@ -242,7 +272,10 @@ impl BusReader {
                 Err(error) => {
                     // A reset is the master going away (a restart kills its publisher).
                     use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
-                    if matches!(error.kind(), ConnectionReset | ConnectionAborted | BrokenPipe) {
+                    if matches!(
+                        error.kind(),
+                        ConnectionReset | ConnectionAborted | BrokenPipe
+                    ) {
                         return ConnectionEnd::Lost(GapReason::Disconnected);
                     }
                     warn!(%error, "Reading the event bus failed.");
@@ -252,7 +285,10 @@ impl BusReader {
             ReaderStats::add(&self.stats.bytes, n as u64);
             let received_at = SystemTime::now();
             if self.config.delivery == Delivery::RawChunks {
-                self.outbox.offer(BusMessage::Chunk(Frame { bytes: buf.split().freeze(), received_at: Some(received_at) }));
+                self.outbox.offer(BusMessage::Chunk(Frame {
+                    bytes: buf.split().freeze(),
+                    received_at: Some(received_at),
+                }));
                 continue;
             }
             let detected_before = splitter.framing();
@@ -260,9 +296,15 @@ impl BusReader {
                 match splitter.next(&mut buf) {
                     Ok(Some(Split::Frame(bytes))) => {
                         ReaderStats::add(&self.stats.frames, 1);
-                        self.outbox.offer(BusMessage::Frame(Frame { bytes, received_at: Some(received_at) }));
+                        self.outbox.offer(BusMessage::Frame(Frame {
+                            bytes,
+                            received_at: Some(received_at),
+                        }));
                     }
-                    Ok(Some(Split::Skipped { declared_len, reason })) => self.skipped(declared_len, reason),
+                    Ok(Some(Split::Skipped {
+                        declared_len,
+                        reason,
+                    })) => self.skipped(declared_len, reason),
                     Ok(None) => break,
                     Err(error) => {
                         ReaderStats::add(&self.stats.desyncs, 1);
@@ -315,7 +357,10 @@ impl Outbox {
             }
             match self.tx.try_send(BusMessage::Gap(gap)) {
                 Ok(()) => ReaderStats::add(&self.stats.gaps, 1),
-                Err(TrySendError::Full(BusMessage::Gap(gap)) | TrySendError::Closed(BusMessage::Gap(gap))) => {
+                Err(
+                    TrySendError::Full(BusMessage::Gap(gap))
+                    | TrySendError::Closed(BusMessage::Gap(gap)),
+                ) => {
                     self.held_gap = Some(gap);
                     self.dropped(msg);
                     return;
@@ -334,7 +379,12 @@ impl Outbox {
         let now = SystemTime::now();
         let frames = u64::from(matches!(msg, BusMessage::Frame(_) | BusMessage::Chunk(_)));
         ReaderStats::add(&self.stats.dropped_queue_full, frames);
-        self.hold_gap(BusGap { started_at: now, ended_at: now, reason: GapReason::QueueFull, dropped_frames: frames });
+        self.hold_gap(BusGap {
+            started_at: now,
+            ended_at: now,
+            reason: GapReason::QueueFull,
+            dropped_frames: frames,
+        });
     }
 
     /// Merges `gap` into the held one: the earliest start, the latest end, the first
@@ -354,7 +404,10 @@ impl Outbox {
     /// At shutdown: waits (bounded) for room for a held gap.
     async fn flush(&mut self, grace: Duration) {
         if let Some(gap) = self.held_gap.take() {
-            if tokio::time::timeout(grace, self.tx.send(BusMessage::Gap(gap))).await.is_ok_and(|r| r.is_ok()) {
+            if tokio::time::timeout(grace, self.tx.send(BusMessage::Gap(gap)))
+                .await
+                .is_ok_and(|r| r.is_ok())
+            {
                 ReaderStats::add(&self.stats.gaps, 1);
             }
         }
@@ -366,14 +419,21 @@ mod tests {
     use super::*;
 
     fn frame_msg() -> BusMessage {
-        BusMessage::Frame(Frame { bytes: Bytes::from_static(b"x"), received_at: None })
+        BusMessage::Frame(Frame {
+            bytes: Bytes::from_static(b"x"),
+            received_at: None,
+        })
     }
 
     #[test]
     fn a_full_queue_drops_counts_and_delivers_one_gap_before_the_next_frame() {
         let (tx, mut rx) = mpsc::channel(2);
         let stats = Arc::new(ReaderStats::default());
-        let mut outbox = Outbox { tx, held_gap: None, stats: stats.clone() };
+        let mut outbox = Outbox {
+            tx,
+            held_gap: None,
+            stats: stats.clone(),
+        };
         for _ in 0..5 {
             outbox.offer(frame_msg());
         }

@@ -72,7 +72,9 @@ impl<W: Write> CaptureWriter<W> {
     }
 
     fn record(&mut self, kind: u8, at: SystemTime, payload: &[u8]) -> io::Result<()> {
-        let micros = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
+        let micros = at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
         let mut header = [0u8; HEADER_LEN];
         header[0] = kind;
         header[1..9].copy_from_slice(&micros.to_be_bytes());
@@ -120,8 +122,14 @@ impl<R: Read> RecordingReader<R> {
     pub fn new(input: R, max_frame_bytes: usize) -> io::Result<Self> {
         let mut input = BufReader::with_capacity(RAW_CHUNK, input);
         let mut head = Vec::with_capacity(MAGIC.len());
-        (&mut input).take(MAGIC.len() as u64).read_to_end(&mut head)?;
-        let format = if head == MAGIC { RecordingFormat::Capture } else { RecordingFormat::RawDump };
+        (&mut input)
+            .take(MAGIC.len() as u64)
+            .read_to_end(&mut head)?;
+        let format = if head == MAGIC {
+            RecordingFormat::Capture
+        } else {
+            RecordingFormat::RawDump
+        };
         let mut buf = BytesMut::new();
         let mut offset = head.len() as u64;
         if format == RecordingFormat::RawDump {
@@ -186,7 +194,10 @@ impl<R: Read> RecordingReader<R> {
         match read_exact_or_eof(&mut self.input, &mut header)? {
             0 => return Ok(false),
             n if n < HEADER_LEN => {
-                return Err(RecordingError::Corrupt { offset: self.offset, what: "truncated record header" });
+                return Err(RecordingError::Corrupt {
+                    offset: self.offset,
+                    what: "truncated record header",
+                });
             }
             _ => {}
         }
@@ -195,11 +206,17 @@ impl<R: Read> RecordingReader<R> {
         let at = UNIX_EPOCH + Duration::from_micros(micros);
         let len = u32::from_be_bytes(header[9..13].try_into().unwrap_or_default()) as usize;
         if len > MAX_RECORD {
-            return Err(RecordingError::Corrupt { offset: self.offset, what: "record longer than 64 MiB" });
+            return Err(RecordingError::Corrupt {
+                offset: self.offset,
+                what: "record longer than 64 MiB",
+            });
         }
         let mut payload = vec![0u8; len];
         if read_exact_or_eof(&mut self.input, &mut payload)? < len {
-            return Err(RecordingError::Corrupt { offset: self.offset, what: "truncated record payload" });
+            return Err(RecordingError::Corrupt {
+                offset: self.offset,
+                what: "truncated record payload",
+            });
         }
         self.offset += (HEADER_LEN + len) as u64;
         match kind {
@@ -209,7 +226,12 @@ impl<R: Read> RecordingReader<R> {
             }
             KIND_CONNECTED => {
                 if let Some((started_at, reason)) = self.disconnected_at.take() {
-                    out.push(BusMessage::Gap(BusGap { started_at, ended_at: at, reason, dropped_frames: 0 }));
+                    out.push(BusMessage::Gap(BusGap {
+                        started_at,
+                        ended_at: at,
+                        reason,
+                        dropped_frames: 0,
+                    }));
                 }
                 // A new connection starts a new stream: fresh framing detection.
                 self.buf.clear();
@@ -224,7 +246,12 @@ impl<R: Read> RecordingReader<R> {
                 };
                 self.disconnected_at = Some((at, reason));
             }
-            _ => return Err(RecordingError::Corrupt { offset: self.offset, what: "unknown record kind" }),
+            _ => {
+                return Err(RecordingError::Corrupt {
+                    offset: self.offset,
+                    what: "unknown record kind",
+                });
+            }
         }
         Ok(true)
     }
@@ -232,7 +259,10 @@ impl<R: Read> RecordingReader<R> {
     fn split(&mut self, at: Option<SystemTime>, out: &mut Vec<BusMessage>) {
         loop {
             match self.splitter.next(&mut self.buf) {
-                Ok(Some(Split::Frame(bytes))) => out.push(BusMessage::Frame(Frame { bytes, received_at: at })),
+                Ok(Some(Split::Frame(bytes))) => out.push(BusMessage::Frame(Frame {
+                    bytes,
+                    received_at: at,
+                })),
                 Ok(Some(Split::Skipped { .. })) => self.skipped_frames += 1,
                 Ok(None) => return,
                 Err(_) => {
@@ -241,7 +271,12 @@ impl<R: Read> RecordingReader<R> {
                     self.buf.clear();
                     self.splitter = FrameSplitter::new(self.max_frame_bytes);
                     let at = at.unwrap_or(UNIX_EPOCH);
-                    out.push(BusMessage::Gap(BusGap { started_at: at, ended_at: at, reason: GapReason::Desync, dropped_frames: 0 }));
+                    out.push(BusMessage::Gap(BusGap {
+                        started_at: at,
+                        ended_at: at,
+                        reason: GapReason::Desync,
+                        dropped_frames: 0,
+                    }));
                     return;
                 }
             }
@@ -288,7 +323,22 @@ mod tests {
     fn frame(tag: &str) -> Vec<u8> {
         let mut body = tag.as_bytes().to_vec();
         body.extend_from_slice(b"\n\n\x80");
-        let mut out = vec![0x82, 0xa4, b'h', b'e', b'a', b'd', 0x80, 0xa4, b'b', b'o', b'd', b'y', 0xc4, body.len() as u8];
+        let mut out = vec![
+            0x82,
+            0xa4,
+            b'h',
+            b'e',
+            b'a',
+            b'd',
+            0x80,
+            0xa4,
+            b'b',
+            b'o',
+            b'd',
+            b'y',
+            0xc4,
+            body.len() as u8,
+        ];
         out.extend_from_slice(&body);
         out
     }
@@ -312,10 +362,29 @@ mod tests {
         let reader = RecordingReader::new(&file[..], 1 << 20).unwrap();
         assert_eq!(reader.format(), RecordingFormat::Capture);
         let (messages, _) = reader.read_all().unwrap();
-        assert_eq!(frames_of(&messages), vec![Bytes::from(frame("a")), Bytes::from(frame("b")), Bytes::from(frame("c"))]);
-        let gaps: Vec<_> = messages.iter().filter_map(|m| if let BusMessage::Gap(g) = m { Some(g) } else { None }).collect();
+        assert_eq!(
+            frames_of(&messages),
+            vec![
+                Bytes::from(frame("a")),
+                Bytes::from(frame("b")),
+                Bytes::from(frame("c"))
+            ]
+        );
+        let gaps: Vec<_> = messages
+            .iter()
+            .filter_map(|m| {
+                if let BusMessage::Gap(g) = m {
+                    Some(g)
+                } else {
+                    None
+                }
+            })
+            .collect();
         assert_eq!(gaps.len(), 1);
-        assert_eq!((gaps[0].started_at, gaps[0].ended_at, gaps[0].reason), (t(4), t(7), GapReason::Disconnected));
+        assert_eq!(
+            (gaps[0].started_at, gaps[0].ended_at, gaps[0].reason),
+            (t(4), t(7), GapReason::Disconnected)
+        );
     }
 
     #[test]
@@ -333,7 +402,14 @@ mod tests {
         writer.bytes(UNIX_EPOCH, &frame("a")).unwrap();
         let mut file = writer.into_inner();
         file.truncate(file.len() - 3);
-        let err = RecordingReader::new(&file[..], 1 << 20).unwrap().read_all().err().unwrap();
-        assert!(matches!(err, RecordingError::Corrupt { offset: 21, .. }), "{err}");
+        let err = RecordingReader::new(&file[..], 1 << 20)
+            .unwrap()
+            .read_all()
+            .err()
+            .unwrap();
+        assert!(
+            matches!(err, RecordingError::Corrupt { offset: 21, .. }),
+            "{err}"
+        );
     }
 }

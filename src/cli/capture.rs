@@ -31,7 +31,10 @@ pub struct CaptureHandler {
 impl CaptureHandler {
     pub fn create(path: &std::path::Path) -> std::io::Result<Self> {
         let file = File::create(path)?;
-        Ok(Self { writer: CaptureWriter::new(BufWriter::with_capacity(1 << 20, file))?, bytes: 0 })
+        Ok(Self {
+            writer: CaptureWriter::new(BufWriter::with_capacity(1 << 20, file))?,
+            bytes: 0,
+        })
     }
 }
 
@@ -42,18 +45,23 @@ impl Handler for CaptureHandler {
 
     fn chunk(&mut self, chunk: &Frame) -> anyhow::Result<()> {
         self.bytes += chunk.bytes.len() as u64;
-        self.writer.bytes(chunk.received_at.unwrap_or_else(SystemTime::now), &chunk.bytes)?;
+        self.writer.bytes(
+            chunk.received_at.unwrap_or_else(SystemTime::now),
+            &chunk.bytes,
+        )?;
         Ok(())
     }
 
     fn gap(&mut self, gap: &BusGap) -> anyhow::Result<()> {
-        self.writer.disconnected(gap.started_at, gap.reason.as_str())?;
+        self.writer
+            .disconnected(gap.started_at, gap.reason.as_str())?;
         self.writer.flush()?;
         Ok(())
     }
 
     fn connected(&mut self, endpoint: &Endpoint) -> anyhow::Result<()> {
-        self.writer.connected(SystemTime::now(), &endpoint.to_string())?;
+        self.writer
+            .connected(SystemTime::now(), &endpoint.to_string())?;
         self.writer.flush()?;
         Ok(())
     }

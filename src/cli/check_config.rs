@@ -11,7 +11,11 @@ use crate::bus::endpoint::current_user;
 use crate::config::Config;
 
 #[derive(Debug, Args)]
-pub struct CheckConfigArgs {}
+pub struct CheckConfigArgs {
+    /// Print a documented example config with every key at its default, and exit
+    #[arg(long)]
+    pub example: bool,
+}
 
 pub fn run(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
     match &config.file {

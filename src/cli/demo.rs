@@ -36,13 +36,32 @@ const JOBS: &[&[&str]] = &[
     &["*", "state.apply", "fail"],
 ];
 
-pub async fn run(args: DemoArgs, template: &BusConfig, cancel: CancellationToken) -> anyhow::Result<()> {
+pub async fn run(
+    args: DemoArgs,
+    template: &BusConfig,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
     eprintln!("Starting a Salt master and 3 minions on loopback (about 10 s)...");
-    let lab = tokio::task::spawn_blocking(|| Lab::start(LabOptions::default())).await.context("lab task")??;
+    let lab = tokio::task::spawn_blocking(|| Lab::start(LabOptions::default()))
+        .await
+        .context("lab task")??;
     let lab = Arc::new(lab);
-    eprintln!("Lab ready in {}. Watching its bus at {}.", lab.root().display(), lab.endpoint());
-    let bus = BusConfig { endpoint: lab.endpoint(), endpoint_origin: "the demo lab".into(), ..template.clone() };
-    let tail_args = TailArgs { json: args.json, tags: Vec::new(), from: None, count: None };
+    eprintln!(
+        "Lab ready in {}. Watching its bus at {}.",
+        lab.root().display(),
+        lab.endpoint()
+    );
+    let bus = BusConfig {
+        endpoint: lab.endpoint(),
+        endpoint_origin: "the demo lab".into(),
+        ..template.clone()
+    };
+    let tail_args = TailArgs {
+        json: args.json,
+        tags: Vec::new(),
+        from: None,
+        count: None,
+    };
     let handler = TailHandler::new(std::io::stdout(), &tail_args, cancel.clone());
     let pipeline = tokio::spawn(app::run(
         Source::live(&bus, Delivery::Frames),
@@ -56,7 +75,13 @@ pub async fn run(args: DemoArgs, template: &BusConfig, cancel: CancellationToken
     let jobs_lab = lab.clone();
     let jobs = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
         for job in JOBS {
-            eprintln!("\n>>> salt {}", job.iter().map(|a| format!("'{a}'")).collect::<Vec<_>>().join(" "));
+            eprintln!(
+                "\n>>> salt {}",
+                job.iter()
+                    .map(|a| format!("'{a}'"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
             let mut argv = job.to_vec();
             argv.extend(["--out", "quiet"]);
             jobs_lab.salt(&argv)?;
@@ -82,6 +107,8 @@ pub async fn run(args: DemoArgs, template: &BusConfig, cancel: CancellationToken
     pipeline.await.context("pipeline task")??;
     eprintln!("\nStopping the lab.");
     // The lab's Drop stops its processes by process group.
-    tokio::task::spawn_blocking(move || drop(lab)).await.context("lab teardown")?;
+    tokio::task::spawn_blocking(move || drop(lab))
+        .await
+        .context("lab teardown")?;
     Ok(())
 }

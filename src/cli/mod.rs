@@ -31,21 +31,41 @@ pub struct GlobalArgs {
     pub config: Option<PathBuf>,
     /// The Salt master's config, read for sock_dir, root_dir, ipc_mode and
     /// tcp_master_pub_port (master.d/*.conf beside it too) [default: /etc/salt/master]
-    #[arg(long, global = true, env = "SALTSIGHT_MASTER_CONFIG", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        env = "SALTSIGHT_MASTER_CONFIG",
+        value_name = "FILE"
+    )]
     pub master_config: Option<PathBuf>,
     /// The master's event publisher, overriding its config:
     /// unix:/var/run/salt/master/master_event_pub.ipc or tcp:127.0.0.1:4512
-    #[arg(long, global = true, env = "SALTSIGHT_ENDPOINT", value_name = "ENDPOINT")]
+    #[arg(
+        long,
+        global = true,
+        env = "SALTSIGHT_ENDPOINT",
+        value_name = "ENDPOINT"
+    )]
     pub endpoint: Option<String>,
     /// Largest frame accepted, in bytes (highstate returns of several MB are normal)
     /// [default: 67108864]
-    #[arg(long, global = true, env = "SALTSIGHT_MAX_FRAME_BYTES", value_name = "BYTES")]
+    #[arg(
+        long,
+        global = true,
+        env = "SALTSIGHT_MAX_FRAME_BYTES",
+        value_name = "BYTES"
+    )]
     pub max_frame_bytes: Option<u64>,
     /// Log level or tracing filter (error, warn, info, debug, trace) [default: info]
     #[arg(long, global = true, env = "SALTSIGHT_LOG_LEVEL", value_name = "LEVEL")]
     pub log_level: Option<String>,
     /// Log format on stderr: text or json [default: text]
-    #[arg(long, global = true, env = "SALTSIGHT_LOG_FORMAT", value_name = "FORMAT")]
+    #[arg(
+        long,
+        global = true,
+        env = "SALTSIGHT_LOG_FORMAT",
+        value_name = "FORMAT"
+    )]
     pub log_format: Option<String>,
 }
 

@@ -34,7 +34,10 @@ pub struct RecordHandler<W: Write> {
 
 impl<W: Write> RecordHandler<W> {
     pub fn new(out: W, output: Output, flush_each: bool) -> Self {
-        Self { out: (output == Output::Stdout).then(|| BufWriter::new(out)), flush_each }
+        Self {
+            out: (output == Output::Stdout).then(|| BufWriter::new(out)),
+            flush_each,
+        }
     }
 
     fn emit(&mut self, record: &serde_json::Value) -> anyhow::Result<()> {
@@ -54,7 +57,11 @@ impl<W: Write> Handler for RecordHandler<W> {
     }
 
     fn gap(&mut self, gap: &BusGap) -> anyhow::Result<()> {
-        info!(reason = gap.reason.as_str(), dropped_frames = gap.dropped_frames, "Bus gap.");
+        info!(
+            reason = gap.reason.as_str(),
+            dropped_frames = gap.dropped_frames,
+            "Bus gap."
+        );
         self.emit(&stdout::gap_record(gap))
     }
 

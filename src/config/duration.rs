@@ -14,9 +14,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     while !rest.is_empty() {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         if digits == 0 {
-            return Err(format!("{text:?} is not a duration (expected e.g. 250ms, 5s, 10m, 1h)"));
+            return Err(format!(
+                "{text:?} is not a duration (expected e.g. 250ms, 5s, 10m, 1h)"
+            ));
         }
-        let n: u64 = rest[..digits].parse().map_err(|_| format!("{text:?}: number too large"))?;
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("{text:?}: number too large"))?;
         rest = &rest[digits..];
         let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
         let unit = match &rest[..unit_len] {
@@ -26,7 +30,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "h" => Duration::from_secs(n.saturating_mul(3600)),
             "d" => Duration::from_secs(n.saturating_mul(86_400)),
             "" => return Err(format!("{text:?} lacks a unit (ms, s, m, h, d)")),
-            other => return Err(format!("{text:?} has an unknown unit {other:?} (ms, s, m, h, d)")),
+            other => {
+                return Err(format!(
+                    "{text:?} has an unknown unit {other:?} (ms, s, m, h, d)"
+                ));
+            }
         };
         total = total.saturating_add(unit);
         rest = &rest[unit_len..];

@@ -41,3 +41,107 @@ pub struct LogSection {
     /// `text` or `json`.
     pub format: Option<String>,
 }
+
+/// The documented example config, every key at its default. `packaging/saltsight.toml`
+/// is this text; a test keeps the two the same, so the example cannot drift.
+pub fn example() -> String {
+    use super::master::DEFAULT_MASTER_CONFIG;
+    use super::resolve::{
+        DEFAULT_MAX_FRAME_BYTES, DEFAULT_QUEUE_FRAMES, DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN,
+    };
+    format!(
+        r#"# saltsight configuration (/etc/saltsight/saltsight.toml).
+# Every key is optional; the values below are the defaults. Unknown keys are an
+# error. Command-line flags and SALTSIGHT_* environment variables override this
+# file (see `saltsight --help`); `saltsight check-config` shows the result.
+
+[bus]
+# The Salt master's config. saltsight reads root_dir, sock_dir, cachedir, ipc_mode
+# and tcp_master_pub_port from it (and from master.d/*.conf beside it) to find the
+# event publisher, exactly as the master does. Set, the file must exist; unset,
+# a missing /etc/salt/master means Salt's defaults. Flag: --master-config.
+# master_config = "{DEFAULT_MASTER_CONFIG}"
+
+# The event publisher itself, overriding what the master's config says:
+#   "unix:/var/run/salt/master/master_event_pub.ipc"   (ipc_mode: ipc, the default)
+#   "tcp:127.0.0.1:4512"                               (ipc_mode: tcp)
+# Flag: --endpoint; environment: SALTSIGHT_ENDPOINT.
+# endpoint = "unix:/var/run/salt/master/master_event_pub.ipc"
+
+# Largest frame accepted, in bytes. A highstate return of thousands of states is
+# several MB, and Salt's max_event_size does not trim it. Larger frames are counted
+# and skipped. At least 1024, below 2 GiB.
+max_frame_bytes = {DEFAULT_MAX_FRAME_BYTES}
+
+# Frames held between the reader and the pipeline. When full, frames are dropped
+# and counted, and the loss is reported as a bus gap: the reader never makes the
+# master wait (it drops a subscriber with 10,000 writes pending).
+queue_frames = {DEFAULT_QUEUE_FRAMES}
+
+# Reconnect backoff after the master restarts or the socket is missing: the delay
+# doubles from reconnect_min up to reconnect_max, plus up to as much again of
+# random jitter.
+reconnect_min = "{}ms"
+reconnect_max = "{}ms"
+
+[log]
+# error, warn, info, debug, trace, or a tracing filter such as
+# "info,saltsight::bus=debug". Flag: --log-level.
+level = "info"
+# "text" or "json". Under systemd, text lines carry no timestamp (the journal
+# adds one). Flag: --log-format.
+format = "text"
+"#,
+        DEFAULT_RECONNECT_MIN.as_millis(),
+        DEFAULT_RECONNECT_MAX.as_millis(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_packaged_example_is_the_generated_one() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/saltsight.toml");
+        let packaged = std::fs::read_to_string(&path).expect("packaging/saltsight.toml");
+        assert!(
+            packaged == example(),
+            "packaging/saltsight.toml is stale: write config::file::example() to it"
+        );
+    }
+
+    #[test]
+    fn the_example_parses_and_resolves_to_the_defaults() {
+        let parsed: FileConfig = toml::from_str(&example()).expect("example parses");
+        assert_eq!(
+            parsed.bus.queue_frames,
+            Some(crate::config::resolve::DEFAULT_QUEUE_FRAMES as u64)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("saltsight.toml");
+        std::fs::write(&path, example()).unwrap();
+        let from_example = crate::config::load(&crate::config::Overrides {
+            config: Some(path),
+            ..Default::default()
+        });
+        let from_nothing = crate::config::load(&crate::config::Overrides {
+            config: Some(dir.path().join("absent.toml")),
+            ..Default::default()
+        });
+        assert!(
+            from_nothing.is_err(),
+            "an explicit missing config file is an error"
+        );
+        let config = from_example.expect("example resolves");
+        assert_eq!(
+            config.bus.max_frame_bytes,
+            crate::config::resolve::DEFAULT_MAX_FRAME_BYTES
+        );
+        assert_eq!(
+            config.bus.reconnect_max,
+            crate::config::resolve::DEFAULT_RECONNECT_MAX
+        );
+    }
+}

@@ -6,7 +6,7 @@
 //! than 10 characters longer than `cachedir` (both as written, before `root_dir` is
 //! prepended), Salt puts its sockets in `<cachedir>/.salt-unix` instead.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use yaml_rust2::{Yaml, YamlLoader};
@@ -26,6 +26,8 @@ pub struct MasterBusSettings {
     pub sock_dir: PathBuf,
     pub ipc_mode_tcp: bool,
     pub tcp_master_pub_port: u16,
+    /// `ipv6: True` moves the TCP publisher to `::1` (Salt's `_ipc_loopback`).
+    pub ipv6: bool,
     /// The files read, in order.
     pub files: Vec<PathBuf>,
 }
@@ -33,18 +35,30 @@ pub struct MasterBusSettings {
 #[derive(Debug, thiserror::Error)]
 pub enum MasterConfigError {
     #[error("cannot read Salt master config {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("Salt master config {path} is not valid YAML: {detail}")]
     Yaml { path: PathBuf, detail: String },
     #[error("Salt master config {path}: `{key}` {problem}")]
-    Value { path: PathBuf, key: &'static str, problem: String },
+    Value {
+        path: PathBuf,
+        key: &'static str,
+        problem: String,
+    },
 }
 
 impl MasterBusSettings {
     /// The publisher endpoint these settings describe.
     pub fn endpoint(&self) -> Endpoint {
         if self.ipc_mode_tcp {
-            Endpoint::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, self.tcp_master_pub_port)))
+            let host = if self.ipv6 {
+                IpAddr::V6(Ipv6Addr::LOCALHOST)
+            } else {
+                IpAddr::V4(Ipv4Addr::LOCALHOST)
+            };
+            Endpoint::Tcp(SocketAddr::from((host, self.tcp_master_pub_port)))
         } else {
             Endpoint::Unix(self.sock_dir.join(PUB_SOCKET))
         }
@@ -62,13 +76,24 @@ impl MasterBusSettings {
                 files.push(path.to_path_buf());
             }
             Err(e) if missing_ok && e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(MasterConfigError::Read { path: path.into(), source }),
+            Err(source) => {
+                return Err(MasterConfigError::Read {
+                    path: path.into(),
+                    source,
+                });
+            }
         }
         let dir = path.parent().unwrap_or(Path::new("/"));
-        let pattern = raw.default_include.clone().unwrap_or_else(|| "master.d/*.conf".into());
+        let pattern = raw
+            .default_include
+            .clone()
+            .unwrap_or_else(|| "master.d/*.conf".into());
         for include in expand_include(dir, &pattern) {
-            let text = std::fs::read_to_string(&include)
-                .map_err(|source| MasterConfigError::Read { path: include.clone(), source })?;
+            let text =
+                std::fs::read_to_string(&include).map_err(|source| MasterConfigError::Read {
+                    path: include.clone(),
+                    source,
+                })?;
             raw.apply(&include, &text)?;
             files.push(include);
         }
@@ -84,6 +109,7 @@ impl MasterBusSettings {
             sock_dir,
             ipc_mode_tcp: raw.ipc_mode.as_deref() == Some("tcp"),
             tcp_master_pub_port: raw.tcp_master_pub_port.unwrap_or(DEFAULT_TCP_PUB_PORT),
+            ipv6: raw.ipv6.unwrap_or(false),
             files,
         })
     }
@@ -96,13 +122,16 @@ struct RawSettings {
     cachedir: Option<String>,
     ipc_mode: Option<String>,
     tcp_master_pub_port: Option<u16>,
+    ipv6: Option<bool>,
     default_include: Option<String>,
 }
 
 impl RawSettings {
     fn apply(&mut self, path: &Path, text: &str) -> Result<(), MasterConfigError> {
-        let docs = YamlLoader::load_from_str(text)
-            .map_err(|e| MasterConfigError::Yaml { path: path.into(), detail: e.to_string() })?;
+        let docs = YamlLoader::load_from_str(text).map_err(|e| MasterConfigError::Yaml {
+            path: path.into(),
+            detail: e.to_string(),
+        })?;
         let Some(doc) = docs.into_iter().next() else {
             return Ok(()); // an empty file, as Salt allows
         };
@@ -110,7 +139,10 @@ impl RawSettings {
             return Ok(());
         }
         if doc.as_hash().is_none() {
-            return Err(MasterConfigError::Yaml { path: path.into(), detail: "the top level is not a mapping".into() });
+            return Err(MasterConfigError::Yaml {
+                path: path.into(),
+                detail: "the top level is not a mapping".into(),
+            });
         }
         let text_key = |key: &'static str| -> Result<Option<String>, MasterConfigError> {
             match &doc[key] {
@@ -145,12 +177,28 @@ impl RawSettings {
         if let Some(v) = text_key("default_include")? {
             self.default_include = Some(v);
         }
+        match &doc["ipv6"] {
+            Yaml::BadValue | Yaml::Null => {}
+            Yaml::Boolean(b) => self.ipv6 = Some(*b),
+            other => {
+                return Err(MasterConfigError::Value {
+                    path: path.into(),
+                    key: "ipv6",
+                    problem: format!("must be True or False, not {other:?}"),
+                });
+            }
+        }
         match &doc["tcp_master_pub_port"] {
             Yaml::BadValue | Yaml::Null => {}
             Yaml::Integer(n) => {
-                self.tcp_master_pub_port = Some(u16::try_from(*n).ok().filter(|p| *p != 0).ok_or_else(|| {
-                    MasterConfigError::Value { path: path.into(), key: "tcp_master_pub_port", problem: format!("{n} is not a port") }
-                })?);
+                self.tcp_master_pub_port =
+                    Some(u16::try_from(*n).ok().filter(|p| *p != 0).ok_or_else(|| {
+                        MasterConfigError::Value {
+                            path: path.into(),
+                            key: "tcp_master_pub_port",
+                            problem: format!("{n} is not a port"),
+                        }
+                    })?);
             }
             other => {
                 return Err(MasterConfigError::Value {
@@ -168,7 +216,11 @@ impl RawSettings {
 /// already lies there.
 fn prepend_root_dir(root_dir: &Path, path: &Path) -> PathBuf {
     if root_dir == Path::new("/") || path.starts_with(root_dir) || !path.is_absolute() {
-        return if path.is_absolute() { path.to_path_buf() } else { root_dir.join(path) };
+        return if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            root_dir.join(path)
+        };
     }
     root_dir.join(path.strip_prefix("/").unwrap_or(path))
 }
@@ -177,7 +229,8 @@ fn prepend_root_dir(root_dir: &Path, path: &Path) -> PathBuf {
 /// relative to the config's directory, sorted as Salt sorts them.
 fn expand_include(dir: &Path, pattern: &str) -> Vec<PathBuf> {
     let full = dir.join(pattern);
-    let (Some(parent), Some(name)) = (full.parent(), full.file_name().and_then(|n| n.to_str())) else {
+    let (Some(parent), Some(name)) = (full.parent(), full.file_name().and_then(|n| n.to_str()))
+    else {
         return Vec::new();
     };
     let Ok(entries) = std::fs::read_dir(parent) else {
@@ -186,7 +239,11 @@ fn expand_include(dir: &Path, pattern: &str) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .filter(|e| e.file_name().to_str().is_some_and(|n| crate::config::glob::matches(name, n)))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| crate::config::glob::matches(name, n))
+        })
         .map(|e| e.path())
         .collect();
     found.sort();
@@ -201,22 +258,53 @@ mod tests {
     fn defaults_when_the_master_config_is_absent() {
         let dir = tempfile::tempdir().unwrap();
         let settings = MasterBusSettings::load(&dir.path().join("master"), true).unwrap();
-        assert_eq!(settings.endpoint(), Endpoint::Unix("/var/run/salt/master/master_event_pub.ipc".into()));
+        assert_eq!(
+            settings.endpoint(),
+            Endpoint::Unix("/var/run/salt/master/master_event_pub.ipc".into())
+        );
         assert!(MasterBusSettings::load(&dir.path().join("master"), false).is_err());
     }
 
     #[test]
     fn root_dir_sock_dir_and_includes_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("master"), "root_dir: /srv/lab\nipc_mode: tcp\n").unwrap();
+        std::fs::write(
+            dir.path().join("master"),
+            "root_dir: /srv/lab\nipc_mode: tcp\n",
+        )
+        .unwrap();
         std::fs::create_dir(dir.path().join("master.d")).unwrap();
-        std::fs::write(dir.path().join("master.d/10-a.conf"), "tcp_master_pub_port: 47000\n").unwrap();
-        std::fs::write(dir.path().join("master.d/20-b.conf"), "tcp_master_pub_port: 47120\n").unwrap();
-        std::fs::write(dir.path().join("master.d/ignored.txt"), "tcp_master_pub_port: 1\n").unwrap();
+        std::fs::write(
+            dir.path().join("master.d/10-a.conf"),
+            "tcp_master_pub_port: 47000\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("master.d/20-b.conf"),
+            "tcp_master_pub_port: 47120\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("master.d/ignored.txt"),
+            "tcp_master_pub_port: 1\n",
+        )
+        .unwrap();
         let settings = MasterBusSettings::load(&dir.path().join("master"), false).unwrap();
-        assert_eq!(settings.endpoint(), Endpoint::Tcp("127.0.0.1:47120".parse().unwrap()));
-        assert_eq!(settings.sock_dir, PathBuf::from("/srv/lab/var/run/salt/master"));
+        assert_eq!(
+            settings.endpoint(),
+            Endpoint::Tcp("127.0.0.1:47120".parse().unwrap())
+        );
+        assert_eq!(
+            settings.sock_dir,
+            PathBuf::from("/srv/lab/var/run/salt/master")
+        );
         assert_eq!(settings.files.len(), 3);
+        std::fs::write(dir.path().join("master.d/30-v6.conf"), "ipv6: True\n").unwrap();
+        let settings = MasterBusSettings::load(&dir.path().join("master"), false).unwrap();
+        assert_eq!(
+            settings.endpoint(),
+            Endpoint::Tcp("[::1]:47120".parse().unwrap())
+        );
     }
 
     #[test]
@@ -226,19 +314,38 @@ mod tests {
         // 37 characters against the default cachedir's 22 (+10): Salt moves it.
         std::fs::write(&path, "root_dir: /tmp/saltsight-lab-9z24AG\nsock_dir: /tmp/saltsight-lab-9z24AG/master/sock\n").unwrap();
         let settings = MasterBusSettings::load(&path, false).unwrap();
-        assert_eq!(settings.sock_dir, PathBuf::from("/tmp/saltsight-lab-9z24AG/var/cache/salt/master/.salt-unix"));
+        assert_eq!(
+            settings.sock_dir,
+            PathBuf::from("/tmp/saltsight-lab-9z24AG/var/cache/salt/master/.salt-unix")
+        );
         // 23 characters: kept.
-        std::fs::write(&path, "root_dir: /tmp/labtry\nsock_dir: /tmp/labtry/master/sock\n").unwrap();
-        assert_eq!(MasterBusSettings::load(&path, false).unwrap().sock_dir, PathBuf::from("/tmp/labtry/master/sock"));
+        std::fs::write(
+            &path,
+            "root_dir: /tmp/labtry\nsock_dir: /tmp/labtry/master/sock\n",
+        )
+        .unwrap();
+        assert_eq!(
+            MasterBusSettings::load(&path, false).unwrap().sock_dir,
+            PathBuf::from("/tmp/labtry/master/sock")
+        );
         // A configured cachedir counts too.
         std::fs::write(&path, "cachedir: /c\nsock_dir: /var/run/salt/master\n").unwrap();
-        assert_eq!(MasterBusSettings::load(&path, false).unwrap().sock_dir, PathBuf::from("/c/.salt-unix"));
+        assert_eq!(
+            MasterBusSettings::load(&path, false).unwrap().sock_dir,
+            PathBuf::from("/c/.salt-unix")
+        );
     }
 
     #[test]
     fn sock_dir_already_under_root_dir_is_kept() {
-        assert_eq!(prepend_root_dir(Path::new("/tmp/slA"), Path::new("/tmp/slA/master/sock")), PathBuf::from("/tmp/slA/master/sock"));
-        assert_eq!(prepend_root_dir(Path::new("/"), Path::new("/var/run/salt/master")), PathBuf::from("/var/run/salt/master"));
+        assert_eq!(
+            prepend_root_dir(Path::new("/tmp/slA"), Path::new("/tmp/slA/master/sock")),
+            PathBuf::from("/tmp/slA/master/sock")
+        );
+        assert_eq!(
+            prepend_root_dir(Path::new("/"), Path::new("/var/run/salt/master")),
+            PathBuf::from("/var/run/salt/master")
+        );
     }
 
     #[test]
@@ -246,9 +353,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("master");
         std::fs::write(&path, "ipc_mode: zmq\n").unwrap();
-        let err = MasterBusSettings::load(&path, false).unwrap_err().to_string();
-        assert!(err.contains("ipc_mode") && err.contains(&path.display().to_string()), "{err}");
+        let err = MasterBusSettings::load(&path, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("ipc_mode") && err.contains(&path.display().to_string()),
+            "{err}"
+        );
         std::fs::write(&path, "sock_dir: [unclosed\n").unwrap();
-        assert!(matches!(MasterBusSettings::load(&path, false), Err(MasterConfigError::Yaml { .. })));
+        assert!(matches!(
+            MasterBusSettings::load(&path, false),
+            Err(MasterConfigError::Yaml { .. })
+        ));
     }
 }

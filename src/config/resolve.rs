@@ -14,7 +14,9 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/saltsight/saltsight.toml";
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 64 << 20;
 pub const DEFAULT_QUEUE_FRAMES: usize = 16_384;
 pub const DEFAULT_RECONNECT_MIN: Duration = Duration::from_millis(100);
-pub const DEFAULT_RECONNECT_MAX: Duration = Duration::from_secs(1);
+/// backon adds up to 100% jitter above the delay, so the longest wait is under 1.5 s:
+/// a master that comes back is seen within 2 s.
+pub const DEFAULT_RECONNECT_MAX: Duration = Duration::from_millis(750);
 
 /// What the command line and `SALTSIGHT_*` variables said (clap merges the two).
 #[derive(Debug, Default, Clone)]
@@ -64,7 +66,12 @@ pub struct ConfigErrors(pub Vec<String>);
 
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid configuration ({} problem{}):", self.0.len(), if self.0.len() == 1 { "" } else { "s" })?;
+        write!(
+            f,
+            "invalid configuration ({} problem{}):",
+            self.0.len(),
+            if self.0.len() == 1 { "" } else { "s" }
+        )?;
         for problem in &self.0 {
             write!(f, "\n  - {problem}")?;
         }
@@ -82,7 +89,11 @@ pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
     let bus = resolve_bus(&file, overrides, &mut errors);
     let log = resolve_log(&file, overrides, &mut errors);
     match (bus, log) {
-        (Some(bus), Some(log)) if errors.is_empty() => Ok(Config { bus, log, file: file_path }),
+        (Some(bus), Some(log)) if errors.is_empty() => Ok(Config {
+            bus,
+            log,
+            file: file_path,
+        }),
         _ => Err(ConfigErrors(errors)),
     }
 }
@@ -112,21 +123,33 @@ fn resolve_bus(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Op
     let endpoint_text = o.endpoint.clone().or_else(|| file.bus.endpoint.clone());
     let (endpoint, endpoint_origin) = match endpoint_text {
         Some(text) => match parse_endpoint(&text) {
-            Ok(endpoint) => (Some(endpoint), "set explicitly (--endpoint, SALTSIGHT_ENDPOINT or bus.endpoint)".to_string()),
+            Ok(endpoint) => (
+                Some(endpoint),
+                "set explicitly (--endpoint, SALTSIGHT_ENDPOINT or bus.endpoint)".to_string(),
+            ),
             Err(problem) => {
                 errors.push(problem);
                 (None, String::new())
             }
         },
         None => {
-            let explicit = o.master_config.clone().or_else(|| file.bus.master_config.clone());
-            let path = explicit.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_MASTER_CONFIG));
+            let explicit = o
+                .master_config
+                .clone()
+                .or_else(|| file.bus.master_config.clone());
+            let path = explicit
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_MASTER_CONFIG));
             match MasterBusSettings::load(&path, explicit.is_none()) {
                 Ok(settings) => {
                     let origin = if settings.files.is_empty() {
                         format!("Salt defaults ({} not found)", path.display())
                     } else {
-                        let files: Vec<String> = settings.files.iter().map(|f| f.display().to_string()).collect();
+                        let files: Vec<String> = settings
+                            .files
+                            .iter()
+                            .map(|f| f.display().to_string())
+                            .collect();
                         format!("Salt master config {}", files.join(", "))
                     };
                     (Some(settings.endpoint()), origin)
@@ -138,13 +161,20 @@ fn resolve_bus(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Op
             }
         }
     };
-    let max_frame_bytes = o.max_frame_bytes.or(file.bus.max_frame_bytes).map_or(DEFAULT_MAX_FRAME_BYTES as u64, |v| v);
+    let max_frame_bytes = o
+        .max_frame_bytes
+        .or(file.bus.max_frame_bytes)
+        .map_or(DEFAULT_MAX_FRAME_BYTES as u64, |v| v);
     if !(1024..(2u64 << 30)).contains(&max_frame_bytes) {
-        errors.push(format!("bus.max_frame_bytes is {max_frame_bytes}; it must be at least 1024 and below 2 GiB"));
+        errors.push(format!(
+            "bus.max_frame_bytes is {max_frame_bytes}; it must be at least 1024 and below 2 GiB"
+        ));
     }
     let queue_frames = file.bus.queue_frames.unwrap_or(DEFAULT_QUEUE_FRAMES as u64);
     if !(1..=1_000_000).contains(&queue_frames) {
-        errors.push(format!("bus.queue_frames is {queue_frames}; it must be between 1 and 1000000"));
+        errors.push(format!(
+            "bus.queue_frames is {queue_frames}; it must be between 1 and 1000000"
+        ));
     }
     let mut duration = |key: &str, value: &Option<String>, default: Duration| match value {
         None => default,
@@ -153,8 +183,16 @@ fn resolve_bus(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Op
             default
         }),
     };
-    let reconnect_min = duration("reconnect_min", &file.bus.reconnect_min, DEFAULT_RECONNECT_MIN);
-    let reconnect_max = duration("reconnect_max", &file.bus.reconnect_max, DEFAULT_RECONNECT_MAX);
+    let reconnect_min = duration(
+        "reconnect_min",
+        &file.bus.reconnect_min,
+        DEFAULT_RECONNECT_MIN,
+    );
+    let reconnect_max = duration(
+        "reconnect_max",
+        &file.bus.reconnect_max,
+        DEFAULT_RECONNECT_MAX,
+    );
     if reconnect_min.is_zero() || reconnect_min > reconnect_max {
         errors.push(format!("bus.reconnect_min ({reconnect_min:?}) must be above zero and at most bus.reconnect_max ({reconnect_max:?})"));
     }
@@ -169,11 +207,22 @@ fn resolve_bus(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Op
 }
 
 fn resolve_log(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Option<LogConfig> {
-    let level = o.log_level.clone().or_else(|| file.log.level.clone()).unwrap_or_else(|| "info".into());
+    let level = o
+        .log_level
+        .clone()
+        .or_else(|| file.log.level.clone())
+        .unwrap_or_else(|| "info".into());
     if tracing_subscriber::EnvFilter::try_new(&level).is_err() {
-        errors.push(format!("log.level {level:?} is not a level (error, warn, info, debug, trace) or filter"));
+        errors.push(format!(
+            "log.level {level:?} is not a level (error, warn, info, debug, trace) or filter"
+        ));
     }
-    let format = match o.log_format.as_deref().or(file.log.format.as_deref()).unwrap_or("text") {
+    let format = match o
+        .log_format
+        .as_deref()
+        .or(file.log.format.as_deref())
+        .unwrap_or("text")
+    {
         "text" => LogFormat::Text,
         "json" => LogFormat::Json,
         other => {
@@ -186,9 +235,17 @@ fn resolve_log(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Op
 
 /// `unix:/path`, `tcp:host:port`, an absolute path, or `host:port`.
 pub fn parse_endpoint(text: &str) -> Result<Endpoint, String> {
-    let bad = || format!("endpoint {text:?} is not `unix:/path/to/master_event_pub.ipc` or `tcp:127.0.0.1:4512`");
+    let bad = || {
+        format!(
+            "endpoint {text:?} is not `unix:/path/to/master_event_pub.ipc` or `tcp:127.0.0.1:4512`"
+        )
+    };
     if let Some(path) = text.strip_prefix("unix:") {
-        return if path.starts_with('/') { Ok(Endpoint::Unix(path.into())) } else { Err(bad()) };
+        return if path.starts_with('/') {
+            Ok(Endpoint::Unix(path.into()))
+        } else {
+            Err(bad())
+        };
     }
     if text.starts_with('/') {
         return Ok(Endpoint::Unix(text.into()));
@@ -210,9 +267,21 @@ mod tests {
     #[test]
     fn unknown_keys_are_rejected_naming_key_and_file() {
         let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), "s.toml", "[bus]\nendpoint = \"unix:/x\"\nmax_frame_byts = 5\n");
-        let err = load(&Overrides { config: Some(path.clone()), ..Default::default() }).unwrap_err().to_string();
-        assert!(err.contains("max_frame_byts") && err.contains(&path.display().to_string()), "{err}");
+        let path = write(
+            dir.path(),
+            "s.toml",
+            "[bus]\nendpoint = \"unix:/x\"\nmax_frame_byts = 5\n",
+        );
+        let err = load(&Overrides {
+            config: Some(path.clone()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("max_frame_byts") && err.contains(&path.display().to_string()),
+            "{err}"
+        );
     }
 
     #[test]
@@ -223,7 +292,11 @@ mod tests {
             "s.toml",
             "[bus]\nendpoint = \"nowhere\"\nmax_frame_bytes = 10\nreconnect_min = \"5x\"\n[log]\nformat = \"xml\"\n",
         );
-        let err = load(&Overrides { config: Some(path), ..Default::default() }).unwrap_err();
+        let err = load(&Overrides {
+            config: Some(path),
+            ..Default::default()
+        })
+        .unwrap_err();
         assert_eq!(err.0.len(), 4, "{err}");
     }
 
@@ -231,11 +304,33 @@ mod tests {
     fn flags_override_the_file_and_the_file_overrides_the_master() {
         let dir = tempfile::tempdir().unwrap();
         let master = write(dir.path(), "master", "sock_dir: /run/m\n");
-        let path = write(dir.path(), "s.toml", &format!("[bus]\nmaster_config = {:?}\n", master.display().to_string()));
-        let config = load(&Overrides { config: Some(path.clone()), ..Default::default() }).unwrap();
-        assert_eq!(config.bus.endpoint, Endpoint::Unix("/run/m/master_event_pub.ipc".into()));
-        let config = load(&Overrides { config: Some(path), endpoint: Some("tcp:127.0.0.1:47120".into()), ..Default::default() }).unwrap();
-        assert_eq!(config.bus.endpoint, Endpoint::Tcp("127.0.0.1:47120".parse().unwrap()));
+        let path = write(
+            dir.path(),
+            "s.toml",
+            &format!(
+                "[bus]\nmaster_config = {:?}\n",
+                master.display().to_string()
+            ),
+        );
+        let config = load(&Overrides {
+            config: Some(path.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            config.bus.endpoint,
+            Endpoint::Unix("/run/m/master_event_pub.ipc".into())
+        );
+        let config = load(&Overrides {
+            config: Some(path),
+            endpoint: Some("tcp:127.0.0.1:47120".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            config.bus.endpoint,
+            Endpoint::Tcp("127.0.0.1:47120".parse().unwrap())
+        );
     }
 
     #[test]
@@ -251,10 +346,22 @@ mod tests {
 
     #[test]
     fn endpoints() {
-        assert_eq!(parse_endpoint("unix:/a/b.ipc"), Ok(Endpoint::Unix("/a/b.ipc".into())));
-        assert_eq!(parse_endpoint("/a/b.ipc"), Ok(Endpoint::Unix("/a/b.ipc".into())));
-        assert_eq!(parse_endpoint("tcp:127.0.0.1:4512"), Ok(Endpoint::Tcp("127.0.0.1:4512".parse().unwrap())));
-        assert_eq!(parse_endpoint("[::1]:4512"), Ok(Endpoint::Tcp("[::1]:4512".parse().unwrap())));
+        assert_eq!(
+            parse_endpoint("unix:/a/b.ipc"),
+            Ok(Endpoint::Unix("/a/b.ipc".into()))
+        );
+        assert_eq!(
+            parse_endpoint("/a/b.ipc"),
+            Ok(Endpoint::Unix("/a/b.ipc".into()))
+        );
+        assert_eq!(
+            parse_endpoint("tcp:127.0.0.1:4512"),
+            Ok(Endpoint::Tcp("127.0.0.1:4512".parse().unwrap()))
+        );
+        assert_eq!(
+            parse_endpoint("[::1]:4512"),
+            Ok(Endpoint::Tcp("[::1]:4512".parse().unwrap()))
+        );
         assert!(parse_endpoint("unix:relative").is_err());
         assert!(parse_endpoint("localhost").is_err());
     }

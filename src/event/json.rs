@@ -50,7 +50,10 @@ impl<'a> Reader<'a> {
     }
 
     fn uint(&mut self, width: usize) -> Result<u64, JsonError> {
-        Ok(self.take(width)?.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
+        Ok(self
+            .take(width)?
+            .iter()
+            .fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
     }
 
     fn len(&mut self, width: usize) -> Result<usize, JsonError> {
@@ -127,12 +130,18 @@ impl<'a> Reader<'a> {
                 let n = self.len(4)?;
                 self.map(n, depth)?
             }
-            0xc1 => return Err(JsonError { offset: self.pos - 1 }),
+            0xc1 => {
+                return Err(JsonError {
+                    offset: self.pos - 1,
+                });
+            }
         })
     }
 
     fn text(&mut self, n: usize) -> Result<Value, JsonError> {
-        Ok(Value::String(String::from_utf8_lossy(self.take(n)?).into_owned()))
+        Ok(Value::String(
+            String::from_utf8_lossy(self.take(n)?).into_owned(),
+        ))
     }
 
     fn array(&mut self, n: usize, depth: usize) -> Result<Value, JsonError> {
@@ -161,7 +170,10 @@ impl<'a> Reader<'a> {
         let ext_type = self.take(1)?[0] as i8;
         let data = self.take(n)?;
         if ext_type == 78 {
-            if let Some(iso) = std::str::from_utf8(data).ok().and_then(salt_datetime_to_iso) {
+            if let Some(iso) = std::str::from_utf8(data)
+                .ok()
+                .and_then(salt_datetime_to_iso)
+            {
                 return Ok(Value::String(iso));
             }
         }
@@ -180,7 +192,12 @@ fn salt_datetime_to_iso(s: &str) -> Option<String> {
     if date.len() != 8 || !date.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some(format!("{}-{}-{}T{time}", &date[0..4], &date[4..6], &date[6..8]))
+    Some(format!(
+        "{}-{}-{}T{time}",
+        &date[0..4],
+        &date[4..6],
+        &date[6..8]
+    ))
 }
 
 #[cfg(test)]
@@ -199,7 +216,9 @@ mod tests {
     #[test]
     fn int_keys_bin_and_salt_datetime() {
         // Pairs: 1 → "x"; bin "hi" → bin 0xff (not UTF-8); "d" → Salt datetime.
-        let mut fixed = vec![0x83, 0x01, 0xa1, b'x', 0xc4, 2, b'h', b'i', 0xc4, 1, 0xff, 0xa1, b'd', 0xc7, 24, 78];
+        let mut fixed = vec![
+            0x83, 0x01, 0xa1, b'x', 0xc4, 2, b'h', b'i', 0xc4, 1, 0xff, 0xa1, b'd', 0xc7, 24, 78,
+        ];
         fixed.extend_from_slice(b"20261121T19:32:59.034109");
         let got = to_json(&fixed).unwrap();
         assert_eq!(got["1"], json!("x"));

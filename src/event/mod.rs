@@ -10,7 +10,7 @@ pub mod payload;
 pub mod stamp;
 pub mod tag;
 
-use serde::Deserialize;
+use crate::bus::msgpack::Cursor;
 
 pub use payload::{Fields, Int, Raw, Text, TextList};
 pub use stamp::Stamp;
@@ -180,22 +180,52 @@ impl DecodeError {
     }
 }
 
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    /// bin in current Salt; str holding the same raw bytes in older Salt. `&[u8]`
-    /// takes both (a `&str` would fail on the msgpack after the tag: not UTF-8).
-    #[serde(borrow)]
-    body: &'a [u8],
-}
-
 const TAG_END: &[u8] = b"\n\n";
+
+/// The frame's `body`: bin in current Salt, str holding the same raw bytes in older
+/// Salt; both are taken as bytes (as text it would fail: the msgpack after the tag
+/// is not UTF-8). Read with the scanner: the envelope is two keys, and a serde
+/// derive would treat an integer key as a field index.
+fn envelope_body(frame: &[u8]) -> Result<&[u8], DecodeError> {
+    let envelope = |detail: &str| DecodeError::Envelope {
+        detail: detail.to_owned(),
+    };
+    let mut cursor = Cursor::new(frame);
+    let pairs = cursor
+        .read_map_len()
+        .ok_or_else(|| envelope("not a msgpack map"))?;
+    let mut body = None;
+    for _ in 0..pairs {
+        let key = match cursor.peek() {
+            Some(0xa0..=0xbf | 0xd9..=0xdb) => cursor.read_str_or_bin(),
+            _ => cursor.take_raw().ok().map(|_| &b""[..]),
+        }
+        .ok_or_else(|| envelope("truncated or invalid key"))?;
+        if key == b"body" {
+            body = Some(
+                cursor
+                    .read_str_or_bin()
+                    .ok_or_else(|| envelope("`body` is not bin or str"))?,
+            );
+        } else {
+            cursor
+                .take_raw()
+                .map_err(|_| envelope("truncated or invalid value"))?;
+        }
+    }
+    if !cursor.is_at_end() {
+        return Err(envelope("bytes after the map"));
+    }
+    body.ok_or_else(|| envelope("no `body`"))
+}
 
 /// Splits a frame's body into its tag and its raw msgpack `data`.
 pub fn split_body(frame: &[u8]) -> Result<(&str, &[u8]), DecodeError> {
-    let envelope: Envelope<'_> =
-        rmp_serde::from_slice(frame).map_err(|e| DecodeError::Envelope { detail: e.to_string() })?;
-    let body = envelope.body;
-    let at = body.windows(TAG_END.len()).position(|w| w == TAG_END).ok_or(DecodeError::NoTagSeparator)?;
+    let body = envelope_body(frame)?;
+    let at = body
+        .windows(TAG_END.len())
+        .position(|w| w == TAG_END)
+        .ok_or(DecodeError::NoTagSeparator)?;
     let tag = std::str::from_utf8(&body[..at]).map_err(|_| DecodeError::TagNotUtf8)?;
     Ok((tag, &body[at + TAG_END.len()..]))
 }
@@ -204,18 +234,39 @@ pub fn split_body(frame: &[u8]) -> Result<(&str, &[u8]), DecodeError> {
 pub fn decode(frame: &[u8]) -> Result<Event<'_>, DecodeError> {
     let (tag, data) = split_body(frame)?;
     let parsed = tag::parse(tag);
-    let fields = Fields::scan(data).map_err(|_| DecodeError::DataNotAMap { tag: tag.to_owned() })?;
+    let fields = Fields::scan(data).map_err(|_| DecodeError::DataNotAMap {
+        tag: tag.to_owned(),
+    })?;
     let stamp = fields.stamp.as_ref().and_then(|s| Stamp::parse(s.as_str()));
     let malformed_field = fields.malformed;
     let body = build_body(tag, &parsed, fields)?;
-    Ok(Event { tag, class: parsed.class, stamp, body, data, malformed_field })
+    Ok(Event {
+        tag,
+        class: parsed.class,
+        stamp,
+        body,
+        data,
+        malformed_field,
+    })
 }
 
-fn build_body<'a>(tag: &'a str, parsed: &tag::ParsedTag<'a>, f: Fields<'a>) -> Result<Body<'a>, DecodeError> {
-    let missing = |field| DecodeError::MissingField { tag: tag.to_owned(), field };
+fn build_body<'a>(
+    tag: &'a str,
+    parsed: &tag::ParsedTag<'a>,
+    f: Fields<'a>,
+) -> Result<Body<'a>, DecodeError> {
+    let missing = |field| DecodeError::MissingField {
+        tag: tag.to_owned(),
+        field,
+    };
     // Ids in the tag are authoritative: the tag is how Salt routes the event.
     let jid = || parsed.jid.map(Text::borrowed).ok_or_else(|| missing("jid"));
-    let minion_from_tag = || parsed.minion.map(Text::borrowed).ok_or_else(|| missing("id"));
+    let minion_from_tag = || {
+        parsed
+            .minion
+            .map(Text::borrowed)
+            .ok_or_else(|| missing("id"))
+    };
     let publication = |f: Fields<'a>| -> Result<JobPublication<'a>, DecodeError> {
         Ok(JobPublication {
             jid: jid()?,
@@ -230,10 +281,21 @@ fn build_body<'a>(tag: &'a str, parsed: &tag::ParsedTag<'a>, f: Fields<'a>) -> R
         })
     };
     let run = |f: Fields<'a>| -> Result<RunJob<'a>, DecodeError> {
-        Ok(RunJob { jid: jid()?, fun: f.fun, fun_args: f.fun_args, user: f.user, success: f.success, ret: f.ret })
+        Ok(RunJob {
+            jid: jid()?,
+            fun: f.fun,
+            fun_args: f.fun_args,
+            user: f.user,
+            success: f.success,
+            ret: f.ret,
+        })
     };
     let key_change = |f: Fields<'a>| -> Result<KeyChange<'a>, DecodeError> {
-        Ok(KeyChange { minion: f.id.ok_or_else(|| missing("id"))?, act: f.act, result: f.result })
+        Ok(KeyChange {
+            minion: f.id.ok_or_else(|| missing("id"))?,
+            act: f.act,
+            result: f.result,
+        })
     };
     Ok(match parsed.class {
         TagClass::JobNew => Body::JobNew(publication(f)?),
@@ -253,10 +315,15 @@ fn build_body<'a>(tag: &'a str, parsed: &tag::ParsedTag<'a>, f: Fields<'a>) -> R
             tgt_type: f.tgt_type,
             user: f.user,
         }),
-        TagClass::JobProgress => {
-            Body::JobProgress(JobProgress { jid: jid()?, minion: minion_from_tag()?, progress: f.inner_data })
-        }
-        TagClass::JobMinions => Body::JobMinions(JobMinions { jid: jid()?, minions: f.minions }),
+        TagClass::JobProgress => Body::JobProgress(JobProgress {
+            jid: jid()?,
+            minion: minion_from_tag()?,
+            progress: f.inner_data,
+        }),
+        TagClass::JobMinions => Body::JobMinions(JobMinions {
+            jid: jid()?,
+            minions: f.minions,
+        }),
         TagClass::RunNew => Body::RunNew(run(f)?),
         TagClass::RunReturn => Body::RunReturn(run(f)?),
         TagClass::MinionStart => {
@@ -268,7 +335,11 @@ fn build_body<'a>(tag: &'a str, parsed: &tag::ParsedTag<'a>, f: Fields<'a>) -> R
         }
         TagClass::Auth => Body::Auth(key_change(f)?),
         TagClass::Key => Body::Key(key_change(f)?),
-        TagClass::Presence => Body::Presence(Presence { present: f.present, new: f.new, lost: f.lost }),
+        TagClass::Presence => Body::Presence(Presence {
+            present: f.present,
+            new: f.new,
+            lost: f.lost,
+        }),
         TagClass::Beacon => Body::Beacon(Beacon {
             minion: minion_from_tag()?,
             name: parsed.detail.map(Text::borrowed).unwrap_or_default(),
@@ -286,7 +357,9 @@ mod tests {
         let mut body = tag.as_bytes().to_vec();
         body.extend_from_slice(b"\n\n");
         body.extend_from_slice(&rmp_serde::to_vec_named(data).unwrap());
-        let mut out = vec![0x82, 0xa4, b'h', b'e', b'a', b'd', 0x80, 0xa4, b'b', b'o', b'd', b'y'];
+        let mut out = vec![
+            0x82, 0xa4, b'h', b'e', b'a', b'd', 0x80, 0xa4, b'b', b'o', b'd', b'y',
+        ];
         out.push(if body_as_str { 0xdb } else { 0xc6 });
         out.extend_from_slice(&(body.len() as u32).to_be_bytes());
         out.extend_from_slice(&body);
@@ -304,8 +377,13 @@ mod tests {
             let frame = salt_frame("salt/job/20261121193316907494/ret/web2", &data, as_str);
             let event = decode(&frame).unwrap();
             assert_eq!(event.class, TagClass::JobReturn);
-            let Body::JobReturn(ret) = &event.body else { panic!("not a return: {:?}", event.body) };
-            assert_eq!((ret.jid.as_str(), ret.minion.as_str()), ("20261121193316907494", "web2"));
+            let Body::JobReturn(ret) = &event.body else {
+                panic!("not a return: {:?}", event.body)
+            };
+            assert_eq!(
+                (ret.jid.as_str(), ret.minion.as_str()),
+                ("20261121193316907494", "web2")
+            );
             assert_eq!((ret.retcode, ret.success), (Some(2), Some(false)));
             assert_eq!(ret.fun.as_ref().map(Text::as_str), Some("state.apply"));
             assert_eq!(event.stamp, Stamp::parse("2026-11-21T19:33:17.000001Z"));
@@ -315,20 +393,41 @@ mod tests {
     #[test]
     fn bad_frames_give_reasons() {
         assert_eq!(decode(&[0x93, 1, 2, 3]).unwrap_err().reason(), "envelope");
+        assert_eq!(
+            decode(&[0x81, 0xa4, b'h', b'e', b'a', b'd', 0x80])
+                .unwrap_err()
+                .reason(),
+            "envelope"
+        );
+        assert_eq!(
+            decode(&[0x81, 0xa4, b'b', b'o', b'd', b'y', 0x01])
+                .unwrap_err()
+                .reason(),
+            "envelope"
+        );
         let mut no_sep = vec![0x81, 0xa4, b'b', b'o', b'd', b'y', 0xc4, 3];
         no_sep.extend_from_slice(b"tag");
         assert_eq!(decode(&no_sep).unwrap_err(), DecodeError::NoTagSeparator);
         let mut not_map = vec![0x81, 0xa4, b'b', b'o', b'd', b'y', 0xc4, 6];
         not_map.extend_from_slice(b"t\n\n\x93\x01\x02");
-        assert_eq!(decode(&not_map).unwrap_err(), DecodeError::DataNotAMap { tag: "t".into() });
+        assert_eq!(
+            decode(&not_map).unwrap_err(),
+            DecodeError::DataNotAMap { tag: "t".into() }
+        );
         let frame = salt_frame("salt/auth", &serde_json::json!({"act": "accept"}), false);
         assert_eq!(decode(&frame).unwrap_err().reason(), "missing_field");
     }
 
     #[test]
     fn minion_start_takes_its_id_from_data_when_the_tag_has_none() {
-        let frame = salt_frame("minion_start", &serde_json::json!({"id": "db1", "data": "Minion db1 started"}), false);
-        let Body::MinionStart(start) = decode(&frame).unwrap().body else { panic!() };
+        let frame = salt_frame(
+            "minion_start",
+            &serde_json::json!({"id": "db1", "data": "Minion db1 started"}),
+            false,
+        );
+        let Body::MinionStart(start) = decode(&frame).unwrap().body else {
+            panic!()
+        };
         assert_eq!(start.minion.as_str(), "db1");
     }
 }

@@ -128,13 +128,18 @@ impl<'de> Deserialize<'de> for Int {
                 Ok(Int(v))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Int, E> {
-                i64::try_from(v).map(Int).map_err(|_| E::custom("integer out of range"))
+                i64::try_from(v)
+                    .map(Int)
+                    .map_err(|_| E::custom("integer out of range"))
             }
             fn visit_bool<E>(self, v: bool) -> Result<Int, E> {
                 Ok(Int(i64::from(v)))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Int, E> {
-                v.trim().parse().map(Int).map_err(|_| E::custom("not an integer"))
+                v.trim()
+                    .parse()
+                    .map(Int)
+                    .map_err(|_| E::custom("not an integer"))
             }
         }
         d.deserialize_any(IntVisitor)
@@ -196,9 +201,12 @@ impl<'a> Fields<'a> {
         let pairs = cursor.read_map_len().ok_or(NotAMap)?;
         let mut f = Fields::default();
         for _ in 0..pairs {
-            let key_is_text = matches!(cursor.peek(), Some(0xa0..=0xbf | 0xd9..=0xdb | 0xc4..=0xc6));
+            let key_is_text =
+                matches!(cursor.peek(), Some(0xa0..=0xbf | 0xd9..=0xdb | 0xc4..=0xc6));
             let key = if key_is_text {
-                cursor.read_str_or_bin().and_then(|k| std::str::from_utf8(k).ok())
+                cursor
+                    .read_str_or_bin()
+                    .and_then(|k| std::str::from_utf8(k).ok())
             } else {
                 cursor.take_raw().map_err(|_| NotAMap)?;
                 None
@@ -243,10 +251,57 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// A field type with a direct read for its common wire shape, tried before serde.
+/// Profiling small returns showed a `rmp_serde::from_slice` per scalar field to be
+/// most of the decode time; the fallback keeps every lenient shape.
+pub trait FastField<'a>: Sized + Deserialize<'a> {
+    fn fast(_raw: &'a [u8]) -> Option<Self> {
+        None
+    }
+}
+
+impl<'a> FastField<'a> for Text<'a> {
+    fn fast(raw: &'a [u8]) -> Option<Self> {
+        let mut cursor = Cursor::new(raw);
+        let bytes = cursor.read_str_or_bin()?;
+        cursor.is_at_end().then(|| text_from_bytes(bytes))
+    }
+}
+
+impl<'a> FastField<'a> for bool {
+    fn fast(raw: &'a [u8]) -> Option<Self> {
+        match raw {
+            [0xc2] => Some(false),
+            [0xc3] => Some(true),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> FastField<'a> for Int {
+    fn fast(raw: &'a [u8]) -> Option<Self> {
+        match *raw {
+            [b @ (0x00..=0x7f | 0xe0..=0xff)] => Some(Int(i64::from(b as i8))),
+            [0xcc, b] => Some(Int(i64::from(b))),
+            [0xd0, b] => Some(Int(i64::from(b as i8))),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> FastField<'a> for TextList<'a> {}
+
 /// Decodes one field; nil is "absent", a type mismatch is noted and left absent.
-fn typed<'a, T: Deserialize<'a>>(raw: &'a [u8], name: &'static str, malformed: &mut Option<&'static str>) -> Option<T> {
+fn typed<'a, T: FastField<'a>>(
+    raw: &'a [u8],
+    name: &'static str,
+    malformed: &mut Option<&'static str>,
+) -> Option<T> {
     if raw == [0xc0] {
         return None;
+    }
+    if let Some(value) = T::fast(raw) {
+        return Some(value);
     }
     match rmp_serde::from_slice(raw) {
         Ok(v) => Some(v),
@@ -270,7 +325,10 @@ mod tests {
         }))
         .unwrap();
         let f = Fields::scan(&data).unwrap();
-        assert_eq!(f.jid.as_ref().map(Text::as_str), Some("20261121193259031759"));
+        assert_eq!(
+            f.jid.as_ref().map(Text::as_str),
+            Some("20261121193259031759")
+        );
         assert_eq!(f.id.as_ref().map(Text::as_str), Some("web2"));
         assert_eq!(f.retcode, Some(Int(0)));
         assert_eq!(f.success, Some(true));
@@ -278,7 +336,10 @@ mod tests {
         assert_eq!(f.minions.unwrap().0.len(), 2);
         let ret: serde_json::Value = rmp_serde::from_slice(f.ret.unwrap().0).unwrap();
         assert_eq!(ret, serde_json::json!({"a": [1, 2]}));
-        assert!(matches!(f.jid.unwrap().0, Cow::Borrowed(_)), "strings are borrowed");
+        assert!(
+            matches!(f.jid.unwrap().0, Cow::Borrowed(_)),
+            "strings are borrowed"
+        );
         assert_eq!(f.malformed, None);
     }
 
@@ -299,8 +360,31 @@ mod tests {
     }
 
     #[test]
+    fn fast_paths_agree_with_serde() {
+        for v in [0i64, 1, 2, 127, -1, -32, 200, -100, 70000, -70000] {
+            let raw = rmp_serde::to_vec(&v).unwrap();
+            let via_serde: Int = rmp_serde::from_slice(&raw).unwrap();
+            assert_eq!(typed::<Int>(&raw, "n", &mut None), Some(via_serde), "{v}");
+            assert_eq!(via_serde, Int(v));
+        }
+        for b in [true, false] {
+            assert_eq!(
+                typed::<bool>(&rmp_serde::to_vec(&b).unwrap(), "b", &mut None),
+                Some(b)
+            );
+        }
+        let raw = rmp_serde::to_vec("web1").unwrap();
+        assert_eq!(
+            typed::<Text<'_>>(&raw, "t", &mut None),
+            Some(Text::borrowed("web1"))
+        );
+    }
+
+    #[test]
     fn a_field_of_the_wrong_type_is_dropped_not_fatal() {
-        let data = rmp_serde::to_vec_named(&serde_json::json!({"success": {"odd": 1}, "id": "web1"})).unwrap();
+        let data =
+            rmp_serde::to_vec_named(&serde_json::json!({"success": {"odd": 1}, "id": "web1"}))
+                .unwrap();
         let f = Fields::scan(&data).unwrap();
         assert_eq!(f.success, None);
         assert_eq!(f.malformed, Some("success"));

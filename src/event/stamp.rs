@@ -14,7 +14,12 @@ impl Stamp {
     /// writes it (`datetime.utcnow()` before 3008).
     pub fn parse(text: &str) -> Option<Stamp> {
         let b = text.as_bytes();
-        if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b' ') || b[13] != b':' || b[16] != b':'
+        if b.len() < 19
+            || b[4] != b'-'
+            || b[7] != b'-'
+            || !matches!(b[10], b'T' | b' ')
+            || b[13] != b':'
+            || b[16] != b':'
         {
             return None;
         }
@@ -27,7 +32,12 @@ impl Stamp {
         };
         let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
         let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-        if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        if !(1..=12).contains(&month)
+            || !(1..=31).contains(&day)
+            || hour > 23
+            || minute > 59
+            || second > 60
+        {
             return None;
         }
         let mut rest = &text[19..];
@@ -152,12 +162,22 @@ mod tests {
         let a = Stamp::parse("2026-11-21T21:32:59.5+02:00").unwrap();
         assert_eq!(a, Stamp::parse("2026-11-21T19:32:59.500000Z").unwrap());
         assert_eq!(Stamp::parse("1970-01-01T00:00:00").unwrap(), Stamp(0));
-        assert_eq!(Stamp::parse("1969-12-31T23:59:59").unwrap().to_string(), "1969-12-31T23:59:59.000000Z");
+        assert_eq!(
+            Stamp::parse("1969-12-31T23:59:59").unwrap().to_string(),
+            "1969-12-31T23:59:59.000000Z"
+        );
     }
 
     #[test]
     fn rejects_what_is_not_a_stamp() {
-        for bad in ["", "2026-11-21", "2026-13-01T00:00:00", "2026-11-21T19:32:59.", "2026-11-21T19:32:59+0000", "abcd-11-21T19:32:59"] {
+        for bad in [
+            "",
+            "2026-11-21",
+            "2026-13-01T00:00:00",
+            "2026-11-21T19:32:59.",
+            "2026-11-21T19:32:59+0000",
+            "abcd-11-21T19:32:59",
+        ] {
             assert_eq!(Stamp::parse(bad), None, "{bad:?}");
         }
     }

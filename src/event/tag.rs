@@ -72,7 +72,12 @@ pub struct ParsedTag<'a> {
 
 impl<'a> ParsedTag<'a> {
     fn new(class: TagClass) -> Self {
-        Self { class, jid: None, minion: None, detail: None }
+        Self {
+            class,
+            jid: None,
+            minion: None,
+            detail: None,
+        }
     }
 }
 
@@ -90,20 +95,25 @@ pub fn parse(tag: &str) -> ParsedTag<'_> {
                 (Some(_), Some("ret"), None) => TagClass::RunReturn,
                 _ => TagClass::Other,
             };
-            ParsedTag { jid: jid.filter(|_| class != TagClass::Other), ..ParsedTag::new(class) }
+            ParsedTag {
+                jid: jid.filter(|_| class != TagClass::Other),
+                ..ParsedTag::new(class)
+            }
         }
         ("salt", Some("minion")) => match (parts.next(), parts.next(), parts.next()) {
-            (Some(id), Some("start"), None) if !id.is_empty() => {
-                ParsedTag { minion: Some(id), ..ParsedTag::new(TagClass::MinionStart) }
-            }
+            (Some(id), Some("start"), None) if !id.is_empty() => ParsedTag {
+                minion: Some(id),
+                ..ParsedTag::new(TagClass::MinionStart)
+            },
             _ => ParsedTag::new(TagClass::Other),
         },
         ("salt", Some("auth")) if parts.next().is_none() => ParsedTag::new(TagClass::Auth),
         ("salt", Some("key")) if parts.next().is_none() => ParsedTag::new(TagClass::Key),
         ("salt", Some("presence")) => match (parts.next(), parts.next()) {
-            (Some(kind @ ("present" | "change")), None) => {
-                ParsedTag { detail: Some(kind), ..ParsedTag::new(TagClass::Presence) }
-            }
+            (Some(kind @ ("present" | "change")), None) => ParsedTag {
+                detail: Some(kind),
+                ..ParsedTag::new(TagClass::Presence)
+            },
             _ => ParsedTag::new(TagClass::Other),
         },
         ("salt", Some("beacon")) => match (parts.next(), parts.next()) {
@@ -115,7 +125,10 @@ pub fn parse(tag: &str) -> ParsedTag<'_> {
             _ => ParsedTag::new(TagClass::Other),
         },
         ("minion_start", None) => ParsedTag::new(TagClass::MinionStart),
-        (jid, None) if looks_like_jid(jid) => ParsedTag { jid: Some(jid), ..ParsedTag::new(TagClass::JobMinions) },
+        (jid, None) if looks_like_jid(jid) => ParsedTag {
+            jid: Some(jid),
+            ..ParsedTag::new(TagClass::JobMinions)
+        },
         _ => ParsedTag::new(TagClass::Other),
     }
 }
@@ -124,16 +137,21 @@ fn parse_job<'a>(mut parts: impl Iterator<Item = &'a str>) -> ParsedTag<'a> {
     let Some(jid) = parts.next().filter(|j| !j.is_empty()) else {
         return ParsedTag::new(TagClass::Other);
     };
-    let with_jid = |class| ParsedTag { jid: Some(jid), ..ParsedTag::new(class) };
+    let with_jid = |class| ParsedTag {
+        jid: Some(jid),
+        ..ParsedTag::new(class)
+    };
     match (parts.next(), parts.next(), parts.next()) {
         (Some("new"), None, None) => with_jid(TagClass::JobNew),
         (Some("publish"), None, None) => with_jid(TagClass::JobPublish),
-        (Some("ret"), Some(id), None) if !id.is_empty() => {
-            ParsedTag { minion: Some(id), ..with_jid(TagClass::JobReturn) }
-        }
-        (Some("prog"), Some(id), Some(_n)) if !id.is_empty() => {
-            ParsedTag { minion: Some(id), ..with_jid(TagClass::JobProgress) }
-        }
+        (Some("ret"), Some(id), None) if !id.is_empty() => ParsedTag {
+            minion: Some(id),
+            ..with_jid(TagClass::JobReturn)
+        },
+        (Some("prog"), Some(id), Some(_n)) if !id.is_empty() => ParsedTag {
+            minion: Some(id),
+            ..with_jid(TagClass::JobProgress)
+        },
         _ => ParsedTag::new(TagClass::Other),
     }
 }
@@ -151,22 +169,72 @@ mod tests {
     #[test]
     fn classifies_every_tag_shape_seen_on_real_masters() {
         let cases: &[(&str, TagClass, Option<&str>, Option<&str>)] = &[
-            ("salt/job/20261121193259031759/new", TagClass::JobNew, Some("20261121193259031759"), None),
-            ("salt/job/20261121193259031759/publish", TagClass::JobPublish, Some("20261121193259031759"), None),
-            ("salt/job/20261121193259031759/ret/web2", TagClass::JobReturn, Some("20261121193259031759"), Some("web2")),
-            ("salt/job/20261121194309318175/prog/web2/0", TagClass::JobProgress, Some("20261121194309318175"), Some("web2")),
-            ("20261121194540490471", TagClass::JobMinions, Some("20261121194540490471"), None),
-            ("salt/run/20261121193642649081/new", TagClass::RunNew, Some("20261121193642649081"), None),
-            ("salt/run/20261121193642649081/ret", TagClass::RunReturn, Some("20261121193642649081"), None),
-            ("salt/run/20261121193642649081/args", TagClass::Other, None, None),
-            ("salt/minion/db1/start", TagClass::MinionStart, None, Some("db1")),
+            (
+                "salt/job/20261121193259031759/new",
+                TagClass::JobNew,
+                Some("20261121193259031759"),
+                None,
+            ),
+            (
+                "salt/job/20261121193259031759/publish",
+                TagClass::JobPublish,
+                Some("20261121193259031759"),
+                None,
+            ),
+            (
+                "salt/job/20261121193259031759/ret/web2",
+                TagClass::JobReturn,
+                Some("20261121193259031759"),
+                Some("web2"),
+            ),
+            (
+                "salt/job/20261121194309318175/prog/web2/0",
+                TagClass::JobProgress,
+                Some("20261121194309318175"),
+                Some("web2"),
+            ),
+            (
+                "20261121194540490471",
+                TagClass::JobMinions,
+                Some("20261121194540490471"),
+                None,
+            ),
+            (
+                "salt/run/20261121193642649081/new",
+                TagClass::RunNew,
+                Some("20261121193642649081"),
+                None,
+            ),
+            (
+                "salt/run/20261121193642649081/ret",
+                TagClass::RunReturn,
+                Some("20261121193642649081"),
+                None,
+            ),
+            (
+                "salt/run/20261121193642649081/args",
+                TagClass::Other,
+                None,
+                None,
+            ),
+            (
+                "salt/minion/db1/start",
+                TagClass::MinionStart,
+                None,
+                Some("db1"),
+            ),
             ("minion_start", TagClass::MinionStart, None, None),
             ("salt/auth", TagClass::Auth, None, None),
             ("salt/key", TagClass::Key, None, None),
             ("key", TagClass::Other, None, None),
             ("salt/presence/present", TagClass::Presence, None, None),
             ("salt/presence/change", TagClass::Presence, None, None),
-            ("salt/beacon/web1/inotify//etc/hosts", TagClass::Beacon, None, Some("web1")),
+            (
+                "salt/beacon/web1/inotify//etc/hosts",
+                TagClass::Beacon,
+                None,
+                Some("web1"),
+            ),
             ("minion/refresh/web1", TagClass::Other, None, None),
             ("resource/refresh/db1", TagClass::Other, None, None),
             ("salt/job//new", TagClass::Other, None, None),
@@ -176,7 +244,11 @@ mod tests {
         ];
         for (tag, class, jid, minion) in cases {
             let parsed = parse(tag);
-            assert_eq!((parsed.class, parsed.jid, parsed.minion), (*class, *jid, *minion), "tag {tag:?}");
+            assert_eq!(
+                (parsed.class, parsed.jid, parsed.minion),
+                (*class, *jid, *minion),
+                "tag {tag:?}"
+            );
         }
     }
 }

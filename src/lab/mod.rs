@@ -34,7 +34,8 @@ pub fn default_venv() -> PathBuf {
         return PathBuf::from(dir);
     }
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
-    home.join(".cache/saltsight").join(format!("salt-{SALT_VERSION}"))
+    home.join(".cache/saltsight")
+        .join(format!("salt-{SALT_VERSION}"))
 }
 
 /// Creates the venv and installs Salt into it unless it is there already.
@@ -42,18 +43,30 @@ pub fn ensure_venv(venv: &Path) -> anyhow::Result<()> {
     if venv.join("bin/salt-master").exists() {
         return Ok(());
     }
-    eprintln!("Installing salt=={SALT_VERSION} from PyPI into {} (once; about a minute)...", venv.display());
+    eprintln!(
+        "Installing salt=={SALT_VERSION} from PyPI into {} (once; about a minute)...",
+        venv.display()
+    );
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    run_checked(Command::new(&python).args(["-m", "venv"]).arg(venv), "create the Salt venv")?;
     run_checked(
-        Command::new(venv.join("bin/pip")).args(["install", "--quiet", &format!("salt=={SALT_VERSION}")]),
+        Command::new(&python).args(["-m", "venv"]).arg(venv),
+        "create the Salt venv",
+    )?;
+    run_checked(
+        Command::new(venv.join("bin/pip")).args([
+            "install",
+            "--quiet",
+            &format!("salt=={SALT_VERSION}"),
+        ]),
         "pip install salt",
     )?;
     Ok(())
 }
 
 fn run_checked(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
-    let status = cmd.status().with_context(|| format!("cannot {what}: {cmd:?}"))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot {what}: {cmd:?}"))?;
     if !status.success() {
         bail!("cannot {what}: {cmd:?} exited with {status}");
     }
@@ -95,12 +108,21 @@ impl Lab {
     /// `test.ping` (about 5 to 10 s).
     pub fn start(options: LabOptions) -> anyhow::Result<Lab> {
         ensure_venv(&options.venv)?;
-        let root = tempfile::Builder::new().prefix("saltsight-lab-").tempdir().context("cannot create the lab root")?;
+        let root = tempfile::Builder::new()
+            .prefix("saltsight-lab-")
+            .tempdir()
+            .context("cannot create the lab root")?;
         let ports = free_ports(6)?;
         let root_path = root.path().to_path_buf();
         write_configs(&root_path, &options, &ports)?;
         let minions = options.minions.iter().map(|m| (m.clone(), None)).collect();
-        let mut lab = Lab { root, options, tcp_pub_port: ports[2], master: None, minions };
+        let mut lab = Lab {
+            root,
+            options,
+            tcp_pub_port: ports[2],
+            master: None,
+            minions,
+        };
         lab.start_master()?;
         for id in lab.options.minions.clone() {
             lab.start_minion(&id)?;
@@ -124,7 +146,9 @@ impl Lab {
         match MasterBusSettings::load(&self.master_config(), false) {
             Ok(settings) => settings.endpoint(),
             // The lab wrote that config itself; fall back to what it wrote.
-            Err(_) if self.options.ipc_mode_tcp => Endpoint::Tcp((Ipv4Addr::LOCALHOST, self.tcp_pub_port).into()),
+            Err(_) if self.options.ipc_mode_tcp => {
+                Endpoint::Tcp((Ipv4Addr::LOCALHOST, self.tcp_pub_port).into())
+            }
             Err(_) => Endpoint::Unix(self.root().join("master/sock/master_event_pub.ipc")),
         }
     }
@@ -180,8 +204,11 @@ impl Lab {
     /// Sends `signal` to a minion's whole process group (the minion and its jobs).
     pub fn signal_minion(&mut self, id: &str, signal: Signal) -> anyhow::Result<()> {
         let slot = self.minion_slot(id)?;
-        let child = slot.as_ref().with_context(|| format!("minion {id} is not running"))?;
-        killpg(Pid::from_raw(child.id() as i32), signal).with_context(|| format!("cannot signal minion {id}"))?;
+        let child = slot
+            .as_ref()
+            .with_context(|| format!("minion {id} is not running"))?;
+        killpg(Pid::from_raw(child.id() as i32), signal)
+            .with_context(|| format!("cannot signal minion {id}"))?;
         Ok(())
     }
 
@@ -230,7 +257,11 @@ impl Lab {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        Ok(Output { status, stdout: read_all(out)?, stderr: read_all(err)? })
+        Ok(Output {
+            status,
+            stdout: read_all(out)?,
+            stderr: read_all(err)?,
+        })
     }
 
     /// Waits until every running minion answers `test.ping`.
@@ -241,17 +272,28 @@ impl Lab {
         let root_key = self.root().join("var/cache/salt/master/.root_key");
         while !root_key.exists() {
             if Instant::now() > deadline {
-                bail!("the master did not write {} within {timeout:?}", root_key.display());
+                bail!(
+                    "the master did not write {} within {timeout:?}",
+                    root_key.display()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         self.wait_bus_up(deadline.saturating_duration_since(Instant::now()))?;
-        let expected: Vec<&str> =
-            self.minions.iter().filter(|(_, child)| child.is_some()).map(|(id, _)| id.as_str()).collect();
+        let expected: Vec<&str> = self
+            .minions
+            .iter()
+            .filter(|(_, child)| child.is_some())
+            .map(|(id, _)| id.as_str())
+            .collect();
         loop {
             let out = self.salt(&["*", "test.ping", "--out", "json", "--static", "-t", "5"])?;
-            let answered: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-            if expected.iter().all(|id| answered[id] == serde_json::Value::Bool(true)) {
+            let answered: serde_json::Value =
+                serde_json::from_slice(&out.stdout).unwrap_or_default();
+            if expected
+                .iter()
+                .all(|id| answered[id] == serde_json::Value::Bool(true))
+            {
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -285,13 +327,20 @@ impl Lab {
     }
 
     fn minion_slot(&mut self, id: &str) -> anyhow::Result<&mut Option<Child>> {
-        self.minions.iter_mut().find(|(m, _)| m == id).map(|(_, c)| c).with_context(|| format!("no minion {id} in the lab"))
+        self.minions
+            .iter_mut()
+            .find(|(m, _)| m == id)
+            .map(|(_, c)| c)
+            .with_context(|| format!("no minion {id} in the lab"))
     }
 
     fn log_file(&self, name: &str) -> anyhow::Result<fs::File> {
         let dir = self.root().join("log");
         fs::create_dir_all(&dir)?;
-        Ok(fs::OpenOptions::new().create(true).append(true).open(dir.join(name))?)
+        Ok(fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(name))?)
     }
 }
 
@@ -335,9 +384,14 @@ fn stop_group(mut child: Child, grace: Duration) {
 
 /// `n` distinct free loopback ports (bound together, then released).
 fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
-    let listeners: Vec<TcpListener> =
-        (0..n).map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0))).collect::<Result<_, _>>().context("no free ports")?;
-    listeners.iter().map(|l| Ok(l.local_addr()?.port())).collect()
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+        .collect::<Result<_, _>>()
+        .context("no free ports")?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect()
 }
 
 fn write_configs(root: &Path, options: &LabOptions, ports: &[u16]) -> anyhow::Result<()> {
@@ -358,7 +412,11 @@ fn write_configs(root: &Path, options: &LabOptions, ports: &[u16]) -> anyhow::Re
          tcp_master_pub_port: {tcp_pub}\ntcp_master_pull_port: {tcp_pull}\n\
          tcp_master_publish_pull: {tcp_publish_pull}\ntcp_master_workers: {tcp_workers}\n\
          state_events: {}\n",
-        if options.state_events { "True" } else { "False" }
+        if options.state_events {
+            "True"
+        } else {
+            "False"
+        }
     );
     fs::write(root.join("etc/master"), master)?;
     for id in &options.minions {

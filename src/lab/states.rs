@@ -13,5 +13,8 @@ pub const FILES: &[(&str, &str)] = &[
          lab_failing_cmd:\n  cmd.run:\n    - name: echo about to fail; echo err >&2; exit 1\n\
          lab_needs_failing:\n  cmd.run:\n    - name: echo never\n    - require:\n      - cmd: lab_failing_cmd\n",
     ),
-    ("sleep.sls", "lab_sleep:\n  cmd.run:\n    - name: sleep 20\n"),
+    (
+        "sleep.sls",
+        "lab_sleep:\n  cmd.run:\n    - name: sleep 20\n",
+    ),
 ];

@@ -32,7 +32,10 @@ pub fn write_line(out: &mut impl Write, value: &Value) -> io::Result<()> {
 
 /// The `bus_gap` record.
 pub fn gap_record(gap: &BusGap) -> Value {
-    let millis = gap.ended_at.duration_since(gap.started_at).map_or(0, |d| d.as_millis() as u64);
+    let millis = gap
+        .ended_at
+        .duration_since(gap.started_at)
+        .map_or(0, |d| d.as_millis() as u64);
     json!({
         "kind": "bus_gap",
         "reason": gap.reason.as_str(),
@@ -45,10 +48,16 @@ pub fn gap_record(gap: &BusGap) -> Value {
 
 /// How a gap reads to an operator on a terminal.
 pub fn gap_line(gap: &BusGap) -> String {
-    let secs = gap.ended_at.duration_since(gap.started_at).map_or(0.0, |d| d.as_secs_f64());
+    let secs = gap
+        .ended_at
+        .duration_since(gap.started_at)
+        .map_or(0.0, |d| d.as_secs_f64());
     let what = match gap.reason {
         GapReason::QueueFull => format!("{} frames dropped (pipeline behind)", gap.dropped_frames),
         other => other.as_str().replace('_', " "),
     };
-    format!("-- bus gap: {what}, {secs:.3}s from {} --", Stamp::from_system_time(gap.started_at))
+    format!(
+        "-- bus gap: {what}, {secs:.3}s from {} --",
+        Stamp::from_system_time(gap.started_at)
+    )
 }

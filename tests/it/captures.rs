@@ -15,19 +15,36 @@ fn expected(jsonl: &std::path::Path) -> Vec<(String, Value)> {
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).expect("jsonl line"))
         .filter(|v| v.get("tag").is_some()) // `eof`/`reconnected` markers are not frames
-        .map(|v| (v["tag"].as_str().expect("tag").to_owned(), v["data"].clone()))
+        .map(|v| {
+            (
+                v["tag"].as_str().expect("tag").to_owned(),
+                v["data"].clone(),
+            )
+        })
         .collect()
 }
 
 fn tail_json(bin_path: &std::path::Path) -> Vec<(String, Value)> {
-    let out = Command::new(bin()).args(["tail", "--json", "--from"]).arg(bin_path).output().expect("run tail");
-    assert!(out.status.success(), "tail --from {} failed: {}", bin_path.display(), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(bin())
+        .args(["tail", "--json", "--from"])
+        .arg(bin_path)
+        .output()
+        .expect("run tail");
+    assert!(
+        out.status.success(),
+        "tail --from {} failed: {}",
+        bin_path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout)
         .expect("utf-8")
         .lines()
         .map(|l| {
             let v: Value = serde_json::from_str(l).expect("json line");
-            (v["tag"].as_str().expect("tag").to_owned(), v["data"].clone())
+            (
+                v["tag"].as_str().expect("tag").to_owned(),
+                v["data"].clone(),
+            )
         })
         .collect()
 }
@@ -36,16 +53,26 @@ fn tail_json(bin_path: &std::path::Path) -> Vec<(String, Value)> {
 fn every_capture_replays_to_exactly_its_listed_events() {
     let dir = fixture("captures");
     let mut checked = 0;
-    let mut names: Vec<_> = std::fs::read_dir(&dir).expect("captures dir").filter_map(Result::ok).map(|e| e.path()).collect();
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .expect("captures dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
     names.sort();
-    for bin_path in names.iter().filter(|p| p.extension().is_some_and(|e| e == "bin")) {
+    for bin_path in names
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "bin"))
+    {
         let want = expected(&bin_path.with_extension("jsonl"));
         let got = tail_json(bin_path);
         let name = bin_path.file_name().unwrap_or_default().to_string_lossy();
         assert_eq!(got.len(), want.len(), "{name}: event count");
         for (i, ((got_tag, got_data), (want_tag, want_data))) in got.iter().zip(&want).enumerate() {
             assert_eq!(got_tag, want_tag, "{name}: tag of event {i}");
-            assert_eq!(got_data, want_data, "{name}: data of event {i} ({want_tag})");
+            assert_eq!(
+                got_data, want_data,
+                "{name}: data of event {i} ({want_tag})"
+            );
         }
         checked += 1;
     }
@@ -60,7 +87,18 @@ fn the_length_prefixed_and_bare_captures_of_one_scenario_agree() {
     let shapes = |name: &str| -> Vec<String> {
         let mut shapes: Vec<String> = tail_json(&fixture(&format!("captures/{name}")))
             .into_iter()
-            .map(|(tag, _)| tag.split('/').map(|p| if p.chars().all(|c| c.is_ascii_digit()) { "N" } else { p }).collect::<Vec<_>>().join("/"))
+            .map(|(tag, _)| {
+                tag.split('/')
+                    .map(|p| {
+                        if p.chars().all(|c| c.is_ascii_digit()) {
+                            "N"
+                        } else {
+                            p
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
             .collect();
         shapes.sort();
         shapes
@@ -77,7 +115,10 @@ fn tag_filter_selects_returns_only() {
         .arg(fixture("captures/3008.3_ipc_state_apply_fail.bin"))
         .output()
         .expect("run tail");
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
     assert_eq!(lines.len(), 3);
     for line in &lines {
         assert_eq!(line["data"]["retcode"], 2);
@@ -94,7 +135,10 @@ fn replay_summarises_by_class_and_a_master_restart_dump_has_every_frame() {
         .expect("run replay");
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{summary}");
-    assert!(summary.contains("replayed 20 frames: 20 events"), "{summary}");
+    assert!(
+        summary.contains("replayed 20 frames: 20 events"),
+        "{summary}"
+    );
     assert!(summary.contains("minion_start=6"), "{summary}");
     assert!(summary.contains("decode errors: none"), "{summary}");
 }

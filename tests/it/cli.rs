@@ -6,7 +6,11 @@ use std::process::Command;
 use crate::support::{bin, fixture};
 
 fn saltsight(args: &[&str]) -> std::process::Output {
-    Command::new(bin()).args(args).env_remove("SALTSIGHT_CONFIG").output().expect("run saltsight")
+    Command::new(bin())
+        .args(args)
+        .env_remove("SALTSIGHT_CONFIG")
+        .output()
+        .expect("run saltsight")
 }
 
 #[test]
@@ -17,7 +21,10 @@ fn an_unknown_config_key_exits_64_naming_key_and_file() {
     let out = saltsight(&["--config", path.to_str().unwrap(), "check-config"]);
     assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("queue_frame") && err.contains(path.to_str().unwrap()), "{err}");
+    assert!(
+        err.contains("queue_frame") && err.contains(path.to_str().unwrap()),
+        "{err}"
+    );
 }
 
 #[test]
@@ -27,7 +34,11 @@ fn check_config_resolves_the_endpoint_from_the_master_config() {
     std::fs::write(&master, "ipc_mode: tcp\ntcp_master_pub_port: 47120\n").unwrap();
     let out = saltsight(&["--master-config", master.to_str().unwrap(), "check-config"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("bus endpoint: tcp:127.0.0.1:47120"), "{text}");
     assert!(text.contains(master.to_str().unwrap()), "{text}");
 }
@@ -37,11 +48,17 @@ fn env_overrides_the_master_config() {
     let out = Command::new(bin())
         .args(["check-config"])
         .env_remove("SALTSIGHT_CONFIG")
-        .env("SALTSIGHT_ENDPOINT", "unix:/nonexistent/master_event_pub.ipc")
+        .env(
+            "SALTSIGHT_ENDPOINT",
+            "unix:/nonexistent/master_event_pub.ipc",
+        )
         .output()
         .expect("run");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("bus endpoint: unix:/nonexistent/master_event_pub.ipc"), "{text}");
+    assert!(
+        text.contains("bus endpoint: unix:/nonexistent/master_event_pub.ipc"),
+        "{text}"
+    );
     assert!(text.contains("not present"), "{text}");
 }
 
@@ -63,11 +80,22 @@ fn bad_frames_in_a_prefixed_stream_are_counted_and_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dump.bin");
     std::fs::write(&path, &dump).unwrap();
-    let out = saltsight(&["--max-frame-bytes", "4096", "replay", path.to_str().unwrap()]);
+    let out = saltsight(&[
+        "--max-frame-bytes",
+        "4096",
+        "replay",
+        path.to_str().unwrap(),
+    ]);
     let summary = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{summary}");
-    assert!(summary.contains("replayed 15 frames: 13 events"), "{summary}");
-    assert!(summary.contains("envelope=1") && summary.contains("no_tag_separator=1"), "{summary}");
+    assert!(
+        summary.contains("replayed 15 frames: 13 events"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("envelope=1") && summary.contains("no_tag_separator=1"),
+        "{summary}"
+    );
     assert!(summary.contains("frames skipped: 1"), "{summary}");
 }
 
@@ -83,12 +111,18 @@ fn garbage_in_a_bare_stream_is_a_desync_after_the_good_frames() {
     let out = saltsight(&["replay", path.to_str().unwrap()]);
     let summary = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{summary}");
-    assert!(summary.contains("replayed 5 frames: 5 events") && summary.contains("desyncs: 1"), "{summary}");
+    assert!(
+        summary.contains("replayed 5 frames: 5 events") && summary.contains("desyncs: 1"),
+        "{summary}"
+    );
 }
 
 #[test]
 fn a_missing_recording_is_a_clear_error() {
     let out = saltsight(&["replay", "/nonexistent/capture.bin"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open recording /nonexistent/capture.bin"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("cannot open recording /nonexistent/capture.bin")
+    );
 }

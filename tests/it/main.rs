@@ -5,3 +5,4 @@ mod captures;
 mod cli;
 mod salt_live;
 mod support;
+mod tidy;

@@ -17,14 +17,18 @@ pub fn bin() -> &'static str {
 }
 
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 static LAB_LOCK: Mutex<()> = Mutex::new(());
 
 /// One real-Salt lab at a time (each is a master and 3 minions).
 pub fn lab_lock() -> MutexGuard<'static, ()> {
-    LAB_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    LAB_LOCK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A line read from the child, with when it was read.
@@ -52,11 +56,11 @@ impl Saltsight {
             .expect("spawn saltsight");
         let stdout = lines(child.stdout.take().expect("stdout"));
         let stderr = lines(child.stderr.take().expect("stderr"));
-        Saltsight { child: Some(child), stdout, stderr }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
+        Saltsight {
+            child: Some(child),
+            stdout,
+            stderr,
+        }
     }
 
     /// The exit status, if it has exited.
@@ -97,7 +101,13 @@ fn lines(stream: impl std::io::Read + Send + 'static) -> Receiver<Line> {
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines() {
             let Ok(text) = line else { break };
-            if tx.send(Line { text, at: Instant::now() }).is_err() {
+            if tx
+                .send(Line {
+                    text,
+                    at: Instant::now(),
+                })
+                .is_err()
+            {
                 break;
             }
         }
@@ -123,8 +133,15 @@ pub fn wait_line(
                     return Ok(line.at);
                 }
             }
-            Err(RecvTimeoutError::Timeout) => return Err(format!("timed out after {timeout:?}; read:\n{}", seen.join("\n"))),
-            Err(RecvTimeoutError::Disconnected) => return Err(format!("the stream closed; read:\n{}", seen.join("\n"))),
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(format!(
+                    "timed out after {timeout:?}; read:\n{}",
+                    seen.join("\n")
+                ));
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(format!("the stream closed; read:\n{}", seen.join("\n")));
+            }
         }
     }
 }
