@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -20,7 +21,7 @@ use crate::bus::reader::Delivery;
 use crate::bus::recording::{RecordingFormat, RecordingReader};
 use crate::bus::{BusGap, BusMessage, BusReader, Endpoint, Frame, ReaderConfig, ReaderStats};
 use crate::config::BusConfig;
-use crate::event::{self, DecodeError, Event, TagClass};
+use crate::event::{self, DecodeError, Event, Stamp, TagClass};
 use crate::ratelimit::LogLimiter;
 
 /// Where frames come from.
@@ -59,8 +60,16 @@ pub trait Handler {
     fn chunk(&mut self, _chunk: &Frame) -> anyhow::Result<()> {
         Ok(())
     }
-    /// The source ended; flush.
-    fn finish(&mut self) -> anyhow::Result<()> {
+    /// When the handler next needs the wall clock (live sources only).
+    fn next_wakeup(&self) -> Option<Stamp> {
+        None
+    }
+    /// The wall clock reached `now` (live sources only).
+    fn tick(&mut self, _now: Stamp) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// The source ended (`recording`: the end of a recording; else a live stop); flush.
+    fn finish(&mut self, _recording: bool) -> anyhow::Result<()> {
         Ok(())
     }
 }
@@ -94,6 +103,7 @@ pub async fn run<H: Handler>(
     reader_stats: Arc<ReaderStats>,
 ) -> anyhow::Result<(Summary, H)> {
     let (tx, mut rx) = mpsc::channel::<BusMessage>(queue.max(1));
+    let live = matches!(source, Source::Live(_));
     let producer = match source {
         Source::Live(config) => {
             let reader = BusReader::new(config, tx, reader_stats);
@@ -112,8 +122,24 @@ pub async fn run<H: Handler>(
     };
 
     let mut summary = Summary::default();
-    let mut decode_log = LogLimiter::new(std::time::Duration::from_secs(10));
-    while let Some(message) = rx.recv().await {
+    let mut decode_log = LogLimiter::new(Duration::from_secs(10));
+    loop {
+        let wakeup = if live { handler.next_wakeup() } else { None };
+        let message = match wakeup {
+            Some(at) => {
+                let now = Stamp::from_system_time(SystemTime::now());
+                let wait = Duration::from_micros(u64::try_from(at.micros_since(now)).unwrap_or(0));
+                tokio::select! {
+                    m = rx.recv() => m,
+                    () = tokio::time::sleep(wait) => {
+                        handler.tick(Stamp::from_system_time(SystemTime::now()))?;
+                        continue;
+                    }
+                }
+            }
+            None => rx.recv().await,
+        };
+        let Some(message) = message else { break };
         match message {
             BusMessage::Frame(frame) => {
                 summary.frames += 1;
@@ -149,7 +175,7 @@ pub async fn run<H: Handler>(
             BusMessage::FramingDetected(_) => {}
         }
     }
-    handler.finish()?;
+    handler.finish(!live)?;
     let totals = producer.await.context("the source task panicked")??;
     summary.recording_skipped_frames = totals.skipped_frames;
     summary.recording_desyncs = totals.desyncs;

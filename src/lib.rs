@@ -8,6 +8,8 @@
 //!
 //! - [`bus`]: the publisher endpoint, the sans-IO frame splitter, the reader task, recordings.
 //! - [`event`]: frame → [`event::Event`], borrowed and selective; no IO, no clock.
+//! - [`jobs`]: job lifecycles and missing-return verdicts; a state machine fed events and time.
+//! - [`record`]: the records emitted, with stable ids (docs/records.md).
 //! - [`config`]: saltsight's TOML, the Salt master's YAML, resolved into one validated [`config::Config`].
 //! - [`app`]: wires sources, stages and outputs with bounded channels; shuts down from the head.
 //! - [`cli`]: the subcommands (`run`, `tail`, `capture`, `replay`, `check-config`).
@@ -18,7 +20,9 @@ pub mod bus;
 pub mod cli;
 pub mod config;
 pub mod event;
+pub mod jobs;
 pub mod lab;
 pub mod ratelimit;
+pub mod record;
 pub mod shutdown;
 pub mod sink;

@@ -10,10 +10,12 @@ use saltsight::app::{self, Source, Summary};
 use saltsight::bus::ReaderStats;
 use saltsight::bus::reader::Delivery;
 use saltsight::cli::capture::CaptureHandler;
-use saltsight::cli::run::RecordHandler;
+use saltsight::cli::run::{Clock, RecordHandler};
 use saltsight::cli::tail::TailHandler;
 use saltsight::cli::{Cli, Command, Outcome, check_config, exit};
 use saltsight::config::{self, Config, LogFormat};
+use saltsight::jobs::{JobTracker, TrackerConfig};
+use saltsight::record::RecordFactory;
 use saltsight::shutdown;
 use tokio_util::sync::CancellationToken;
 
@@ -86,7 +88,12 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
     let queue = config.bus.queue_frames;
     let summary = match command {
         Command::Run(args) => {
-            let handler = RecordHandler::new(std::io::stdout(), args.output, true);
+            let handler = RecordHandler::new(
+                tracker(&config),
+                Clock::Wall,
+                std::io::stdout(),
+                args.output,
+            );
             let source = Source::live(&config.bus, Delivery::Frames);
             app::run(source, queue, handler, cancel, stats).await?.0
         }
@@ -119,7 +126,12 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
             summary
         }
         Command::Replay(args) => {
-            let handler = RecordHandler::new(std::io::stdout(), args.output, false);
+            let handler = RecordHandler::new(
+                tracker(&config),
+                Clock::EventTime,
+                std::io::stdout(),
+                args.output,
+            );
             let source = Source::Recording {
                 path: args.file.clone(),
                 max_frame_bytes: config.bus.max_frame_bytes,
@@ -140,6 +152,13 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
         || summary.recording_desyncs > 0
         || summary.recording_trailing_bytes > 0;
     Ok(if bad { Outcome::BadInput } else { Outcome::Ok })
+}
+
+fn tracker(config: &Config) -> JobTracker {
+    JobTracker::new(
+        TrackerConfig::from(&config.jobs),
+        RecordFactory::new(config.master_id.clone()),
+    )
 }
 
 fn stop_after(cancel: CancellationToken, duration: std::time::Duration) {

@@ -66,7 +66,7 @@ impl Handler for CaptureHandler {
         Ok(())
     }
 
-    fn finish(&mut self) -> anyhow::Result<()> {
+    fn finish(&mut self, _recording: bool) -> anyhow::Result<()> {
         self.writer.flush()?;
         Ok(())
     }

@@ -1,14 +1,22 @@
-//! `saltsight run`: the agent. For now it logs every event at debug and emits the
-//! records the pipeline makes (`bus_gap`) as JSON lines with `--output stdout`.
+//! `saltsight run`: the agent. Feeds the job tracker from the pipeline and writes
+//! its records (`job_published`, `minion_return`, `minion_missing`,
+//! `job_completed`, `late_return`, `bus_gap`) as JSON lines with `--output stdout`.
+//!
+//! The tracker's clock is chosen here: live, the wall clock, with a wake-up at the
+//! next deadline; under replay, event time (the events' `_stamp`), so verdicts come
+//! out as they did live, and the end of a recording passes every deadline.
 
 use std::io::{BufWriter, Write};
+use std::time::SystemTime;
 
 use clap::{Args, ValueEnum};
-use tracing::info;
+use tracing::{debug, info};
 
 use crate::app::Handler;
 use crate::bus::{BusGap, Endpoint, Frame};
-use crate::event::Event;
+use crate::event::{Event, Stamp};
+use crate::jobs::JobTracker;
+use crate::record::{Record, RecordBody};
 use crate::sink::stdout;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -26,24 +34,64 @@ pub struct RunArgs {
     pub output: Output,
 }
 
-/// Emits records to `out` (when the output is stdout).
+/// Which time the tracker runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// The wall clock (live).
+    Wall,
+    /// The latest `_stamp` seen (replay).
+    EventTime,
+}
+
+/// Drives the job tracker and writes its records to `out`.
 pub struct RecordHandler<W: Write> {
+    tracker: JobTracker,
+    clock: Clock,
     out: Option<BufWriter<W>>,
     flush_each: bool,
+    event_now: Stamp,
+    pending: Vec<Record>,
+    pub emitted: u64,
 }
 
 impl<W: Write> RecordHandler<W> {
-    pub fn new(out: W, output: Output, flush_each: bool) -> Self {
+    pub fn new(tracker: JobTracker, clock: Clock, out: W, output: Output) -> Self {
         Self {
+            tracker,
+            clock,
             out: (output == Output::Stdout).then(|| BufWriter::new(out)),
-            flush_each,
+            flush_each: clock == Clock::Wall,
+            event_now: Stamp(i64::MIN),
+            pending: Vec::new(),
+            emitted: 0,
         }
     }
 
-    fn emit(&mut self, record: &serde_json::Value) -> anyhow::Result<()> {
-        if let Some(out) = &mut self.out {
-            stdout::write_line(out, record)?;
-            if self.flush_each {
+    pub fn tracker(&self) -> &JobTracker {
+        &self.tracker
+    }
+
+    fn now(&self) -> Stamp {
+        match self.clock {
+            Clock::Wall => Stamp::from_system_time(SystemTime::now()),
+            Clock::EventTime => self.event_now,
+        }
+    }
+
+    fn write_pending(&mut self) -> anyhow::Result<()> {
+        for record in self.pending.drain(..) {
+            self.emitted += 1;
+            if let RecordBody::MinionMissing(m) = &record.body {
+                info!(jid = %m.jid, minion = %m.minion, fun = %m.fun, reason = m.reason.as_str(), "Minion did not return.");
+            } else {
+                debug!(kind = record.kind, "Record.");
+            }
+            if let Some(out) = &mut self.out {
+                stdout::write_record(out, &record)?;
+            }
+        }
+        if self.flush_each {
+            if let Some(out) = &mut self.out {
                 out.flush()?;
             }
         }
@@ -52,8 +100,14 @@ impl<W: Write> RecordHandler<W> {
 }
 
 impl<W: Write> Handler for RecordHandler<W> {
-    fn event(&mut self, _event: &Event<'_>, _frame: &Frame) -> anyhow::Result<()> {
-        Ok(())
+    fn event(&mut self, event: &Event<'_>, _frame: &Frame) -> anyhow::Result<()> {
+        if let Some(stamp) = event.stamp {
+            self.event_now = self.event_now.max(stamp);
+        }
+        let now = self.now();
+        self.tracker.advance(now, &mut self.pending);
+        self.tracker.on_event(event, now, &mut self.pending);
+        self.write_pending()
     }
 
     fn gap(&mut self, gap: &BusGap) -> anyhow::Result<()> {
@@ -62,7 +116,18 @@ impl<W: Write> Handler for RecordHandler<W> {
             dropped_frames = gap.dropped_frames,
             "Bus gap."
         );
-        self.emit(&stdout::gap_record(gap))
+        let (start, end) = (
+            Stamp::from_system_time(gap.started_at),
+            Stamp::from_system_time(gap.ended_at),
+        );
+        self.tracker.on_gap(
+            start,
+            end,
+            gap.reason.as_str(),
+            gap.dropped_frames,
+            &mut self.pending,
+        );
+        self.write_pending()
     }
 
     fn connected(&mut self, endpoint: &Endpoint) -> anyhow::Result<()> {
@@ -70,7 +135,23 @@ impl<W: Write> Handler for RecordHandler<W> {
         Ok(())
     }
 
-    fn finish(&mut self) -> anyhow::Result<()> {
+    fn next_wakeup(&self) -> Option<Stamp> {
+        (self.clock == Clock::Wall)
+            .then(|| self.tracker.next_deadline())
+            .flatten()
+    }
+
+    fn tick(&mut self, now: Stamp) -> anyhow::Result<()> {
+        self.tracker.advance(now, &mut self.pending);
+        self.write_pending()
+    }
+
+    fn finish(&mut self, recording: bool) -> anyhow::Result<()> {
+        if recording {
+            // The end of a recording: event time moves past every deadline.
+            self.tracker.finish(&mut self.pending);
+        }
+        self.write_pending()?;
         if let Some(out) = &mut self.out {
             out.flush()?;
         }

@@ -91,7 +91,7 @@ impl<W: Write> Handler for TailHandler<W> {
         Ok(())
     }
 
-    fn finish(&mut self) -> anyhow::Result<()> {
+    fn finish(&mut self, _recording: bool) -> anyhow::Result<()> {
         self.out.flush()?;
         Ok(())
     }

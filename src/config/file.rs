@@ -9,8 +9,12 @@ use serde::Deserialize;
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
+    /// This master's name in records (default: the host name).
+    pub master_id: Option<String>,
     #[serde(default)]
     pub bus: BusSection,
+    #[serde(default)]
+    pub jobs: JobsSection,
     #[serde(default)]
     pub log: LogSection,
 }
@@ -35,6 +39,21 @@ pub struct BusSection {
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+pub struct JobsSection {
+    /// Function glob → deadline, e.g. `"state.*" = "30m"`; the longest glob wins.
+    pub deadlines: Option<std::collections::BTreeMap<String, String>>,
+    /// Deadline of functions no glob matches.
+    pub default_deadline: Option<String>,
+    /// Open jobs tracked at most.
+    pub max_jobs: Option<u64>,
+    /// Expected returns outstanding at most, over all open jobs.
+    pub max_expected: Option<u64>,
+    /// How long a job with missing minions waits for late returns.
+    pub late_window: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct LogSection {
     /// `error`, `warn`, `info`, `debug`, `trace`, or a tracing filter directive.
     pub level: Option<String>,
@@ -47,13 +66,17 @@ pub struct LogSection {
 pub fn example() -> String {
     use super::master::DEFAULT_MASTER_CONFIG;
     use super::resolve::{
-        DEFAULT_MAX_FRAME_BYTES, DEFAULT_QUEUE_FRAMES, DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN,
+        DEFAULT_DEADLINE, DEFAULT_LATE_WINDOW, DEFAULT_MAX_EXPECTED, DEFAULT_MAX_FRAME_BYTES,
+        DEFAULT_MAX_JOBS, DEFAULT_QUEUE_FRAMES, DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN,
     };
     format!(
         r#"# saltsight configuration (/etc/saltsight/saltsight.toml).
 # Every key is optional; the values below are the defaults. Unknown keys are an
 # error. Command-line flags and SALTSIGHT_* environment variables override this
 # file (see `saltsight --help`); `saltsight check-config` shows the result.
+
+# This master's name in every record (default: the host name).
+# master_id = "salt-master-1"
 
 [bus]
 # The Salt master's config. saltsight reads root_dir, sock_dir, cachedir, ipc_mode
@@ -84,6 +107,20 @@ queue_frames = {DEFAULT_QUEUE_FRAMES}
 reconnect_min = "{}ms"
 reconnect_max = "{}ms"
 
+[jobs]
+# When an expected minion has not returned by its job's deadline, saltsight names
+# it missing, with a reason. Deadlines by function glob; the longest matching glob
+# wins. A job's own `timeout=N` argument, when longer, extends its deadline.
+# deadlines = {{ "state.*" = "30m", "test.ping" = "30s" }}
+default_deadline = "{}s"
+# Bounds on memory: open jobs, and expected returns over all open jobs. Past them
+# the job with the earliest deadline is closed early (its job_completed says
+# evicted = true).
+max_jobs = {DEFAULT_MAX_JOBS}
+max_expected = {DEFAULT_MAX_EXPECTED}
+# How long a job with missing minions waits for late returns (late_return).
+late_window = "{}s"
+
 [log]
 # error, warn, info, debug, trace, or a tracing filter such as
 # "info,saltsight::bus=debug". Flag: --log-level.
@@ -94,6 +131,8 @@ format = "text"
 "#,
         DEFAULT_RECONNECT_MIN.as_millis(),
         DEFAULT_RECONNECT_MAX.as_millis(),
+        DEFAULT_DEADLINE.as_secs(),
+        DEFAULT_LATE_WINDOW.as_secs(),
     )
 }
 

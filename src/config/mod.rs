@@ -8,4 +8,6 @@ pub mod glob;
 pub mod master;
 pub mod resolve;
 
-pub use resolve::{BusConfig, Config, ConfigErrors, LogConfig, LogFormat, Overrides, load};
+pub use resolve::{
+    BusConfig, Config, ConfigErrors, JobsConfig, LogConfig, LogFormat, Overrides, load,
+};

@@ -18,6 +18,11 @@ pub const DEFAULT_RECONNECT_MIN: Duration = Duration::from_millis(100);
 /// a master that comes back is seen within 2 s.
 pub const DEFAULT_RECONNECT_MAX: Duration = Duration::from_millis(750);
 
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
+pub const DEFAULT_LATE_WINDOW: Duration = Duration::from_secs(3600);
+pub const DEFAULT_MAX_JOBS: usize = 10_000;
+pub const DEFAULT_MAX_EXPECTED: usize = 1_000_000;
+
 /// What the command line and `SALTSIGHT_*` variables said (clap merges the two).
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
@@ -31,7 +36,10 @@ pub struct Overrides {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// This master's name in records.
+    pub master_id: String,
     pub bus: BusConfig,
+    pub jobs: JobsConfig,
     pub log: LogConfig,
     /// The saltsight config file read, if any.
     pub file: Option<PathBuf>,
@@ -46,6 +54,15 @@ pub struct BusConfig {
     pub queue_frames: usize,
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobsConfig {
+    pub deadlines: Vec<(String, Duration)>,
+    pub default_deadline: Duration,
+    pub max_jobs: usize,
+    pub max_expected: usize,
+    pub late_window: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,9 +105,23 @@ pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
     let (file, file_path) = read_file(overrides.config.as_deref(), &mut errors);
     let bus = resolve_bus(&file, overrides, &mut errors);
     let log = resolve_log(&file, overrides, &mut errors);
+    let jobs = resolve_jobs(&file, &mut errors);
+    let master_id = match &file.master_id {
+        Some(id) if id.trim().is_empty() => {
+            errors.push("master_id is empty".into());
+            String::new()
+        }
+        Some(id) => id.clone(),
+        None => nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_else(|| "unknown".into()),
+    };
     match (bus, log) {
         (Some(bus), Some(log)) if errors.is_empty() => Ok(Config {
+            master_id,
             bus,
+            jobs,
             log,
             file: file_path,
         }),
@@ -204,6 +235,58 @@ fn resolve_bus(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Op
         reconnect_min,
         reconnect_max,
     })
+}
+
+fn resolve_jobs(file: &FileConfig, errors: &mut Vec<String>) -> JobsConfig {
+    let j = &file.jobs;
+    let mut duration = |key: &str, value: Option<&String>, default: Duration| match value {
+        None => default,
+        Some(text) => match parse_duration(text) {
+            Ok(d) if !d.is_zero() => d,
+            Ok(_) => {
+                errors.push(format!("jobs.{key} must be above zero"));
+                default
+            }
+            Err(e) => {
+                errors.push(format!("jobs.{key}: {e}"));
+                default
+            }
+        },
+    };
+    let default_deadline = duration(
+        "default_deadline",
+        j.default_deadline.as_ref(),
+        DEFAULT_DEADLINE,
+    );
+    let late_window = duration("late_window", j.late_window.as_ref(), DEFAULT_LATE_WINDOW);
+    let mut deadlines = Vec::new();
+    for (pattern, text) in j.deadlines.iter().flatten() {
+        let d = duration(
+            &format!("deadlines.{pattern:?}"),
+            Some(text),
+            default_deadline,
+        );
+        deadlines.push((pattern.clone(), d));
+    }
+    let mut count = |key: &str, value: Option<u64>, default: usize| -> usize {
+        match value {
+            None => default,
+            Some(0) => {
+                errors.push(format!("jobs.{key} must be at least 1"));
+                default
+            }
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        }
+    };
+    let max_jobs = count("max_jobs", j.max_jobs, DEFAULT_MAX_JOBS);
+    let max_expected = count("max_expected", j.max_expected, DEFAULT_MAX_EXPECTED);
+    JobsConfig {
+        deadlines,
+        default_deadline,
+        max_jobs,
+        max_expected,
+        late_window,
+    }
 }
 
 fn resolve_log(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Option<LogConfig> {

@@ -348,23 +348,25 @@ fn build_body<'a>(
     })
 }
 
+/// Builds a frame the way Salt 3008 does: `{head: {}, body: bin(tag\n\nmsgpack(data))}`
+/// (or with body as str, as older Salt did).
+#[cfg(test)]
+pub(crate) fn salt_frame(tag: &str, data: &serde_json::Value, body_as_str: bool) -> Vec<u8> {
+    let mut body = tag.as_bytes().to_vec();
+    body.extend_from_slice(b"\n\n");
+    body.extend_from_slice(&rmp_serde::to_vec_named(data).expect("encode"));
+    let mut out = vec![
+        0x82, 0xa4, b'h', b'e', b'a', b'd', 0x80, 0xa4, b'b', b'o', b'd', b'y',
+    ];
+    out.push(if body_as_str { 0xdb } else { 0xc6 });
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Builds a frame the way Salt 3008 does: `{head: {}, body: bin(tag\n\nmsgpack(data))}`.
-    pub(crate) fn salt_frame(tag: &str, data: &serde_json::Value, body_as_str: bool) -> Vec<u8> {
-        let mut body = tag.as_bytes().to_vec();
-        body.extend_from_slice(b"\n\n");
-        body.extend_from_slice(&rmp_serde::to_vec_named(data).unwrap());
-        let mut out = vec![
-            0x82, 0xa4, b'h', b'e', b'a', b'd', 0x80, 0xa4, b'b', b'o', b'd', b'y',
-        ];
-        out.push(if body_as_str { 0xdb } else { 0xc6 });
-        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        out.extend_from_slice(&body);
-        out
-    }
 
     #[test]
     fn decodes_a_return_from_bin_and_from_str_bodies() {

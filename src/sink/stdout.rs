@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::bus::{BusGap, GapReason};
 use crate::event::json::to_json;
 use crate::event::{Event, Stamp};
+use crate::record::Record;
 
 /// `{"tag": ..., "data": {...}}`, the data as Salt sent it.
 pub fn event_json(event: &Event<'_>) -> Value {
@@ -30,20 +31,10 @@ pub fn write_line(out: &mut impl Write, value: &Value) -> io::Result<()> {
     out.write_all(b"\n")
 }
 
-/// The `bus_gap` record.
-pub fn gap_record(gap: &BusGap) -> Value {
-    let millis = gap
-        .ended_at
-        .duration_since(gap.started_at)
-        .map_or(0, |d| d.as_millis() as u64);
-    json!({
-        "kind": "bus_gap",
-        "reason": gap.reason.as_str(),
-        "started_at": Stamp::from_system_time(gap.started_at),
-        "ended_at": Stamp::from_system_time(gap.ended_at),
-        "duration_ms": millis,
-        "dropped_frames": gap.dropped_frames,
-    })
+/// One record as one JSON line.
+pub fn write_record(out: &mut impl Write, record: &Record) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, record).map_err(io::Error::other)?;
+    out.write_all(b"\n")
 }
 
 /// How a gap reads to an operator on a terminal.

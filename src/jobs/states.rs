@@ -1,0 +1,103 @@
+//! Counts the states of a state-run return (`{"mod_|-id_|-name_|-fun": {result,
+//! changes, ...}}`) by walking the raw msgpack: nothing is materialised.
+
+use crate::bus::msgpack::Cursor;
+use crate::record::StateCounts;
+
+/// `None` when the return is not a map of state results (a render error is a list
+/// of strings; other functions return anything).
+pub fn count_states(raw: &[u8]) -> Option<StateCounts> {
+    let mut cursor = Cursor::new(raw);
+    let states = cursor.read_map_len()?;
+    let mut counts = StateCounts {
+        ok: 0,
+        changed: 0,
+        failed: 0,
+        would_change: 0,
+    };
+    let mut seen = 0;
+    for _ in 0..states {
+        let key = cursor.read_str_or_bin()?;
+        let value = cursor.take_raw().ok()?;
+        // State keys are `mod_|-id_|-name_|-fun`; anything else is not a state run.
+        if !key.windows(3).any(|w| w == b"_|-") {
+            return None;
+        }
+        let (result, changed) = state_outcome(value)?;
+        seen += 1;
+        match result {
+            Some(false) => counts.failed += 1,
+            None => counts.would_change += 1,
+            Some(true) if changed => counts.changed += 1,
+            Some(true) => counts.ok += 1,
+        }
+    }
+    (seen > 0 || states == 0).then_some(counts)
+}
+
+/// `(result, changes non-empty)` of one state's result map.
+fn state_outcome(raw: &[u8]) -> Option<(Option<bool>, bool)> {
+    let mut cursor = Cursor::new(raw);
+    let fields = cursor.read_map_len()?;
+    let (mut result, mut changed) = (None, false);
+    for _ in 0..fields {
+        let key = cursor.read_str_or_bin();
+        let value = cursor.take_raw().ok()?;
+        match key {
+            Some(b"result") => {
+                result = match value {
+                    [0xc3] => Some(true),
+                    [0xc2] => Some(false),
+                    _ => None,
+                }
+            }
+            // An empty map (0x80) or nil means no changes.
+            Some(b"changes") => changed = !matches!(value, [0x80] | [0xc0]),
+            _ => {}
+        }
+    }
+    Some((result, changed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn counts_ok_changed_failed_and_test_mode() {
+        let ret = json!({
+            "test_|-a_|-a_|-succeed_without_changes": {"result": true, "changes": {}},
+            "cmd_|-b_|-x_|-run": {"result": false, "changes": {"retcode": 1}},
+            "cmd_|-c_|-y_|-run": {"result": false, "changes": {}, "comment": "One or more requisite failed"},
+            "file_|-d_|-z_|-managed": {"result": true, "changes": {"diff": "..."}},
+            "pkg_|-e_|-p_|-installed": {"result": null, "changes": {}},
+        });
+        let counts = count_states(&rmp_serde::to_vec_named(&ret).unwrap()).unwrap();
+        assert_eq!(
+            counts,
+            StateCounts {
+                ok: 1,
+                changed: 1,
+                failed: 2,
+                would_change: 1
+            }
+        );
+    }
+
+    #[test]
+    fn other_returns_are_not_state_runs() {
+        for v in [
+            json!(true),
+            json!("hello"),
+            json!(["Rendering SLS 'base:x' failed"]),
+            json!({"pid": 5}),
+        ] {
+            assert_eq!(
+                count_states(&rmp_serde::to_vec_named(&v).unwrap()),
+                None,
+                "{v}"
+            );
+        }
+    }
+}

@@ -1,0 +1,944 @@
+//! The job tracker: events in, records out, time passed in. No IO and no clock:
+//! live, the driver passes the wall clock; under replay, event time, so replay
+//! gives the verdicts live gave.
+//!
+//! Per jid it keeps the expected minions (`new`), their returns, and the evidence
+//! about those that have not returned: a start event after the publish (restarted),
+//! `saltutil.find_job` answers (still running, or no longer running), a bus gap
+//! during the job (cannot know). At the deadline every minion without a return gets
+//! exactly one `minion_missing` with one reason, then the job gets `job_completed`.
+//! A return after that is a `late_return`, and the job's `job_completed` is
+//! re-emitted with the next revision.
+//!
+//! Invariants:
+//! - memory is bounded: at most `max_jobs` open jobs and `max_expected` expected
+//!   returns; past that the job with the earliest deadline is closed early
+//!   (`evicted: true`) and counted;
+//! - a verdict is never "missing" for a job whose life overlaps a bus gap: those
+//!   minions are `unknown_gap`;
+//! - `minion_start` events within `restart_grace` after a gap are minions
+//!   re-announcing themselves to a restarted master, not restarts.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+use super::deadlines::Deadlines;
+use super::states::count_states;
+use crate::config::glob;
+use crate::event::json::to_json;
+use crate::event::{Body, Event, JobPublication, JobReturn, Raw, Stamp, Text};
+use crate::record::{
+    BusGapRecord, JobCompleted, JobPublished, MinionMissing, MinionReturn, MissingReason, Record,
+    RecordBody, RecordFactory, RunKind,
+};
+
+/// Functions the salt CLI runs on its own behalf: evidence about other jobs, not
+/// user jobs.
+pub const INTERNAL_FUNCTIONS: &[&str] = &[
+    "saltutil.find_job",
+    "saltutil.running",
+    "saltutil.is_running",
+];
+
+#[derive(Debug, Clone)]
+pub struct TrackerConfig {
+    /// Per-function deadlines as (glob, duration); the longest matching glob wins.
+    pub deadlines: Vec<(String, Duration)>,
+    pub default_deadline: Duration,
+    /// Added to a job's own `timeout` kwarg when that is longer than its deadline.
+    pub timeout_grace: Duration,
+    pub max_jobs: usize,
+    pub max_expected: usize,
+    /// How long a closed job with missing minions waits for late returns.
+    pub late_window: Duration,
+    pub restart_grace: Duration,
+}
+
+impl From<&crate::config::JobsConfig> for TrackerConfig {
+    fn from(c: &crate::config::JobsConfig) -> Self {
+        Self {
+            deadlines: c.deadlines.clone(),
+            default_deadline: c.default_deadline,
+            max_jobs: c.max_jobs,
+            max_expected: c.max_expected,
+            late_window: c.late_window,
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for TrackerConfig {
+    fn default() -> Self {
+        Self {
+            deadlines: Vec::new(),
+            default_deadline: Duration::from_secs(600),
+            timeout_grace: Duration::from_secs(10),
+            max_jobs: 10_000,
+            max_expected: 1_000_000,
+            late_window: Duration::from_secs(3600),
+            restart_grace: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Counters for the exit summary and (later) metrics.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TrackerStats {
+    pub jobs_published: u64,
+    pub internal_jobs: u64,
+    pub returns: u64,
+    pub unknown_job_returns: u64,
+    pub duplicate_returns: u64,
+    pub evicted_jobs: u64,
+    pub restarts_ignored_after_gap: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Evidence {
+    Nothing,
+    StillRunning,
+    NotRunning,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MinionState {
+    Pending { restarted: bool, evidence: Evidence },
+    Returned,
+}
+
+#[derive(Debug)]
+struct Job {
+    fun: Box<str>,
+    tgt: Vec<String>,
+    run_kind: RunKind,
+    published_at: Stamp,
+    deadline: Stamp,
+    minions: HashMap<Box<str>, MinionState>,
+    pending: usize,
+    returned: u32,
+    succeeded: u32,
+    failed: u32,
+    missing: BTreeMap<MissingReason, u32>,
+    first_return: Option<Stamp>,
+    last_return: Option<Stamp>,
+    overlaps_gap: bool,
+    metadata: Option<serde_json::Value>,
+}
+
+/// A job past its verdict that still has missing minions, waiting for late returns.
+#[derive(Debug)]
+struct ClosedJob {
+    summary: JobCompleted,
+    missing: HashMap<Box<str>, MissingReason>,
+}
+
+pub struct JobTracker {
+    config: TrackerConfig,
+    records: RecordFactory,
+    open: HashMap<Box<str>, Job>,
+    deadlines: Deadlines,
+    expected_total: usize,
+    closed: HashMap<Box<str>, ClosedJob>,
+    closed_order: VecDeque<(Stamp, Box<str>)>,
+    /// find_job jid → the jid it asks about.
+    find_jobs: HashMap<Box<str>, (Stamp, Box<str>)>,
+    find_jobs_order: VecDeque<(Stamp, Box<str>)>,
+    runners: HashMap<Box<str>, (Box<str>, Stamp)>,
+    last_gap_end: Option<Stamp>,
+    pub stats: TrackerStats,
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+fn plus(at: Stamp, d: Duration) -> Stamp {
+    Stamp(at.0.saturating_add(micros(d)))
+}
+
+fn millis_between(from: Stamp, to: Stamp) -> u64 {
+    u64::try_from(to.micros_since(from).max(0) / 1000).unwrap_or(0)
+}
+
+fn texts(list: Option<&crate::event::TextList<'_>>) -> Vec<String> {
+    list.map(|l| l.0.iter().map(|t| t.as_str().to_owned()).collect())
+        .unwrap_or_default()
+}
+
+fn is_internal(fun: &str) -> bool {
+    INTERNAL_FUNCTIONS.contains(&fun)
+}
+
+/// The first positional argument as text (find_job's watched jid).
+fn first_arg(arg: Option<Raw<'_>>) -> Option<String> {
+    match to_json(arg?.0).ok()? {
+        serde_json::Value::Array(items) => match items.first()? {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A `timeout=N` kwarg (`{"__kwarg__": true, "timeout": N}` in `arg`), in seconds.
+fn timeout_kwarg(arg: Option<Raw<'_>>) -> Option<Duration> {
+    let serde_json::Value::Array(items) = to_json(arg?.0).ok()? else {
+        return None;
+    };
+    items.iter().find_map(|item| {
+        let obj = item.as_object()?;
+        if obj.get("__kwarg__") != Some(&serde_json::Value::Bool(true)) {
+            return None;
+        }
+        let secs = obj.get("timeout")?.as_f64()?;
+        (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs.min(1e9)))
+    })
+}
+
+fn metadata_json(raw: Option<Raw<'_>>) -> Option<serde_json::Value> {
+    raw.filter(|r| !r.is_nil()).and_then(|r| to_json(r.0).ok())
+}
+
+impl JobTracker {
+    pub fn new(mut config: TrackerConfig, records: RecordFactory) -> Self {
+        // Longest glob first: the most specific pattern wins.
+        config
+            .deadlines
+            .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        Self {
+            config,
+            records,
+            open: HashMap::new(),
+            deadlines: Deadlines::default(),
+            expected_total: 0,
+            closed: HashMap::new(),
+            closed_order: VecDeque::new(),
+            find_jobs: HashMap::new(),
+            find_jobs_order: VecDeque::new(),
+            runners: HashMap::new(),
+            last_gap_end: None,
+            stats: TrackerStats::default(),
+        }
+    }
+
+    /// When the next verdict is due.
+    pub fn next_deadline(&self) -> Option<Stamp> {
+        self.deadlines.next()
+    }
+
+    pub fn open_jobs(&self) -> usize {
+        self.open.len()
+    }
+
+    pub fn expected_outstanding(&self) -> usize {
+        self.expected_total
+    }
+
+    fn deadline_for(&self, fun: &str, arg: Option<Raw<'_>>) -> Duration {
+        let configured = self
+            .config
+            .deadlines
+            .iter()
+            .find(|(pattern, _)| glob::matches(pattern, fun))
+            .map_or(self.config.default_deadline, |(_, d)| *d);
+        match timeout_kwarg(arg) {
+            Some(t) if t + self.config.timeout_grace > configured => t + self.config.timeout_grace,
+            _ => configured,
+        }
+    }
+
+    /// Takes one event observed at `now` (its own `_stamp` is preferred).
+    pub fn on_event(&mut self, event: &Event<'_>, now: Stamp, out: &mut Vec<Record>) {
+        let at = event.stamp.unwrap_or(now);
+        match &event.body {
+            Body::JobNew(p) => self.on_new(p, at, out),
+            Body::JobPublish(p) => {
+                if let (Some(job), Some(meta)) =
+                    (self.open.get_mut(p.jid.as_str()), metadata_json(p.metadata))
+                {
+                    job.metadata = Some(meta);
+                }
+            }
+            Body::JobReturn(r) => self.on_return(r, at, out),
+            Body::JobProgress(p) => {
+                self.note_evidence(p.jid.as_str(), p.minion.as_str(), Evidence::StillRunning)
+            }
+            Body::MinionStart(s) => self.on_minion_start(s.minion.as_str(), at),
+            Body::RunNew(r) => self.on_runner_new(r.jid.as_str(), r.fun.as_ref(), at, out),
+            Body::RunReturn(r) => {
+                self.on_runner_return(r.jid.as_str(), r.fun.as_ref(), r.success, at, out)
+            }
+            _ => {}
+        }
+    }
+
+    fn on_new(&mut self, p: &JobPublication<'_>, at: Stamp, out: &mut Vec<Record>) {
+        let jid = p.jid.as_str();
+        let fun = p.fun.as_ref().map_or("", Text::as_str);
+        if is_internal(fun) {
+            self.stats.internal_jobs += 1;
+            if let Some(watched) = first_arg(p.arg) {
+                self.remember_find_job(jid, watched, at);
+            }
+            return;
+        }
+        if self.open.contains_key(jid) || self.closed.contains_key(jid) {
+            return; // seen already (a repeated `new`)
+        }
+        let expected = texts(p.minions.as_ref());
+        let not_connected = texts(p.missing.as_ref());
+        self.make_room(expected.len(), at, out);
+        let deadline = plus(at, self.deadline_for(fun, p.arg));
+        let tgt = texts(p.tgt.as_ref());
+        self.stats.jobs_published += 1;
+        out.push(self.records.make(
+            at,
+            &[jid],
+            RecordBody::JobPublished(JobPublished {
+                jid: jid.to_owned(),
+                fun: fun.to_owned(),
+                tgt: tgt.clone(),
+                tgt_type: p.tgt_type.as_ref().map(|t| t.as_str().to_owned()),
+                user: p.user.as_ref().map(|t| t.as_str().to_owned()),
+                expected: expected.clone(),
+                not_connected: not_connected.clone(),
+                deadline,
+                run_kind: RunKind::Published,
+                metadata: metadata_json(p.metadata),
+            }),
+        ));
+        let pending = MinionState::Pending {
+            restarted: false,
+            evidence: Evidence::Nothing,
+        };
+        let minions: HashMap<Box<str>, MinionState> = expected
+            .iter()
+            .map(|m| (Box::from(m.as_str()), pending))
+            .collect();
+        let mut job = Job {
+            fun: fun.into(),
+            tgt,
+            run_kind: RunKind::Published,
+            published_at: at,
+            deadline,
+            pending: minions.len(),
+            minions,
+            returned: 0,
+            succeeded: 0,
+            failed: 0,
+            missing: BTreeMap::new(),
+            first_return: None,
+            last_return: None,
+            overlaps_gap: false,
+            metadata: metadata_json(p.metadata),
+        };
+        for minion in not_connected
+            .iter()
+            .filter(|m| !job.minions.contains_key(m.as_str()))
+        {
+            *job.missing.entry(MissingReason::NotConnected).or_default() += 1;
+            out.push(self.missing_record(jid, &job, minion, MissingReason::NotConnected));
+        }
+        self.expected_total += job.minions.len();
+        if job.pending == 0 {
+            self.close(jid.into(), job, at, false, out);
+        } else {
+            self.deadlines.insert(deadline, jid);
+            self.open.insert(jid.into(), job);
+        }
+    }
+
+    fn on_return(&mut self, r: &JobReturn<'_>, at: Stamp, out: &mut Vec<Record>) {
+        let (jid, minion) = (r.jid.as_str(), r.minion.as_str());
+        if let Some((_, watched)) = self.find_jobs.get(jid) {
+            // A find_job answer: `{}` means the minion no longer runs the job.
+            let running = r.ret.is_some_and(|raw| !matches!(raw.0, [0x80] | [0xc0]));
+            let evidence = if running {
+                Evidence::StillRunning
+            } else {
+                Evidence::NotRunning
+            };
+            let watched = watched.clone();
+            self.note_evidence(&watched, minion, evidence);
+            return;
+        }
+        let fun = r.fun.as_ref().map_or("", Text::as_str);
+        if is_internal(fun) {
+            return;
+        }
+        self.stats.returns += 1;
+        let states = r.ret.and_then(|raw| count_states(raw.0));
+        let succeeded = r.retcode.unwrap_or(0) == 0
+            && r.success != Some(false)
+            && states.as_ref().is_none_or(|s| s.failed == 0);
+        let mut record = MinionReturn {
+            jid: jid.to_owned(),
+            minion: minion.to_owned(),
+            fun: r.fun.as_ref().map(|f| f.as_str().to_owned()),
+            retcode: r.retcode,
+            salt_success: r.success,
+            succeeded,
+            run_kind: if r.schedule.is_some() {
+                RunKind::Scheduled
+            } else {
+                RunKind::Unknown
+            },
+            schedule: r.schedule.as_ref().map(|s| s.as_str().to_owned()),
+            duration_ms: None,
+            states,
+            metadata: metadata_json(r.metadata),
+        };
+        if let Some(job) = self.open.get_mut(jid) {
+            record.run_kind = job.run_kind;
+            record.duration_ms = Some(millis_between(job.published_at, at));
+            match job.minions.get_mut(minion) {
+                Some(state @ MinionState::Pending { .. }) => {
+                    *state = MinionState::Returned;
+                    job.pending -= 1;
+                    job.returned += 1;
+                    if succeeded {
+                        job.succeeded += 1
+                    } else {
+                        job.failed += 1
+                    }
+                    job.first_return.get_or_insert(at);
+                    job.last_return = Some(at);
+                    self.expected_total -= 1;
+                }
+                Some(MinionState::Returned) => {
+                    self.stats.duplicate_returns += 1;
+                    return;
+                }
+                None => {} // not targeted: reported, not counted
+            }
+            let done = job.pending == 0;
+            out.push(
+                self.records
+                    .make(at, &[jid, minion], RecordBody::MinionReturn(record)),
+            );
+            if done {
+                if let Some(job) = self.open.remove(jid) {
+                    self.deadlines.remove(job.deadline, jid);
+                    self.close(jid.into(), job, at, false, out);
+                }
+            }
+            return;
+        }
+        if let Some(closed) = self.closed.get_mut(jid) {
+            let Some(reason) = closed.missing.remove(minion) else {
+                self.stats.duplicate_returns += 1;
+                return;
+            };
+            record.duration_ms = Some(millis_between(closed.summary.published_at, at));
+            record.run_kind = closed.summary.run_kind;
+            let summary = &mut closed.summary;
+            summary.returned += 1;
+            if succeeded {
+                summary.succeeded += 1
+            } else {
+                summary.failed += 1
+            }
+            if let Some(n) = summary.missing.get_mut(&reason) {
+                *n -= 1;
+                if *n == 0 {
+                    summary.missing.remove(&reason);
+                }
+            }
+            summary.revision += 1;
+            summary.duration_ms = millis_between(summary.published_at, at);
+            let amended = summary.clone();
+            let revision = amended.revision.to_string();
+            out.push(
+                self.records
+                    .make(at, &[jid, minion], RecordBody::LateReturn(record)),
+            );
+            out.push(
+                self.records
+                    .make(at, &[jid, &revision], RecordBody::JobCompleted(amended)),
+            );
+            return;
+        }
+        self.stats.unknown_job_returns += 1;
+        out.push(
+            self.records
+                .make(at, &[jid, minion], RecordBody::MinionReturn(record)),
+        );
+    }
+
+    fn note_evidence(&mut self, jid: &str, minion: &str, new: Evidence) {
+        if let Some(MinionState::Pending { evidence, .. }) = self
+            .open
+            .get_mut(jid)
+            .and_then(|job| job.minions.get_mut(minion))
+        {
+            *evidence = new;
+        }
+    }
+
+    fn on_minion_start(&mut self, minion: &str, at: Stamp) {
+        let after_gap = self
+            .last_gap_end
+            .is_some_and(|end| at >= end && at <= plus(end, self.config.restart_grace));
+        if after_gap {
+            self.stats.restarts_ignored_after_gap += 1;
+            return;
+        }
+        for job in self.open.values_mut() {
+            if job.published_at < at {
+                if let Some(MinionState::Pending { restarted, .. }) = job.minions.get_mut(minion) {
+                    *restarted = true;
+                }
+            }
+        }
+    }
+
+    fn on_runner_new(
+        &mut self,
+        jid: &str,
+        fun: Option<&Text<'_>>,
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) {
+        let fun = fun.map_or("", Text::as_str);
+        if self.runners.len() >= self.config.max_jobs {
+            self.stats.evicted_jobs += 1;
+            return;
+        }
+        self.runners.insert(jid.into(), (fun.into(), at));
+        out.push(self.records.make(
+            at,
+            &[jid],
+            RecordBody::JobPublished(JobPublished {
+                jid: jid.to_owned(),
+                fun: fun.to_owned(),
+                tgt: Vec::new(),
+                tgt_type: None,
+                user: None,
+                expected: Vec::new(),
+                not_connected: Vec::new(),
+                deadline: at,
+                run_kind: RunKind::Runner,
+                metadata: None,
+            }),
+        ));
+    }
+
+    fn on_runner_return(
+        &mut self,
+        jid: &str,
+        fun: Option<&Text<'_>>,
+        success: Option<bool>,
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) {
+        let (fun, published_at) = match self.runners.remove(jid) {
+            Some((fun, published_at)) => (fun.into_string(), published_at),
+            None => (fun.map_or("", Text::as_str).to_owned(), at),
+        };
+        let ok = success != Some(false);
+        let duration_ms = millis_between(published_at, at);
+        out.push(self.records.make(
+            at,
+            &[jid, "0"],
+            RecordBody::JobCompleted(JobCompleted {
+                jid: jid.to_owned(),
+                fun,
+                tgt: Vec::new(),
+                run_kind: RunKind::Runner,
+                expected: 0,
+                returned: 1,
+                succeeded: u32::from(ok),
+                failed: u32::from(!ok),
+                missing: BTreeMap::new(),
+                published_at,
+                duration_ms,
+                first_return_ms: Some(duration_ms),
+                revision: 0,
+                evicted: false,
+                metadata: None,
+            }),
+        ));
+    }
+
+    /// A bus gap: every open job published before its end overlaps it.
+    pub fn on_gap(
+        &mut self,
+        started_at: Stamp,
+        ended_at: Stamp,
+        reason: &'static str,
+        dropped: u64,
+        out: &mut Vec<Record>,
+    ) {
+        for job in self.open.values_mut() {
+            if job.published_at <= ended_at {
+                job.overlaps_gap = true;
+            }
+        }
+        self.last_gap_end = Some(ended_at);
+        let key = started_at.0.to_string();
+        out.push(self.records.make(
+            ended_at,
+            &[&key, reason],
+            RecordBody::BusGap(BusGapRecord {
+                reason,
+                started_at,
+                ended_at,
+                duration_ms: millis_between(started_at, ended_at),
+                dropped_frames: dropped,
+            }),
+        ));
+    }
+
+    /// Gives verdicts to every job whose deadline is at or before `now`, and forgets
+    /// closed jobs past the late window.
+    pub fn advance(&mut self, now: Stamp, out: &mut Vec<Record>) {
+        while let Some((deadline, jid)) = self.deadlines.pop_due(now) {
+            if let Some(job) = self.open.remove(&jid) {
+                self.close(jid, job, deadline, false, out);
+            }
+        }
+        while let Some((closed_at, _)) = self.closed_order.front() {
+            if plus(*closed_at, self.config.late_window) > now
+                && self.closed_order.len() <= self.config.max_jobs
+            {
+                break;
+            }
+            if let Some((_, jid)) = self.closed_order.pop_front() {
+                self.closed.remove(&jid);
+            }
+        }
+        while let Some((asked_at, _)) = self.find_jobs_order.front() {
+            if plus(*asked_at, self.config.late_window) > now
+                && self.find_jobs_order.len() <= self.config.max_jobs
+            {
+                break;
+            }
+            if let Some((_, jid)) = self.find_jobs_order.pop_front() {
+                self.find_jobs.remove(&jid);
+            }
+        }
+    }
+
+    /// End of a recording: every open job reaches its deadline.
+    pub fn finish(&mut self, out: &mut Vec<Record>) {
+        while let Some((deadline, jid)) = self.deadlines.pop_first() {
+            if let Some(job) = self.open.remove(&jid) {
+                self.close(jid, job, deadline, false, out);
+            }
+        }
+    }
+
+    fn remember_find_job(&mut self, jid: &str, watched: String, at: Stamp) {
+        self.find_jobs.insert(jid.into(), (at, watched.into()));
+        self.find_jobs_order.push_back((at, jid.into()));
+    }
+
+    /// Closes the jobs with the earliest deadlines until `incoming` more expected
+    /// returns and one more job fit the caps.
+    fn make_room(&mut self, incoming: usize, at: Stamp, out: &mut Vec<Record>) {
+        while !self.open.is_empty()
+            && (self.open.len() >= self.config.max_jobs
+                || self.expected_total + incoming > self.config.max_expected)
+        {
+            let Some((_, jid)) = self.deadlines.pop_first() else {
+                break;
+            };
+            if let Some(job) = self.open.remove(&jid) {
+                self.stats.evicted_jobs += 1;
+                self.close(jid, job, at, true, out);
+            }
+        }
+    }
+
+    fn verdict(job: &Job, state: MinionState) -> MissingReason {
+        match state {
+            _ if job.overlaps_gap => MissingReason::UnknownGap,
+            MinionState::Pending {
+                restarted: true, ..
+            } => MissingReason::MinionRestarted,
+            MinionState::Pending {
+                evidence: Evidence::StillRunning,
+                ..
+            } => MissingReason::RunningPastDeadline,
+            MinionState::Pending {
+                evidence: Evidence::NotRunning,
+                ..
+            } => MissingReason::Lost,
+            _ => MissingReason::NoResponse,
+        }
+    }
+
+    fn missing_record(&self, jid: &str, job: &Job, minion: &str, reason: MissingReason) -> Record {
+        self.records.make(
+            if reason == MissingReason::NotConnected {
+                job.published_at
+            } else {
+                job.deadline
+            },
+            &[jid, minion],
+            RecordBody::MinionMissing(MinionMissing {
+                jid: jid.to_owned(),
+                minion: minion.to_owned(),
+                fun: job.fun.to_string(),
+                reason,
+                published_at: job.published_at,
+                deadline: job.deadline,
+            }),
+        )
+    }
+
+    /// Verdicts for the minions still pending, then `job_completed`.
+    fn close(
+        &mut self,
+        jid: Box<str>,
+        mut job: Job,
+        at: Stamp,
+        evicted: bool,
+        out: &mut Vec<Record>,
+    ) {
+        let mut missing = HashMap::new();
+        let mut pending: Vec<(&Box<str>, &MinionState)> = job
+            .minions
+            .iter()
+            .filter(|(_, s)| matches!(s, MinionState::Pending { .. }))
+            .collect();
+        pending.sort_by(|a, b| a.0.cmp(b.0));
+        for (minion, state) in pending {
+            let reason = Self::verdict(&job, *state);
+            missing.insert(minion.clone(), reason);
+            out.push(self.missing_record(&jid, &job, minion, reason));
+        }
+        self.expected_total -= job.pending;
+        for reason in missing.values() {
+            *job.missing.entry(*reason).or_default() += 1;
+        }
+        let end = if job.pending == 0 {
+            job.last_return.unwrap_or(at)
+        } else {
+            at
+        };
+        let summary = JobCompleted {
+            jid: jid.to_string(),
+            fun: job.fun.to_string(),
+            tgt: std::mem::take(&mut job.tgt),
+            run_kind: job.run_kind,
+            expected: u32::try_from(job.minions.len()).unwrap_or(u32::MAX),
+            returned: job.returned,
+            succeeded: job.succeeded,
+            failed: job.failed,
+            missing: job.missing.clone(),
+            published_at: job.published_at,
+            duration_ms: millis_between(job.published_at, end),
+            first_return_ms: job
+                .first_return
+                .map(|t| millis_between(job.published_at, t)),
+            revision: 0,
+            evicted,
+            metadata: job.metadata.take(),
+        };
+        out.push(
+            self.records
+                .make(at, &[&jid, "0"], RecordBody::JobCompleted(summary.clone())),
+        );
+        if !missing.is_empty() {
+            self.closed_order.push_back((at, jid.clone()));
+            self.closed.insert(jid, ClosedJob { summary, missing });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{decode, salt_frame};
+    use serde_json::json;
+
+    const S: i64 = 1_000_000;
+
+    struct Lab {
+        tracker: JobTracker,
+        out: Vec<Record>,
+    }
+
+    impl Lab {
+        fn new(config: TrackerConfig) -> Self {
+            Self {
+                tracker: JobTracker::new(config, RecordFactory::new("m")),
+                out: Vec::new(),
+            }
+        }
+
+        /// Feeds one event whose `_stamp` is `t` seconds.
+        fn feed(&mut self, t: i64, tag: &str, mut data: serde_json::Value) {
+            data["_stamp"] = json!(Stamp(t * S).to_string());
+            let frame = salt_frame(tag, &data, false);
+            let event = decode(&frame).expect("decode");
+            self.tracker.advance(Stamp(t * S), &mut self.out);
+            self.tracker.on_event(&event, Stamp(t * S), &mut self.out);
+        }
+
+        fn new_job(
+            &mut self,
+            t: i64,
+            jid: &str,
+            fun: &str,
+            arg: serde_json::Value,
+            minions: &[&str],
+        ) {
+            self.feed(t, &format!("salt/job/{jid}/new"), json!({"jid": jid, "fun": fun, "arg": arg, "minions": minions, "missing": [], "tgt": "*"}));
+        }
+
+        fn ret(&mut self, t: i64, jid: &str, minion: &str, fun: &str, ret: serde_json::Value) {
+            self.feed(t, &format!("salt/job/{jid}/ret/{minion}"), json!({"jid": jid, "id": minion, "fun": fun, "return": ret, "retcode": 0, "success": true}));
+        }
+
+        fn missing(&self) -> Vec<(String, String, MissingReason)> {
+            self.out
+                .iter()
+                .filter_map(|r| match &r.body {
+                    RecordBody::MinionMissing(m) => {
+                        Some((m.jid.clone(), m.minion.clone(), m.reason))
+                    }
+                    _ => None,
+                })
+                .collect()
+        }
+    }
+
+    fn short(fun: &str, secs: u64) -> TrackerConfig {
+        TrackerConfig {
+            deadlines: vec![(fun.into(), Duration::from_secs(secs))],
+            ..TrackerConfig::default()
+        }
+    }
+
+    #[test]
+    fn find_job_saying_not_running_without_a_return_is_lost() {
+        let mut lab = Lab::new(short("test.sleep", 30));
+        lab.new_job(0, "1", "test.sleep", json!([20]), &["a", "b"]);
+        lab.ret(20, "1", "a", "test.sleep", json!(true));
+        lab.new_job(25, "2", "saltutil.find_job", json!(["1"]), &["b"]);
+        lab.ret(25, "2", "b", "saltutil.find_job", json!({}));
+        lab.tracker.advance(Stamp(31 * S), &mut lab.out);
+        assert_eq!(
+            lab.missing(),
+            vec![("1".into(), "b".into(), MissingReason::Lost)]
+        );
+        assert_eq!(
+            lab.tracker.stats.jobs_published, 1,
+            "find_job is not a user job"
+        );
+        assert_eq!(lab.tracker.open_jobs(), 0);
+        assert_eq!(lab.tracker.expected_outstanding(), 0);
+    }
+
+    #[test]
+    fn a_gap_during_a_job_makes_its_missing_minions_unknown_and_hides_re_announcements() {
+        let mut lab = Lab::new(short("test.sleep", 30));
+        lab.new_job(0, "1", "test.sleep", json!([20]), &["a", "b"]);
+        lab.tracker
+            .on_gap(Stamp(5 * S), Stamp(8 * S), "disconnected", 0, &mut lab.out);
+        // Every minion re-sends minion_start to a restarted master: not a restart.
+        lab.feed(10, "minion_start", json!({"id": "b"}));
+        lab.ret(20, "1", "a", "test.sleep", json!(true));
+        lab.tracker.advance(Stamp(31 * S), &mut lab.out);
+        assert_eq!(
+            lab.missing(),
+            vec![("1".into(), "b".into(), MissingReason::UnknownGap)]
+        );
+        assert_eq!(lab.tracker.stats.restarts_ignored_after_gap, 1);
+    }
+
+    #[test]
+    fn a_start_after_publish_is_a_restart_and_verdicts_fire_at_the_deadline_not_before() {
+        let mut lab = Lab::new(short("test.*", 30));
+        lab.new_job(0, "1", "test.ping", json!([]), &["a"]);
+        lab.feed(10, "salt/minion/a/start", json!({"id": "a"}));
+        lab.tracker.advance(Stamp(30 * S - 1), &mut lab.out);
+        assert!(lab.missing().is_empty());
+        assert_eq!(lab.tracker.next_deadline(), Some(Stamp(30 * S)));
+        lab.tracker.advance(Stamp(30 * S), &mut lab.out);
+        assert_eq!(
+            lab.missing(),
+            vec![("1".into(), "a".into(), MissingReason::MinionRestarted)]
+        );
+        assert_eq!(lab.tracker.next_deadline(), None);
+    }
+
+    #[test]
+    fn the_longest_glob_wins_and_a_timeout_kwarg_extends_the_deadline() {
+        let config = TrackerConfig {
+            deadlines: vec![
+                ("*".into(), Duration::from_secs(60)),
+                ("state.*".into(), Duration::from_secs(1800)),
+            ],
+            ..TrackerConfig::default()
+        };
+        let mut lab = Lab::new(config);
+        lab.new_job(0, "1", "state.apply", json!([]), &["a"]);
+        lab.new_job(
+            0,
+            "2",
+            "cmd.run",
+            json!(["sleep 100", {"__kwarg__": true, "timeout": 300}]),
+            &["a"],
+        );
+        lab.new_job(0, "3", "cmd.run", json!(["true"]), &["a"]);
+        let deadlines: Vec<Stamp> = lab
+            .out
+            .iter()
+            .filter_map(|r| match &r.body {
+                RecordBody::JobPublished(p) => Some(p.deadline),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            deadlines,
+            vec![Stamp(1800 * S), Stamp(310 * S), Stamp(60 * S)]
+        );
+    }
+
+    #[test]
+    fn caps_evict_the_earliest_deadline_first_and_count_it() {
+        let config = TrackerConfig {
+            max_jobs: 2,
+            max_expected: 3,
+            ..short("*", 100)
+        };
+        let mut lab = Lab::new(config);
+        lab.new_job(0, "1", "test.ping", json!([]), &["a", "b"]);
+        lab.new_job(1, "2", "test.ping", json!([]), &["a"]);
+        // A third job: over max_jobs and over max_expected; job 1 goes first.
+        lab.new_job(2, "3", "test.ping", json!([]), &["c"]);
+        assert_eq!(lab.tracker.stats.evicted_jobs, 1);
+        assert_eq!(lab.tracker.open_jobs(), 2);
+        assert_eq!(lab.tracker.expected_outstanding(), 2);
+        let evicted: Vec<&JobCompleted> = lab
+            .out
+            .iter()
+            .filter_map(|r| match &r.body {
+                RecordBody::JobCompleted(c) if c.evicted => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(evicted.len(), 1);
+        assert_eq!(evicted[0].jid, "1");
+    }
+
+    #[test]
+    fn returns_for_jobs_published_before_start_are_recorded_as_unknown() {
+        let mut lab = Lab::new(TrackerConfig::default());
+        lab.ret(5, "9", "a", "test.ping", json!(true));
+        match &lab.out[0].body {
+            RecordBody::MinionReturn(r) => {
+                assert_eq!(
+                    (r.run_kind, r.duration_ms, r.succeeded),
+                    (RunKind::Unknown, None, true)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(lab.tracker.stats.unknown_job_returns, 1);
+    }
+}
