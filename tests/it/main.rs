@@ -3,6 +3,7 @@
 
 mod captures;
 mod cli;
+mod jobs;
 mod salt_live;
 mod support;
 mod tidy;
