@@ -3,7 +3,9 @@
 //! and [`states`] counts a state run's results from the raw return. The driver that
 //! feeds it with the right clock is `cli::run::RecordHandler`.
 
+pub mod args;
 pub mod deadlines;
+pub mod settings;
 pub mod states;
 pub mod tracker;
 

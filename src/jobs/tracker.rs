@@ -22,10 +22,11 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
+use super::args::{first_arg, is_internal, metadata_json, texts, timeout_kwarg};
 use super::deadlines::Deadlines;
+pub use super::settings::{TrackerConfig, TrackerStats};
 use super::states::count_states;
 use crate::config::glob;
-use crate::event::json::to_json;
 use crate::event::{Body, Event, JobPublication, JobReturn, Raw, Stamp, Text};
 use crate::record::{
     BusGapRecord, JobCompleted, JobPublished, MinionMissing, MinionReturn, MissingReason, Record,
@@ -39,59 +40,6 @@ pub const INTERNAL_FUNCTIONS: &[&str] = &[
     "saltutil.running",
     "saltutil.is_running",
 ];
-
-#[derive(Debug, Clone)]
-pub struct TrackerConfig {
-    /// Per-function deadlines as (glob, duration); the longest matching glob wins.
-    pub deadlines: Vec<(String, Duration)>,
-    pub default_deadline: Duration,
-    /// Added to a job's own `timeout` kwarg when that is longer than its deadline.
-    pub timeout_grace: Duration,
-    pub max_jobs: usize,
-    pub max_expected: usize,
-    /// How long a closed job with missing minions waits for late returns.
-    pub late_window: Duration,
-    pub restart_grace: Duration,
-}
-
-impl From<&crate::config::JobsConfig> for TrackerConfig {
-    fn from(c: &crate::config::JobsConfig) -> Self {
-        Self {
-            deadlines: c.deadlines.clone(),
-            default_deadline: c.default_deadline,
-            max_jobs: c.max_jobs,
-            max_expected: c.max_expected,
-            late_window: c.late_window,
-            ..Self::default()
-        }
-    }
-}
-
-impl Default for TrackerConfig {
-    fn default() -> Self {
-        Self {
-            deadlines: Vec::new(),
-            default_deadline: Duration::from_secs(600),
-            timeout_grace: Duration::from_secs(10),
-            max_jobs: 10_000,
-            max_expected: 1_000_000,
-            late_window: Duration::from_secs(3600),
-            restart_grace: Duration::from_secs(60),
-        }
-    }
-}
-
-/// Counters for the exit summary and (later) metrics.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct TrackerStats {
-    pub jobs_published: u64,
-    pub internal_jobs: u64,
-    pub returns: u64,
-    pub unknown_job_returns: u64,
-    pub duplicate_returns: u64,
-    pub evicted_jobs: u64,
-    pub restarts_ignored_after_gap: u64,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Evidence {
@@ -158,46 +106,6 @@ fn plus(at: Stamp, d: Duration) -> Stamp {
 
 fn millis_between(from: Stamp, to: Stamp) -> u64 {
     u64::try_from(to.micros_since(from).max(0) / 1000).unwrap_or(0)
-}
-
-fn texts(list: Option<&crate::event::TextList<'_>>) -> Vec<String> {
-    list.map(|l| l.0.iter().map(|t| t.as_str().to_owned()).collect())
-        .unwrap_or_default()
-}
-
-fn is_internal(fun: &str) -> bool {
-    INTERNAL_FUNCTIONS.contains(&fun)
-}
-
-/// The first positional argument as text (find_job's watched jid).
-fn first_arg(arg: Option<Raw<'_>>) -> Option<String> {
-    match to_json(arg?.0).ok()? {
-        serde_json::Value::Array(items) => match items.first()? {
-            serde_json::Value::String(s) => Some(s.clone()),
-            serde_json::Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// A `timeout=N` kwarg (`{"__kwarg__": true, "timeout": N}` in `arg`), in seconds.
-fn timeout_kwarg(arg: Option<Raw<'_>>) -> Option<Duration> {
-    let serde_json::Value::Array(items) = to_json(arg?.0).ok()? else {
-        return None;
-    };
-    items.iter().find_map(|item| {
-        let obj = item.as_object()?;
-        if obj.get("__kwarg__") != Some(&serde_json::Value::Bool(true)) {
-            return None;
-        }
-        let secs = obj.get("timeout")?.as_f64()?;
-        (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs.min(1e9)))
-    })
-}
-
-fn metadata_json(raw: Option<Raw<'_>>) -> Option<serde_json::Value> {
-    raw.filter(|r| !r.is_nil()).and_then(|r| to_json(r.0).ok())
 }
 
 impl JobTracker {
@@ -749,196 +657,5 @@ impl JobTracker {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::{decode, salt_frame};
-    use serde_json::json;
-
-    const S: i64 = 1_000_000;
-
-    struct Lab {
-        tracker: JobTracker,
-        out: Vec<Record>,
-    }
-
-    impl Lab {
-        fn new(config: TrackerConfig) -> Self {
-            Self {
-                tracker: JobTracker::new(config, RecordFactory::new("m")),
-                out: Vec::new(),
-            }
-        }
-
-        /// Feeds one event whose `_stamp` is `t` seconds.
-        fn feed(&mut self, t: i64, tag: &str, mut data: serde_json::Value) {
-            data["_stamp"] = json!(Stamp(t * S).to_string());
-            let frame = salt_frame(tag, &data, false);
-            let event = decode(&frame).expect("decode");
-            self.tracker.advance(Stamp(t * S), &mut self.out);
-            self.tracker.on_event(&event, Stamp(t * S), &mut self.out);
-        }
-
-        fn new_job(
-            &mut self,
-            t: i64,
-            jid: &str,
-            fun: &str,
-            arg: serde_json::Value,
-            minions: &[&str],
-        ) {
-            self.feed(t, &format!("salt/job/{jid}/new"), json!({"jid": jid, "fun": fun, "arg": arg, "minions": minions, "missing": [], "tgt": "*"}));
-        }
-
-        fn ret(&mut self, t: i64, jid: &str, minion: &str, fun: &str, ret: serde_json::Value) {
-            self.feed(t, &format!("salt/job/{jid}/ret/{minion}"), json!({"jid": jid, "id": minion, "fun": fun, "return": ret, "retcode": 0, "success": true}));
-        }
-
-        fn missing(&self) -> Vec<(String, String, MissingReason)> {
-            self.out
-                .iter()
-                .filter_map(|r| match &r.body {
-                    RecordBody::MinionMissing(m) => {
-                        Some((m.jid.clone(), m.minion.clone(), m.reason))
-                    }
-                    _ => None,
-                })
-                .collect()
-        }
-    }
-
-    fn short(fun: &str, secs: u64) -> TrackerConfig {
-        TrackerConfig {
-            deadlines: vec![(fun.into(), Duration::from_secs(secs))],
-            ..TrackerConfig::default()
-        }
-    }
-
-    #[test]
-    fn find_job_saying_not_running_without_a_return_is_lost() {
-        let mut lab = Lab::new(short("test.sleep", 30));
-        lab.new_job(0, "1", "test.sleep", json!([20]), &["a", "b"]);
-        lab.ret(20, "1", "a", "test.sleep", json!(true));
-        lab.new_job(25, "2", "saltutil.find_job", json!(["1"]), &["b"]);
-        lab.ret(25, "2", "b", "saltutil.find_job", json!({}));
-        lab.tracker.advance(Stamp(31 * S), &mut lab.out);
-        assert_eq!(
-            lab.missing(),
-            vec![("1".into(), "b".into(), MissingReason::Lost)]
-        );
-        assert_eq!(
-            lab.tracker.stats.jobs_published, 1,
-            "find_job is not a user job"
-        );
-        assert_eq!(lab.tracker.open_jobs(), 0);
-        assert_eq!(lab.tracker.expected_outstanding(), 0);
-    }
-
-    #[test]
-    fn a_gap_during_a_job_makes_its_missing_minions_unknown_and_hides_re_announcements() {
-        let mut lab = Lab::new(short("test.sleep", 30));
-        lab.new_job(0, "1", "test.sleep", json!([20]), &["a", "b"]);
-        lab.tracker
-            .on_gap(Stamp(5 * S), Stamp(8 * S), "disconnected", 0, &mut lab.out);
-        // Every minion re-sends minion_start to a restarted master: not a restart.
-        lab.feed(10, "minion_start", json!({"id": "b"}));
-        lab.ret(20, "1", "a", "test.sleep", json!(true));
-        lab.tracker.advance(Stamp(31 * S), &mut lab.out);
-        assert_eq!(
-            lab.missing(),
-            vec![("1".into(), "b".into(), MissingReason::UnknownGap)]
-        );
-        assert_eq!(lab.tracker.stats.restarts_ignored_after_gap, 1);
-    }
-
-    #[test]
-    fn a_start_after_publish_is_a_restart_and_verdicts_fire_at_the_deadline_not_before() {
-        let mut lab = Lab::new(short("test.*", 30));
-        lab.new_job(0, "1", "test.ping", json!([]), &["a"]);
-        lab.feed(10, "salt/minion/a/start", json!({"id": "a"}));
-        lab.tracker.advance(Stamp(30 * S - 1), &mut lab.out);
-        assert!(lab.missing().is_empty());
-        assert_eq!(lab.tracker.next_deadline(), Some(Stamp(30 * S)));
-        lab.tracker.advance(Stamp(30 * S), &mut lab.out);
-        assert_eq!(
-            lab.missing(),
-            vec![("1".into(), "a".into(), MissingReason::MinionRestarted)]
-        );
-        assert_eq!(lab.tracker.next_deadline(), None);
-    }
-
-    #[test]
-    fn the_longest_glob_wins_and_a_timeout_kwarg_extends_the_deadline() {
-        let config = TrackerConfig {
-            deadlines: vec![
-                ("*".into(), Duration::from_secs(60)),
-                ("state.*".into(), Duration::from_secs(1800)),
-            ],
-            ..TrackerConfig::default()
-        };
-        let mut lab = Lab::new(config);
-        lab.new_job(0, "1", "state.apply", json!([]), &["a"]);
-        lab.new_job(
-            0,
-            "2",
-            "cmd.run",
-            json!(["sleep 100", {"__kwarg__": true, "timeout": 300}]),
-            &["a"],
-        );
-        lab.new_job(0, "3", "cmd.run", json!(["true"]), &["a"]);
-        let deadlines: Vec<Stamp> = lab
-            .out
-            .iter()
-            .filter_map(|r| match &r.body {
-                RecordBody::JobPublished(p) => Some(p.deadline),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(
-            deadlines,
-            vec![Stamp(1800 * S), Stamp(310 * S), Stamp(60 * S)]
-        );
-    }
-
-    #[test]
-    fn caps_evict_the_earliest_deadline_first_and_count_it() {
-        let config = TrackerConfig {
-            max_jobs: 2,
-            max_expected: 3,
-            ..short("*", 100)
-        };
-        let mut lab = Lab::new(config);
-        lab.new_job(0, "1", "test.ping", json!([]), &["a", "b"]);
-        lab.new_job(1, "2", "test.ping", json!([]), &["a"]);
-        // A third job: over max_jobs and over max_expected; job 1 goes first.
-        lab.new_job(2, "3", "test.ping", json!([]), &["c"]);
-        assert_eq!(lab.tracker.stats.evicted_jobs, 1);
-        assert_eq!(lab.tracker.open_jobs(), 2);
-        assert_eq!(lab.tracker.expected_outstanding(), 2);
-        let evicted: Vec<&JobCompleted> = lab
-            .out
-            .iter()
-            .filter_map(|r| match &r.body {
-                RecordBody::JobCompleted(c) if c.evicted => Some(c),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(evicted.len(), 1);
-        assert_eq!(evicted[0].jid, "1");
-    }
-
-    #[test]
-    fn returns_for_jobs_published_before_start_are_recorded_as_unknown() {
-        let mut lab = Lab::new(TrackerConfig::default());
-        lab.ret(5, "9", "a", "test.ping", json!(true));
-        match &lab.out[0].body {
-            RecordBody::MinionReturn(r) => {
-                assert_eq!(
-                    (r.run_kind, r.duration_ms, r.succeeded),
-                    (RunKind::Unknown, None, true)
-                );
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(lab.tracker.stats.unknown_job_returns, 1);
-    }
-}
+#[path = "tracker_tests.rs"]
+mod tests;

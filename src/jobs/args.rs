@@ -1,0 +1,49 @@
+//! What the tracker reads out of a job's raw fields: target lists, the first
+//! positional argument, a `timeout` kwarg, metadata.
+
+use std::time::Duration;
+
+use crate::event::json::to_json;
+use crate::event::{Raw, TextList};
+
+/// A list of texts as owned strings (empty when absent).
+pub fn texts(list: Option<&TextList<'_>>) -> Vec<String> {
+    list.map(|l| l.0.iter().map(|t| t.as_str().to_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// Whether `fun` is one the salt CLI runs on its own behalf.
+pub fn is_internal(fun: &str) -> bool {
+    super::tracker::INTERNAL_FUNCTIONS.contains(&fun)
+}
+
+/// The first positional argument as text (find_job's watched jid).
+pub fn first_arg(arg: Option<Raw<'_>>) -> Option<String> {
+    match to_json(arg?.0).ok()? {
+        serde_json::Value::Array(items) => match items.first()? {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A `timeout=N` kwarg (`{"__kwarg__": true, "timeout": N}` in `arg`), in seconds.
+pub fn timeout_kwarg(arg: Option<Raw<'_>>) -> Option<Duration> {
+    let serde_json::Value::Array(items) = to_json(arg?.0).ok()? else {
+        return None;
+    };
+    items.iter().find_map(|item| {
+        let obj = item.as_object()?;
+        if obj.get("__kwarg__") != Some(&serde_json::Value::Bool(true)) {
+            return None;
+        }
+        let secs = obj.get("timeout")?.as_f64()?;
+        (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs.min(1e9)))
+    })
+}
+
+pub fn metadata_json(raw: Option<Raw<'_>>) -> Option<serde_json::Value> {
+    raw.filter(|r| !r.is_nil()).and_then(|r| to_json(r.0).ok())
+}

@@ -1,0 +1,183 @@
+//! Tests of the job tracker: verdicts, evidence, deadlines, caps.
+use super::*;
+use crate::event::{decode, salt_frame};
+use serde_json::json;
+
+const S: i64 = 1_000_000;
+
+struct Lab {
+    tracker: JobTracker,
+    out: Vec<Record>,
+}
+
+impl Lab {
+    fn new(config: TrackerConfig) -> Self {
+        Self {
+            tracker: JobTracker::new(config, RecordFactory::new("m")),
+            out: Vec::new(),
+        }
+    }
+
+    /// Feeds one event whose `_stamp` is `t` seconds.
+    fn feed(&mut self, t: i64, tag: &str, mut data: serde_json::Value) {
+        data["_stamp"] = json!(Stamp(t * S).to_string());
+        let frame = salt_frame(tag, &data, false);
+        let event = decode(&frame).expect("decode");
+        self.tracker.advance(Stamp(t * S), &mut self.out);
+        self.tracker.on_event(&event, Stamp(t * S), &mut self.out);
+    }
+
+    fn new_job(&mut self, t: i64, jid: &str, fun: &str, arg: serde_json::Value, minions: &[&str]) {
+        self.feed(t, &format!("salt/job/{jid}/new"), json!({"jid": jid, "fun": fun, "arg": arg, "minions": minions, "missing": [], "tgt": "*"}));
+    }
+
+    fn ret(&mut self, t: i64, jid: &str, minion: &str, fun: &str, ret: serde_json::Value) {
+        self.feed(t, &format!("salt/job/{jid}/ret/{minion}"), json!({"jid": jid, "id": minion, "fun": fun, "return": ret, "retcode": 0, "success": true}));
+    }
+
+    fn missing(&self) -> Vec<(String, String, MissingReason)> {
+        self.out
+            .iter()
+            .filter_map(|r| match &r.body {
+                RecordBody::MinionMissing(m) => Some((m.jid.clone(), m.minion.clone(), m.reason)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn short(fun: &str, secs: u64) -> TrackerConfig {
+    TrackerConfig {
+        deadlines: vec![(fun.into(), Duration::from_secs(secs))],
+        ..TrackerConfig::default()
+    }
+}
+
+#[test]
+fn find_job_saying_not_running_without_a_return_is_lost() {
+    let mut lab = Lab::new(short("test.sleep", 30));
+    lab.new_job(0, "1", "test.sleep", json!([20]), &["a", "b"]);
+    lab.ret(20, "1", "a", "test.sleep", json!(true));
+    lab.new_job(25, "2", "saltutil.find_job", json!(["1"]), &["b"]);
+    lab.ret(25, "2", "b", "saltutil.find_job", json!({}));
+    lab.tracker.advance(Stamp(31 * S), &mut lab.out);
+    assert_eq!(
+        lab.missing(),
+        vec![("1".into(), "b".into(), MissingReason::Lost)]
+    );
+    assert_eq!(
+        lab.tracker.stats.jobs_published, 1,
+        "find_job is not a user job"
+    );
+    assert_eq!(lab.tracker.open_jobs(), 0);
+    assert_eq!(lab.tracker.expected_outstanding(), 0);
+}
+
+#[test]
+fn a_gap_during_a_job_makes_its_missing_minions_unknown_and_hides_re_announcements() {
+    let mut lab = Lab::new(short("test.sleep", 30));
+    lab.new_job(0, "1", "test.sleep", json!([20]), &["a", "b"]);
+    lab.tracker
+        .on_gap(Stamp(5 * S), Stamp(8 * S), "disconnected", 0, &mut lab.out);
+    // Every minion re-sends minion_start to a restarted master: not a restart.
+    lab.feed(10, "minion_start", json!({"id": "b"}));
+    lab.ret(20, "1", "a", "test.sleep", json!(true));
+    lab.tracker.advance(Stamp(31 * S), &mut lab.out);
+    assert_eq!(
+        lab.missing(),
+        vec![("1".into(), "b".into(), MissingReason::UnknownGap)]
+    );
+    assert_eq!(lab.tracker.stats.restarts_ignored_after_gap, 1);
+}
+
+#[test]
+fn a_start_after_publish_is_a_restart_and_verdicts_fire_at_the_deadline_not_before() {
+    let mut lab = Lab::new(short("test.*", 30));
+    lab.new_job(0, "1", "test.ping", json!([]), &["a"]);
+    lab.feed(10, "salt/minion/a/start", json!({"id": "a"}));
+    lab.tracker.advance(Stamp(30 * S - 1), &mut lab.out);
+    assert!(lab.missing().is_empty());
+    assert_eq!(lab.tracker.next_deadline(), Some(Stamp(30 * S)));
+    lab.tracker.advance(Stamp(30 * S), &mut lab.out);
+    assert_eq!(
+        lab.missing(),
+        vec![("1".into(), "a".into(), MissingReason::MinionRestarted)]
+    );
+    assert_eq!(lab.tracker.next_deadline(), None);
+}
+
+#[test]
+fn the_longest_glob_wins_and_a_timeout_kwarg_extends_the_deadline() {
+    let config = TrackerConfig {
+        deadlines: vec![
+            ("*".into(), Duration::from_secs(60)),
+            ("state.*".into(), Duration::from_secs(1800)),
+        ],
+        ..TrackerConfig::default()
+    };
+    let mut lab = Lab::new(config);
+    lab.new_job(0, "1", "state.apply", json!([]), &["a"]);
+    lab.new_job(
+        0,
+        "2",
+        "cmd.run",
+        json!(["sleep 100", {"__kwarg__": true, "timeout": 300}]),
+        &["a"],
+    );
+    lab.new_job(0, "3", "cmd.run", json!(["true"]), &["a"]);
+    let deadlines: Vec<Stamp> = lab
+        .out
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::JobPublished(p) => Some(p.deadline),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        deadlines,
+        vec![Stamp(1800 * S), Stamp(310 * S), Stamp(60 * S)]
+    );
+}
+
+#[test]
+fn caps_evict_the_earliest_deadline_first_and_count_it() {
+    let config = TrackerConfig {
+        max_jobs: 2,
+        max_expected: 3,
+        ..short("*", 100)
+    };
+    let mut lab = Lab::new(config);
+    lab.new_job(0, "1", "test.ping", json!([]), &["a", "b"]);
+    lab.new_job(1, "2", "test.ping", json!([]), &["a"]);
+    // A third job: over max_jobs and over max_expected; job 1 goes first.
+    lab.new_job(2, "3", "test.ping", json!([]), &["c"]);
+    assert_eq!(lab.tracker.stats.evicted_jobs, 1);
+    assert_eq!(lab.tracker.open_jobs(), 2);
+    assert_eq!(lab.tracker.expected_outstanding(), 2);
+    let evicted: Vec<&JobCompleted> = lab
+        .out
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::JobCompleted(c) if c.evicted => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(evicted.len(), 1);
+    assert_eq!(evicted[0].jid, "1");
+}
+
+#[test]
+fn returns_for_jobs_published_before_start_are_recorded_as_unknown() {
+    let mut lab = Lab::new(TrackerConfig::default());
+    lab.ret(5, "9", "a", "test.ping", json!(true));
+    match &lab.out[0].body {
+        RecordBody::MinionReturn(r) => {
+            assert_eq!(
+                (r.run_kind, r.duration_ms, r.succeeded),
+                (RunKind::Unknown, None, true)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(lab.tracker.stats.unknown_job_returns, 1);
+}
