@@ -42,6 +42,7 @@ impl Source {
         Source::Live(ReaderConfig {
             endpoint: bus.endpoint.clone(),
             max_frame_bytes: bus.max_frame_bytes,
+            max_queue_bytes: bus.queue_bytes,
             reconnect_min: bus.reconnect_min,
             reconnect_max: bus.reconnect_max,
             delivery,
@@ -85,6 +86,7 @@ pub struct Summary {
     pub recording_skipped_frames: u64,
     pub recording_desyncs: u64,
     pub recording_trailing_bytes: u64,
+    pub recording_discarded_bytes: u64,
 }
 
 impl Summary {
@@ -106,7 +108,7 @@ pub async fn run<H: Handler>(
     let live = matches!(source, Source::Live(_));
     let producer = match source {
         Source::Live(config) => {
-            let reader = BusReader::new(config, tx, reader_stats);
+            let reader = BusReader::new(config, tx, reader_stats.clone());
             tokio::spawn(async move {
                 reader.run(cancel).await;
                 Ok(RecordingTotals::default())
@@ -142,6 +144,9 @@ pub async fn run<H: Handler>(
         let Some(message) = message else { break };
         match message {
             BusMessage::Frame(frame) => {
+                if live {
+                    reader_stats.consumed(frame.bytes.len());
+                }
                 summary.frames += 1;
                 match event::decode(&frame.bytes) {
                     Ok(event) => {
@@ -166,7 +171,12 @@ pub async fn run<H: Handler>(
                     Err(error) => note_decode_error(&mut summary, &mut decode_log, &error),
                 }
             }
-            BusMessage::Chunk(chunk) => handler.chunk(&chunk)?,
+            BusMessage::Chunk(chunk) => {
+                if live {
+                    reader_stats.consumed(chunk.bytes.len());
+                }
+                handler.chunk(&chunk)?;
+            }
             BusMessage::Gap(gap) => {
                 summary.gaps += 1;
                 handler.gap(&gap)?;
@@ -180,6 +190,7 @@ pub async fn run<H: Handler>(
     summary.recording_skipped_frames = totals.skipped_frames;
     summary.recording_desyncs = totals.desyncs;
     summary.recording_trailing_bytes = totals.trailing_bytes;
+    summary.recording_discarded_bytes = totals.discarded_bytes;
     Ok((summary, handler))
 }
 
@@ -193,6 +204,7 @@ fn note_decode_error(summary: &mut Summary, log: &mut LogLimiter, error: &Decode
 #[derive(Debug, Default)]
 struct RecordingTotals {
     skipped_frames: u64,
+    discarded_bytes: u64,
     desyncs: u64,
     trailing_bytes: u64,
 }
@@ -253,6 +265,7 @@ fn read_recording(
     }
     Ok(RecordingTotals {
         skipped_frames: reader.skipped_frames,
+        discarded_bytes: reader.discarded_bytes,
         desyncs: reader.desyncs,
         trailing_bytes: reader.trailing_bytes,
     })

@@ -11,6 +11,7 @@
 //! - every stretch of time in which events may have been missed after the first
 //!   connection (disconnect, desync, queue full) is delivered as one [`BusGap`].
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -19,6 +20,7 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc::{self, error::TrySendError};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -99,11 +101,19 @@ pub struct ReaderStats {
     pub skipped_empty: AtomicU64,
     pub desyncs: AtomicU64,
     pub gaps: AtomicU64,
+    /// Bytes of frames queued and not yet consumed: the consumer subtracts what it
+    /// takes ([`ReaderStats::consumed`]).
+    pub queued_bytes: AtomicU64,
 }
 
 impl ReaderStats {
     fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The consumer took a frame or chunk of `bytes` off the queue.
+    pub fn consumed(&self, bytes: usize) {
+        self.queued_bytes.fetch_sub(bytes as u64, Ordering::Relaxed);
     }
 }
 
@@ -119,6 +129,9 @@ pub enum Delivery {
 pub struct ReaderConfig {
     pub endpoint: Endpoint,
     pub max_frame_bytes: usize,
+    /// Bytes the queue may hold (frames of several MB are normal: a count alone
+    /// would not bound memory).
+    pub max_queue_bytes: usize,
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
     pub delivery: Delivery,
@@ -146,11 +159,7 @@ impl BusReader {
         tx: mpsc::Sender<BusMessage>,
         stats: Arc<ReaderStats>,
     ) -> Self {
-        let outbox = Outbox {
-            tx,
-            held_gap: None,
-            stats: stats.clone(),
-        };
+        let outbox = Outbox::new(tx, stats.clone(), config.max_queue_bytes as u64);
         Self {
             config,
             stats,
@@ -166,16 +175,17 @@ impl BusReader {
         while let Some(stream) = self.connect(&cancel).await {
             let now = SystemTime::now();
             if let Some((started_at, reason)) = open_gap.take() {
-                self.outbox.hold_gap(BusGap {
+                self.outbox.control(BusMessage::Gap(BusGap {
                     started_at,
                     ended_at: now,
                     reason,
                     dropped_frames: 0,
-                });
+                }));
             }
             let endpoint = self.config.endpoint.clone();
             self.outbox
-                .offer(BusMessage::Connected { endpoint, at: now });
+                .control(BusMessage::Connected { endpoint, at: now });
+            self.outbox.flush_held();
             self.stats.connected.store(true, Ordering::Relaxed);
             let end = self.drain(stream, &cancel).await;
             self.stats.connected.store(false, Ordering::Relaxed);
@@ -195,17 +205,18 @@ impl BusReader {
         }
         if let Some((started_at, _)) = open_gap {
             let now = SystemTime::now();
-            self.outbox.hold_gap(BusGap {
+            self.outbox.control(BusMessage::Gap(BusGap {
                 started_at,
                 ended_at: now,
                 reason: GapReason::Shutdown,
                 dropped_frames: 0,
-            });
+            }));
         }
         self.outbox.flush(Duration::from_secs(1)).await;
     }
 
-    /// Connects, retrying with exponential backoff and full jitter until it works or
+    /// Connects, retrying with exponential backoff (backon's jitter adds up to 100% of
+    /// each delay) until it works or
     /// `cancel` fires. The first failure of a series is a warning naming the path
     /// and the user; repeats are debug.
     async fn connect(&mut self, cancel: &CancellationToken) -> Option<BusStream> {
@@ -285,10 +296,15 @@ impl BusReader {
             ReaderStats::add(&self.stats.bytes, n as u64);
             let received_at = SystemTime::now();
             if self.config.delivery == Delivery::RawChunks {
-                self.outbox.offer(BusMessage::Chunk(Frame {
+                let chunk = Frame {
                     bytes: buf.split().freeze(),
                     received_at: Some(received_at),
-                }));
+                };
+                if !self.outbox.offer(BusMessage::Chunk(chunk)) {
+                    // A lost chunk breaks the byte stream mid-frame: start a new one.
+                    warn!("Capture fell behind the bus; reconnecting to restart the stream.");
+                    return ConnectionEnd::Lost(GapReason::QueueFull);
+                }
                 continue;
             }
             let detected_before = splitter.framing();
@@ -316,7 +332,7 @@ impl BusReader {
             if detected_before.is_none() {
                 if let Some(framing) = splitter.framing() {
                     info!(framing = framing.as_str(), "Detected the bus framing.");
-                    self.outbox.offer(BusMessage::FramingDetected(framing));
+                    self.outbox.control(BusMessage::FramingDetected(framing));
                 }
             }
         }
@@ -340,77 +356,131 @@ impl BusReader {
     }
 }
 
-/// The sending side of the queue, holding back a gap until there is room for it.
+/// The sending side of the queue; never waits.
+///
+/// Control messages are held, in order, until there is room. A `Connected` (and
+/// the framing detected after it) must precede the new connection's data, so data
+/// never passes one. A held gap may be passed by data: it is sent when two slots
+/// are free (one left for data), or after waiting [`GAP_MAX_HOLD`] even into the
+/// last slot, so a queue that stays full delivers frames, with at most one gap a
+/// second, not a flood of gaps. A gap's meaning is its time span, not its place.
 struct Outbox {
     tx: mpsc::Sender<BusMessage>,
-    held_gap: Option<BusGap>,
+    held: VecDeque<BusMessage>,
+    held_since: Option<Instant>,
     stats: Arc<ReaderStats>,
+    max_bytes: u64,
 }
 
+/// The longest a gap waits for a slot that leaves room for data.
+const GAP_MAX_HOLD: Duration = Duration::from_secs(1);
+
 impl Outbox {
-    /// Offers a message without waiting. A held gap goes first; a message that does
-    /// not fit is dropped and, if it was a frame, widens the held gap.
-    fn offer(&mut self, msg: BusMessage) {
-        if let Some(mut gap) = self.held_gap.take() {
-            if gap.reason == GapReason::QueueFull {
-                gap.ended_at = SystemTime::now();
-            }
-            match self.tx.try_send(BusMessage::Gap(gap)) {
-                Ok(()) => ReaderStats::add(&self.stats.gaps, 1),
-                Err(
-                    TrySendError::Full(BusMessage::Gap(gap))
-                    | TrySendError::Closed(BusMessage::Gap(gap)),
-                ) => {
-                    self.held_gap = Some(gap);
-                    self.dropped(msg);
-                    return;
-                }
-                Err(_) => return,
-            }
-        }
-        match self.tx.try_send(msg) {
-            Ok(()) => {}
-            Err(TrySendError::Full(msg)) => self.dropped(msg),
-            Err(TrySendError::Closed(_)) => {}
+    fn new(tx: mpsc::Sender<BusMessage>, stats: Arc<ReaderStats>, max_bytes: u64) -> Self {
+        Self {
+            tx,
+            held: VecDeque::new(),
+            held_since: None,
+            stats,
+            max_bytes,
         }
     }
 
-    fn dropped(&mut self, msg: BusMessage) {
+    /// Holds a control message behind those already held (a gap right behind a
+    /// held gap merges into it).
+    fn control(&mut self, msg: BusMessage) {
+        self.held_since.get_or_insert_with(Instant::now);
+        match (self.held.back_mut(), msg) {
+            (Some(BusMessage::Gap(held)), BusMessage::Gap(gap)) => merge_gap(held, gap),
+            (_, msg) => self.held.push_back(msg),
+        }
+    }
+
+    /// Sends what is held while there is room; returns whether data may go next
+    /// (nothing but gaps is left held).
+    fn flush_held(&mut self) -> bool {
+        let overdue = self.held_since.is_some_and(|t| t.elapsed() >= GAP_MAX_HOLD);
+        while let Some(front) = self.held.front() {
+            let is_gap = matches!(front, BusMessage::Gap(_));
+            let keep_free = usize::from(is_gap && !overdue);
+            // One producer: the capacity seen cannot shrink before the send.
+            if self.tx.capacity() <= keep_free {
+                break;
+            }
+            let Some(mut msg) = self.held.pop_front() else {
+                break;
+            };
+            if let BusMessage::Gap(gap) = &mut msg {
+                if gap.reason == GapReason::QueueFull {
+                    gap.ended_at = SystemTime::now();
+                }
+                ReaderStats::add(&self.stats.gaps, 1);
+            }
+            if self.tx.try_send(msg).is_err() {
+                return false;
+            }
+        }
+        if self.held.is_empty() {
+            self.held_since = None;
+        }
+        self.held.iter().all(|m| matches!(m, BusMessage::Gap(_)))
+    }
+
+    /// Offers a frame or chunk without waiting. Returns whether it was queued; a
+    /// message that does not fit is dropped, counted, and widens a `queue_full` gap.
+    fn offer(&mut self, msg: BusMessage) -> bool {
+        let bytes = match &msg {
+            BusMessage::Frame(f) | BusMessage::Chunk(f) => f.bytes.len() as u64,
+            _ => 0,
+        };
+        let queued = self.stats.queued_bytes.load(Ordering::Relaxed);
+        // One frame is always let in, however large, so a frame over the byte
+        // budget cannot stall the stream for ever.
+        let fits = queued == 0 || queued + bytes <= self.max_bytes;
+        if fits && self.flush_held() {
+            match self.tx.try_send(msg) {
+                Ok(()) => {
+                    ReaderStats::add(&self.stats.queued_bytes, bytes);
+                    return true;
+                }
+                Err(TrySendError::Closed(_)) => return false,
+                Err(TrySendError::Full(_)) => {}
+            }
+        } else if self.tx.is_closed() {
+            return false;
+        }
+        ReaderStats::add(&self.stats.dropped_queue_full, 1);
         let now = SystemTime::now();
-        let frames = u64::from(matches!(msg, BusMessage::Frame(_) | BusMessage::Chunk(_)));
-        ReaderStats::add(&self.stats.dropped_queue_full, frames);
-        self.hold_gap(BusGap {
+        self.control(BusMessage::Gap(BusGap {
             started_at: now,
             ended_at: now,
             reason: GapReason::QueueFull,
-            dropped_frames: frames,
-        });
+            dropped_frames: 1,
+        }));
+        false
     }
 
-    /// Merges `gap` into the held one: the earliest start, the latest end, the first
-    /// reason, the dropped frames added up.
-    fn hold_gap(&mut self, gap: BusGap) {
-        self.held_gap = Some(match self.held_gap.take() {
-            None => gap,
-            Some(held) => BusGap {
-                started_at: held.started_at.min(gap.started_at),
-                ended_at: held.ended_at.max(gap.ended_at),
-                reason: held.reason,
-                dropped_frames: held.dropped_frames + gap.dropped_frames,
-            },
-        });
-    }
-
-    /// At shutdown: waits (bounded) for room for a held gap.
+    /// At shutdown: waits (bounded) for room for what is held.
     async fn flush(&mut self, grace: Duration) {
-        if let Some(gap) = self.held_gap.take() {
-            if tokio::time::timeout(grace, self.tx.send(BusMessage::Gap(gap)))
+        while let Some(msg) = self.held.pop_front() {
+            if !tokio::time::timeout(grace, self.tx.send(msg))
                 .await
                 .is_ok_and(|r| r.is_ok())
             {
-                ReaderStats::add(&self.stats.gaps, 1);
+                return;
             }
         }
+    }
+}
+
+/// Merges `gap` into `held`: the earliest start, the latest end, dropped frames
+/// added up, and the stronger reason (losing the connection outranks falling behind).
+fn merge_gap(held: &mut BusGap, gap: BusGap) {
+    held.started_at = held.started_at.min(gap.started_at);
+    held.ended_at = held.ended_at.max(gap.ended_at);
+    held.dropped_frames += gap.dropped_frames;
+    if held.reason == GapReason::QueueFull {
+        held.reason = gap.reason;
     }
 }
 
@@ -425,15 +495,15 @@ mod tests {
         })
     }
 
-    #[test]
-    fn a_full_queue_drops_counts_and_delivers_one_gap_before_the_next_frame() {
-        let (tx, mut rx) = mpsc::channel(2);
+    fn outbox(capacity: usize) -> (Outbox, mpsc::Receiver<BusMessage>, Arc<ReaderStats>) {
+        let (tx, rx) = mpsc::channel(capacity);
         let stats = Arc::new(ReaderStats::default());
-        let mut outbox = Outbox {
-            tx,
-            held_gap: None,
-            stats: stats.clone(),
-        };
+        (Outbox::new(tx, stats.clone(), u64::MAX), rx, stats)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_queue_drops_counts_and_delivers_one_gap_when_there_is_room() {
+        let (mut outbox, mut rx, stats) = outbox(2);
         for _ in 0..5 {
             outbox.offer(frame_msg());
         }
@@ -450,5 +520,122 @@ mod tests {
         }
         assert!(matches!(rx.try_recv(), Ok(BusMessage::Frame(_))));
         assert!(rx.try_recv().is_err());
+    }
+
+    /// A consumer that takes one message per frame offered keeps the queue full:
+    /// gaps must not crowd out frames (the held gap waits for room for itself and
+    /// a frame).
+    #[tokio::test(start_paused = true)]
+    async fn sustained_overload_delivers_frames_and_at_most_a_gap_a_second() {
+        let (mut outbox, mut rx, stats) = outbox(4);
+        let (mut frames, mut gaps, mut dropped_in_gaps) = (0u64, 0u64, 0u64);
+        for i in 0..1000 {
+            if i % 100 == 0 {
+                tokio::time::advance(Duration::from_millis(500)).await;
+            }
+            outbox.offer(frame_msg());
+            outbox.offer(frame_msg());
+            match rx.try_recv() {
+                Ok(BusMessage::Frame(_)) => frames += 1,
+                Ok(BusMessage::Gap(g)) => {
+                    gaps += 1;
+                    dropped_in_gaps += g.dropped_frames;
+                }
+                _ => {}
+            }
+        }
+        while let Ok(msg) = rx.try_recv() {
+            match msg {
+                BusMessage::Frame(_) => frames += 1,
+                BusMessage::Gap(g) => {
+                    gaps += 1;
+                    dropped_in_gaps += g.dropped_frames;
+                }
+                _ => {}
+            }
+        }
+        let dropped = stats.dropped_queue_full.load(Ordering::Relaxed);
+        assert_eq!(
+            frames + dropped,
+            2000,
+            "every frame is delivered or counted"
+        );
+        assert!(frames >= 990, "frames delivered: {frames}, gaps: {gaps}");
+        // 5 s of simulated overload: about one gap a second, never one per frame.
+        assert!((1..=6).contains(&gaps), "frames {frames}, gaps {gaps}");
+        // What is still held has not been delivered yet; the rest is accounted for.
+        let held: u64 = outbox
+            .held
+            .iter()
+            .map(|m| {
+                if let BusMessage::Gap(g) = m {
+                    g.dropped_frames
+                } else {
+                    0
+                }
+            })
+            .sum();
+        assert_eq!(dropped_in_gaps + held, dropped);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_disconnect_merged_into_a_held_queue_full_gap_is_reported_as_the_disconnect() {
+        let (mut outbox, mut rx, _) = outbox(3);
+        for _ in 0..4 {
+            outbox.offer(frame_msg()); // the fourth is dropped: a queue_full gap is held
+        }
+        let now = SystemTime::now();
+        outbox.control(BusMessage::Gap(BusGap {
+            started_at: now,
+            ended_at: now,
+            reason: GapReason::Disconnected,
+            dropped_frames: 0,
+        }));
+        outbox.control(BusMessage::Connected {
+            endpoint: Endpoint::Unix("/x".into()),
+            at: now,
+        });
+        for _ in 0..3 {
+            assert!(matches!(rx.try_recv(), Ok(BusMessage::Frame(_))));
+        }
+        // A held Connected: data waits behind it, in order.
+        outbox.offer(frame_msg());
+        match rx.try_recv() {
+            Ok(BusMessage::Gap(gap)) => assert_eq!(
+                (gap.reason, gap.dropped_frames),
+                (GapReason::Disconnected, 1)
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(rx.try_recv(), Ok(BusMessage::Connected { .. })));
+        assert!(matches!(rx.try_recv(), Ok(BusMessage::Frame(_))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_byte_budget_drops_what_would_exceed_it_until_consumed() {
+        let (tx, mut rx) = mpsc::channel(100);
+        let stats = Arc::new(ReaderStats::default());
+        let mut outbox = Outbox::new(tx, stats.clone(), 2);
+        let one_byte = || {
+            BusMessage::Frame(Frame {
+                bytes: Bytes::from_static(b"x"),
+                received_at: None,
+            })
+        };
+        assert!(outbox.offer(one_byte()));
+        assert!(outbox.offer(one_byte()));
+        assert!(!outbox.offer(one_byte()), "over the 2-byte budget");
+        assert!(matches!(rx.try_recv(), Ok(BusMessage::Frame(_))));
+        stats.consumed(1);
+        assert!(outbox.offer(one_byte()));
+        assert_eq!(stats.dropped_queue_full.load(Ordering::Relaxed), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_queue_is_not_counted_as_drops() {
+        let (mut outbox, rx, stats) = outbox(1);
+        drop(rx);
+        assert!(!outbox.offer(frame_msg()));
+        assert_eq!(stats.dropped_queue_full.load(Ordering::Relaxed), 0);
     }
 }

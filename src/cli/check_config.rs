@@ -25,7 +25,11 @@ pub fn run(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(out, "bus endpoint: {}", config.bus.endpoint)?;
     writeln!(out, "  from: {}", config.bus.endpoint_origin)?;
     writeln!(out, "max frame bytes: {}", config.bus.max_frame_bytes)?;
-    writeln!(out, "queue frames: {}", config.bus.queue_frames)?;
+    writeln!(
+        out,
+        "queue: {} frames, {} bytes",
+        config.bus.queue_frames, config.bus.queue_bytes
+    )?;
     writeln!(out, "running as: {}", current_user())?;
     if let Endpoint::Unix(path) = &config.bus.endpoint {
         let status = match nix::unistd::access(path.as_path(), nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK) {
@@ -37,6 +41,9 @@ pub fn run(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
             Err(e) => format!("cannot be checked: {e}"),
         };
         writeln!(out, "socket: {status}")?;
+    }
+    for warning in &config.warnings {
+        writeln!(out, "warning: {warning}")?;
     }
     writeln!(out, "config OK")
 }

@@ -31,6 +31,8 @@ pub struct BusSection {
     pub max_frame_bytes: Option<u64>,
     /// Frames the queue between the reader and the pipeline holds.
     pub queue_frames: Option<u64>,
+    /// Bytes the queue between the reader and the pipeline holds.
+    pub queue_bytes: Option<u64>,
     /// First reconnect delay, e.g. `"100ms"`.
     pub reconnect_min: Option<String>,
     /// Longest reconnect delay, e.g. `"1s"`.
@@ -67,7 +69,8 @@ pub fn example() -> String {
     use super::master::DEFAULT_MASTER_CONFIG;
     use super::resolve::{
         DEFAULT_DEADLINE, DEFAULT_LATE_WINDOW, DEFAULT_MAX_EXPECTED, DEFAULT_MAX_FRAME_BYTES,
-        DEFAULT_MAX_JOBS, DEFAULT_QUEUE_FRAMES, DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN,
+        DEFAULT_MAX_JOBS, DEFAULT_QUEUE_BYTES, DEFAULT_QUEUE_FRAMES, DEFAULT_RECONNECT_MAX,
+        DEFAULT_RECONNECT_MIN,
     };
     format!(
         r#"# saltsight configuration (/etc/saltsight/saltsight.toml).
@@ -100,6 +103,8 @@ max_frame_bytes = {DEFAULT_MAX_FRAME_BYTES}
 # and counted, and the loss is reported as a bus gap: the reader never makes the
 # master wait (it drops a subscriber with 10,000 writes pending).
 queue_frames = {DEFAULT_QUEUE_FRAMES}
+# The same queue's bound in bytes (a highstate return can be several MB).
+queue_bytes = {DEFAULT_QUEUE_BYTES}
 
 # Reconnect backoff after the master restarts or the socket is missing: the delay
 # doubles from reconnect_min up to reconnect_max, plus up to as much again of

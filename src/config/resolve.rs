@@ -13,6 +13,7 @@ use crate::bus::Endpoint;
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/saltsight/saltsight.toml";
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 64 << 20;
 pub const DEFAULT_QUEUE_FRAMES: usize = 16_384;
+pub const DEFAULT_QUEUE_BYTES: usize = 256 << 20;
 pub const DEFAULT_RECONNECT_MIN: Duration = Duration::from_millis(100);
 /// backon adds up to 100% jitter above the delay, so the longest wait is under 1.5 s:
 /// a master that comes back is seen within 2 s.
@@ -36,6 +37,8 @@ pub struct Overrides {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// Problems worth a warning that do not stop saltsight (logged at start).
+    pub warnings: Vec<String>,
     /// This master's name in records.
     pub master_id: String,
     pub bus: BusConfig,
@@ -52,6 +55,7 @@ pub struct BusConfig {
     pub endpoint_origin: String,
     pub max_frame_bytes: usize,
     pub queue_frames: usize,
+    pub queue_bytes: usize,
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
 }
@@ -103,7 +107,8 @@ impl std::error::Error for ConfigErrors {}
 pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
     let mut errors = Vec::new();
     let (file, file_path) = read_file(overrides.config.as_deref(), &mut errors);
-    let bus = resolve_bus(&file, overrides, &mut errors);
+    let mut warnings = Vec::new();
+    let bus = resolve_bus(&file, overrides, &mut errors, &mut warnings);
     let log = resolve_log(&file, overrides, &mut errors);
     let jobs = resolve_jobs(&file, &mut errors);
     let master_id = match &file.master_id {
@@ -119,6 +124,7 @@ pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
     };
     match (bus, log) {
         (Some(bus), Some(log)) if errors.is_empty() => Ok(Config {
+            warnings,
             master_id,
             bus,
             jobs,
@@ -150,7 +156,12 @@ fn read_file(explicit: Option<&Path>, errors: &mut Vec<String>) -> (FileConfig, 
     }
 }
 
-fn resolve_bus(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Option<BusConfig> {
+fn resolve_bus(
+    file: &FileConfig,
+    o: &Overrides,
+    errors: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Option<BusConfig> {
     let endpoint_text = o.endpoint.clone().or_else(|| file.bus.endpoint.clone());
     let (endpoint, endpoint_origin) = match endpoint_text {
         Some(text) => match parse_endpoint(&text) {
@@ -183,6 +194,7 @@ fn resolve_bus(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Op
                             .collect();
                         format!("Salt master config {}", files.join(", "))
                     };
+                    warnings.extend(settings.warnings.iter().cloned());
                     (Some(settings.endpoint()), origin)
                 }
                 Err(e) => {
@@ -199,6 +211,12 @@ fn resolve_bus(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Op
     if !(1024..(2u64 << 30)).contains(&max_frame_bytes) {
         errors.push(format!(
             "bus.max_frame_bytes is {max_frame_bytes}; it must be at least 1024 and below 2 GiB"
+        ));
+    }
+    let queue_bytes = file.bus.queue_bytes.unwrap_or(DEFAULT_QUEUE_BYTES as u64);
+    if queue_bytes < 1 << 20 {
+        errors.push(format!(
+            "bus.queue_bytes is {queue_bytes}; it must be at least 1 MiB"
         ));
     }
     let queue_frames = file.bus.queue_frames.unwrap_or(DEFAULT_QUEUE_FRAMES as u64);
@@ -232,6 +250,7 @@ fn resolve_bus(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Op
         endpoint_origin,
         max_frame_bytes: max_frame_bytes as usize,
         queue_frames: queue_frames as usize,
+        queue_bytes: usize::try_from(queue_bytes).unwrap_or(usize::MAX),
         reconnect_min,
         reconnect_max,
     })
