@@ -35,6 +35,9 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&config);
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     if let Command::CheckConfig(_) = cli.command {
         return match check_config::run(&config, &mut std::io::stdout().lock()) {
             Ok(()) => ExitCode::SUCCESS,
@@ -95,7 +98,12 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
                 args.output,
             );
             let source = Source::live(&config.bus, Delivery::Frames);
-            app::run(source, queue, handler, cancel, stats).await?.0
+            shutdown::within_grace(
+                &cancel,
+                app::run(source, queue, handler, cancel.clone(), stats),
+            )
+            .await?
+            .0
         }
         Command::Tail(args) => {
             let handler = TailHandler::new(std::io::stdout(), &args, cancel.clone());
@@ -107,7 +115,12 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
                 },
                 None => Source::live(&config.bus, Delivery::Frames),
             };
-            app::run(source, queue, handler, cancel, stats).await?.0
+            shutdown::within_grace(
+                &cancel,
+                app::run(source, queue, handler, cancel.clone(), stats),
+            )
+            .await?
+            .0
         }
         Command::Capture(args) => {
             let handler = CaptureHandler::create(&args.file)
@@ -116,8 +129,11 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
                 stop_after(cancel.clone(), duration);
             }
             let source = Source::live(&config.bus, Delivery::RawChunks);
-            let (summary, handler) =
-                app::run(source, queue, handler, cancel, stats.clone()).await?;
+            let (summary, handler) = shutdown::within_grace(
+                &cancel,
+                app::run(source, queue, handler, cancel.clone(), stats.clone()),
+            )
+            .await?;
             eprintln!(
                 "captured {} bytes to {}",
                 handler.bytes,
@@ -137,8 +153,11 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
                 max_frame_bytes: config.bus.max_frame_bytes,
                 progress: true,
             };
-            let (summary, _) =
-                app::run(source, queue, handler, CancellationToken::new(), stats).await?;
+            let (summary, _) = shutdown::within_grace(
+                &cancel,
+                app::run(source, queue, handler, cancel.clone(), stats),
+            )
+            .await?;
             eprintln!("{}", describe(&summary));
             summary
         }
@@ -181,7 +200,7 @@ fn describe(summary: &Summary) -> String {
         .map(|(reason, n)| format!("{reason}={n}"))
         .collect();
     format!(
-        "replayed {} frames: {} events ({}); decode errors: {}; gaps: {}; frames skipped: {}; desyncs: {}; trailing bytes: {}",
+        "replayed {} frames: {} events ({}); decode errors: {}; gaps: {}; frames skipped: {}; desyncs: {} ({} bytes set aside); trailing bytes: {}",
         summary.frames,
         summary.events(),
         classes.join(" "),
@@ -193,6 +212,7 @@ fn describe(summary: &Summary) -> String {
         summary.gaps,
         summary.recording_skipped_frames,
         summary.recording_desyncs,
+        summary.recording_discarded_bytes,
         summary.recording_trailing_bytes
     )
 }

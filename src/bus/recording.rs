@@ -111,6 +111,9 @@ pub struct RecordingReader<R: Read> {
     disconnected_at: Option<(SystemTime, GapReason)>,
     /// Frames skipped by length, or streams that lost sync: counted for the summary.
     pub skipped_frames: u64,
+    /// Bytes set aside after a desync (or a partial frame cut by a reconnect).
+    pub discarded_bytes: u64,
+    out_of_sync: bool,
     pub desyncs: u64,
     pub trailing_bytes: u64,
     done: bool,
@@ -145,6 +148,8 @@ impl<R: Read> RecordingReader<R> {
             buf,
             disconnected_at: None,
             skipped_frames: 0,
+            discarded_bytes: 0,
+            out_of_sync: false,
             desyncs: 0,
             trailing_bytes: 0,
             done: false,
@@ -173,6 +178,15 @@ impl<R: Read> RecordingReader<R> {
         if !more {
             self.done = true;
             self.trailing_bytes = self.buf.len() as u64;
+            // Stopped while disconnected: the loss runs to the end of the recording.
+            if let Some((at, reason)) = self.disconnected_at.take() {
+                out.push(BusMessage::Gap(BusGap {
+                    started_at: at,
+                    ended_at: at,
+                    reason,
+                    dropped_frames: 0,
+                }));
+            }
         }
         Ok(more)
     }
@@ -190,6 +204,7 @@ impl<R: Read> RecordingReader<R> {
     }
 
     fn next_record(&mut self, out: &mut Vec<BusMessage>) -> Result<bool, RecordingError> {
+        let record_start = self.offset;
         let mut header = [0u8; HEADER_LEN];
         match read_exact_or_eof(&mut self.input, &mut header)? {
             0 => return Ok(false),
@@ -234,21 +249,24 @@ impl<R: Read> RecordingReader<R> {
                     }));
                 }
                 // A new connection starts a new stream: fresh framing detection.
+                self.discarded_bytes += self.buf.len() as u64;
                 self.buf.clear();
                 self.splitter = FrameSplitter::new(self.max_frame_bytes);
+                self.out_of_sync = false;
             }
             KIND_DISCONNECTED => {
                 let reason = match &payload[..] {
                     b"desync" => GapReason::Desync,
                     b"read_error" => GapReason::ReadError,
                     b"queue_full" => GapReason::QueueFull,
+                    b"shutdown" => GapReason::Shutdown,
                     _ => GapReason::Disconnected,
                 };
                 self.disconnected_at = Some((at, reason));
             }
             _ => {
                 return Err(RecordingError::Corrupt {
-                    offset: self.offset,
+                    offset: record_start,
                     what: "unknown record kind",
                 });
             }
@@ -257,6 +275,11 @@ impl<R: Read> RecordingReader<R> {
     }
 
     fn split(&mut self, at: Option<SystemTime>, out: &mut Vec<BusMessage>) {
+        if self.out_of_sync {
+            self.discarded_bytes += self.buf.len() as u64;
+            self.buf.clear();
+            return;
+        }
         loop {
             match self.splitter.next(&mut self.buf) {
                 Ok(Some(Split::Frame(bytes))) => out.push(BusMessage::Frame(Frame {
@@ -266,10 +289,13 @@ impl<R: Read> RecordingReader<R> {
                 Ok(Some(Split::Skipped { .. })) => self.skipped_frames += 1,
                 Ok(None) => return,
                 Err(_) => {
-                    // As live: bare framing cannot be resynchronised within this stream.
+                    // As live: bare framing cannot be resynchronised within this
+                    // stream. Its remaining bytes are set aside (never guessed at)
+                    // until the next connection in a capture, or the end of a dump.
                     self.desyncs += 1;
+                    self.out_of_sync = true;
+                    self.discarded_bytes += self.buf.len() as u64;
                     self.buf.clear();
-                    self.splitter = FrameSplitter::new(self.max_frame_bytes);
                     let at = at.unwrap_or(UNIX_EPOCH);
                     out.push(BusMessage::Gap(BusGap {
                         started_at: at,
@@ -384,6 +410,80 @@ mod tests {
         assert_eq!(
             (gaps[0].started_at, gaps[0].ended_at, gaps[0].reason),
             (t(4), t(7), GapReason::Disconnected)
+        );
+    }
+
+    #[test]
+    fn after_a_desync_nothing_is_guessed_until_the_next_connection() {
+        let t = |s| UNIX_EPOCH + Duration::from_secs(s);
+        // Raw dump: frames, garbage, then more frames. The later frames cannot be
+        // trusted to start where they seem to (live, the reader reconnects).
+        let mut dump = [frame("a"), vec![0xc1, 0, 0, 0, 9], frame("b")].concat();
+        dump.extend(std::iter::repeat_n(frame("c"), 100).flatten());
+        let reader = RecordingReader::new(&dump[..], 1 << 20).unwrap();
+        let (messages, reader) = reader.read_all().unwrap();
+        assert_eq!(frames_of(&messages), vec![Bytes::from(frame("a"))]);
+        assert_eq!(reader.desyncs, 1);
+        assert_eq!(
+            reader.skipped_frames, 0,
+            "garbage must not be taken for a length prefix"
+        );
+        assert!(reader.discarded_bytes > 0);
+        // Capture: the next connection starts clean; a disconnect pending at the end
+        // is still a gap.
+        let mut writer = CaptureWriter::new(Vec::new()).unwrap();
+        writer.connected(t(1), "unix:/x").unwrap();
+        writer
+            .bytes(t(2), &[frame("a"), vec![0xc1, 7, 7]].concat())
+            .unwrap();
+        writer.bytes(t(3), &frame("lost")).unwrap();
+        writer.disconnected(t(4), "desync").unwrap();
+        writer.connected(t(5), "unix:/x").unwrap();
+        writer.bytes(t(6), &frame("b")).unwrap();
+        writer.disconnected(t(7), "shutdown").unwrap();
+        let file = writer.into_inner();
+        let (messages, _) = RecordingReader::new(&file[..], 1 << 20)
+            .unwrap()
+            .read_all()
+            .unwrap();
+        assert_eq!(
+            frames_of(&messages),
+            vec![Bytes::from(frame("a")), Bytes::from(frame("b"))]
+        );
+        let gaps: Vec<GapReason> = messages
+            .iter()
+            .filter_map(|m| {
+                if let BusMessage::Gap(g) = m {
+                    Some(g.reason)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        assert_eq!(
+            gaps,
+            vec![GapReason::Desync, GapReason::Desync, GapReason::Shutdown]
+        );
+    }
+
+    #[test]
+    fn an_unknown_record_kind_names_the_record_start() {
+        let mut file = MAGIC.to_vec();
+        file.extend_from_slice(&[9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let err = RecordingReader::new(&file[..], 1 << 20)
+            .unwrap()
+            .read_all()
+            .err()
+            .unwrap();
+        assert!(
+            matches!(
+                err,
+                RecordingError::Corrupt {
+                    offset: 21,
+                    what: "unknown record kind"
+                }
+            ),
+            "{err}"
         );
     }
 
