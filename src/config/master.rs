@@ -30,6 +30,9 @@ pub struct MasterBusSettings {
     pub ipv6: bool,
     /// The files read, in order.
     pub files: Vec<PathBuf>,
+    /// What the master accepts but an operator should hear about (a skipped
+    /// include, an unknown `ipc_mode`).
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,19 +87,40 @@ impl MasterBusSettings {
             }
         }
         let dir = path.parent().unwrap_or(Path::new("/"));
-        let pattern = raw
-            .default_include
-            .clone()
-            .unwrap_or_else(|| "master.d/*.conf".into());
-        for include in expand_include(dir, &pattern) {
-            let text =
-                std::fs::read_to_string(&include).map_err(|source| MasterConfigError::Read {
-                    path: include.clone(),
-                    source,
-                })?;
-            raw.apply(&include, &text)?;
-            files.push(include);
+        let mut warnings = Vec::new();
+        // Salt reads `default_include`, then the main file's `include:` entries;
+        // an include that cannot be read or parsed is logged and skipped, as the
+        // master does (exit_on_config_errors is off by default).
+        let mut patterns = vec![
+            raw.default_include
+                .clone()
+                .unwrap_or_else(|| "master.d/*.conf".into()),
+        ];
+        patterns.extend(raw.include.clone());
+        for pattern in patterns {
+            for include in expand_include(dir, &pattern) {
+                let applied = std::fs::read_to_string(&include)
+                    .map_err(|source| MasterConfigError::Read {
+                        path: include.clone(),
+                        source,
+                    })
+                    .and_then(|text| raw.apply(&include, &text));
+                match applied {
+                    Ok(()) => files.push(include),
+                    Err(e) => warnings.push(format!("skipped as salt-master does: {e}")),
+                }
+            }
         }
+        let ipc_mode_tcp = match raw.ipc_mode.as_deref() {
+            Some("tcp") => true,
+            None | Some("ipc") => false,
+            Some(other) => {
+                warnings.push(format!(
+                    "ipc_mode {other:?} is neither `ipc` nor `tcp`; Salt treats it as `ipc`"
+                ));
+                false
+            }
+        };
         let root_dir = PathBuf::from(raw.root_dir.unwrap_or_else(|| "/".into()));
         let cachedir = raw.cachedir.unwrap_or_else(|| DEFAULT_CACHEDIR.into());
         let mut sock_dir = raw.sock_dir.unwrap_or_else(|| DEFAULT_SOCK_DIR.into());
@@ -107,10 +131,11 @@ impl MasterBusSettings {
         Ok(Self {
             root_dir,
             sock_dir,
-            ipc_mode_tcp: raw.ipc_mode.as_deref() == Some("tcp"),
+            ipc_mode_tcp,
             tcp_master_pub_port: raw.tcp_master_pub_port.unwrap_or(DEFAULT_TCP_PUB_PORT),
             ipv6: raw.ipv6.unwrap_or(false),
             files,
+            warnings,
         })
     }
 }
@@ -123,6 +148,7 @@ struct RawSettings {
     ipc_mode: Option<String>,
     tcp_master_pub_port: Option<u16>,
     ipv6: Option<bool>,
+    include: Vec<String>,
     default_include: Option<String>,
 }
 
@@ -165,14 +191,14 @@ impl RawSettings {
             self.cachedir = Some(v);
         }
         if let Some(v) = text_key("ipc_mode")? {
-            if v != "ipc" && v != "tcp" {
-                return Err(MasterConfigError::Value {
-                    path: path.into(),
-                    key: "ipc_mode",
-                    problem: format!("is {v:?}; Salt knows `ipc` and `tcp`"),
-                });
-            }
             self.ipc_mode = Some(v);
+        }
+        match &doc["include"] {
+            Yaml::String(s) => self.include.push(s.clone()),
+            Yaml::Array(items) => self
+                .include
+                .extend(items.iter().filter_map(|i| i.as_str().map(str::to_owned))),
+            _ => {}
         }
         if let Some(v) = text_key("default_include")? {
             self.default_include = Some(v);
@@ -180,6 +206,20 @@ impl RawSettings {
         match &doc["ipv6"] {
             Yaml::BadValue | Yaml::Null => {}
             Yaml::Boolean(b) => self.ipv6 = Some(*b),
+            // YAML 1.1 booleans, which Salt's PyYAML reads as bools.
+            Yaml::String(s)
+                if matches!(s.to_ascii_lowercase().as_str(), "yes" | "on" | "true" | "y") =>
+            {
+                self.ipv6 = Some(true)
+            }
+            Yaml::String(s)
+                if matches!(
+                    s.to_ascii_lowercase().as_str(),
+                    "no" | "off" | "false" | "n"
+                ) =>
+            {
+                self.ipv6 = Some(false)
+            }
             other => {
                 return Err(MasterConfigError::Value {
                     path: path.into(),
@@ -188,7 +228,14 @@ impl RawSettings {
                 });
             }
         }
-        match &doc["tcp_master_pub_port"] {
+        let quoted_port = doc["tcp_master_pub_port"]
+            .as_str()
+            .and_then(|s| s.trim().parse::<i64>().ok());
+        match quoted_port
+            .map(Yaml::Integer)
+            .as_ref()
+            .unwrap_or(&doc["tcp_master_pub_port"])
+        {
             Yaml::BadValue | Yaml::Null => {}
             Yaml::Integer(n) => {
                 self.tcp_master_pub_port =
@@ -238,11 +285,12 @@ fn expand_include(dir: &Path, pattern: &str) -> Vec<PathBuf> {
     };
     let mut found: Vec<PathBuf> = entries
         .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        // Like Python's glob: symlinks followed, dotfiles not matched by `*`.
+        .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()))
         .filter(|e| {
             e.file_name()
                 .to_str()
-                .is_some_and(|n| crate::config::glob::matches(name, n))
+                .is_some_and(|n| !n.starts_with('.') && crate::config::glob::matches(name, n))
         })
         .map(|e| e.path())
         .collect();
@@ -349,15 +397,55 @@ mod tests {
     }
 
     #[test]
+    fn reads_what_salt_accepts_as_salt_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("master");
+        std::fs::write(
+            &path,
+            "ipc_mode: zmq\nipv6: yes\ntcp_master_pub_port: '4600'\ninclude: extra/*.conf\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("master.d")).unwrap();
+        std::fs::create_dir_all(dir.path().join("extra")).unwrap();
+        std::fs::write(
+            dir.path().join("master.d/bad.conf"),
+            "sock_dir: [unclosed\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("master.d/.hidden.conf"),
+            "sock_dir: /hidden\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("real.conf"), "sock_dir: /linked\n").unwrap();
+        std::os::unix::fs::symlink(
+            dir.path().join("real.conf"),
+            dir.path().join("master.d/link.conf"),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("extra/x.conf"), "root_dir: /r\n").unwrap();
+        let settings = MasterBusSettings::load(&path, false).unwrap();
+        assert!(
+            !settings.ipc_mode_tcp,
+            "Salt treats an unknown ipc_mode as ipc"
+        );
+        assert!(settings.ipv6);
+        assert_eq!(settings.tcp_master_pub_port, 4600);
+        assert_eq!(settings.sock_dir, PathBuf::from("/r/linked"));
+        assert_eq!(settings.files.len(), 3, "{:?}", settings.files);
+        assert_eq!(settings.warnings.len(), 2, "{:?}", settings.warnings);
+    }
+
+    #[test]
     fn bad_values_name_file_and_key() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("master");
-        std::fs::write(&path, "ipc_mode: zmq\n").unwrap();
+        std::fs::write(&path, "tcp_master_pub_port: [1]\n").unwrap();
         let err = MasterBusSettings::load(&path, false)
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("ipc_mode") && err.contains(&path.display().to_string()),
+            err.contains("tcp_master_pub_port") && err.contains(&path.display().to_string()),
             "{err}"
         );
         std::fs::write(&path, "sock_dir: [unclosed\n").unwrap();
