@@ -269,7 +269,12 @@ impl Lab {
         let deadline = Instant::now() + timeout;
         // The CLI authenticates with the key the master writes at start: asking
         // before it exists fails (and can hang the CLI).
-        let root_key = self.root().join("var/cache/salt/master/.root_key");
+        // Salt writes `.<user>_key` for the master's configured user (the lab runs
+        // everything as the current user).
+        let root_key = self.root().join(format!(
+            "var/cache/salt/master/.{}_key",
+            current_user_name()
+        ));
         while !root_key.exists() {
             if Instant::now() > deadline {
                 bail!(
@@ -394,11 +399,16 @@ fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
         .collect()
 }
 
-fn write_configs(root: &Path, options: &LabOptions, ports: &[u16]) -> anyhow::Result<()> {
-    let user = nix::unistd::User::from_uid(nix::unistd::getuid())
+/// The name of the user running the lab (Salt's `user:` for master and minions).
+fn current_user_name() -> String {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
         .ok()
         .flatten()
-        .map_or_else(|| "root".to_string(), |u| u.name);
+        .map_or_else(|| "root".to_string(), |u| u.name)
+}
+
+fn write_configs(root: &Path, options: &LabOptions, ports: &[u16]) -> anyhow::Result<()> {
+    let user = current_user_name();
     let r = root.display();
     let (publish, ret, tcp_pub, tcp_pull, tcp_publish_pull, tcp_workers) =
         (ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]);
