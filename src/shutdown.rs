@@ -36,3 +36,38 @@ pub fn on_signals() -> std::io::Result<CancellationToken> {
     });
     Ok(token)
 }
+
+/// Runs `work` to its end, unless `cancel` fired more than [`GRACE`] ago: then it
+/// gives up on draining and says so (the caller exits non-zero).
+pub async fn within_grace<T>(
+    cancel: &CancellationToken,
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::pin!(work);
+    tokio::select! {
+        result = &mut work => result,
+        () = async {
+            cancel.cancelled().await;
+            tokio::time::sleep(GRACE).await;
+        } => anyhow::bail!("the pipeline did not drain within {GRACE:?} of the stop signal"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn work_that_outlives_the_grace_after_a_stop_is_given_up() {
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let stuck = within_grace(&cancel, async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(())
+        });
+        assert!(stuck.await.is_err());
+        let running = CancellationToken::new();
+        let quick = within_grace(&running, async { Ok(7) });
+        assert_eq!(quick.await.unwrap(), 7);
+    }
+}

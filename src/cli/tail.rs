@@ -25,7 +25,7 @@ pub struct TailArgs {
     #[arg(long, value_name = "FILE")]
     pub from: Option<PathBuf>,
     /// Stop after this many matching events
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
 }
 
