@@ -361,23 +361,37 @@ mod tests {
 
     #[test]
     fn fast_paths_agree_with_serde() {
-        for v in [0i64, 1, 2, 127, -1, -32, 200, -100, 70000, -70000] {
+        // Values with a fast path (fixint, uint8, int8) and some without.
+        for v in [
+            0i64, 1, 2, 127, -1, -32, 200, 255, -100, -128, 70000, -70000,
+        ] {
             let raw = rmp_serde::to_vec(&v).unwrap();
             let via_serde: Int = rmp_serde::from_slice(&raw).unwrap();
-            assert_eq!(typed::<Int>(&raw, "n", &mut None), Some(via_serde), "{v}");
             assert_eq!(via_serde, Int(v));
+            assert_eq!(typed::<Int>(&raw, "n", &mut None), Some(via_serde), "{v}");
         }
         for b in [true, false] {
+            let raw = rmp_serde::to_vec(&b).unwrap();
+            let via_serde: bool = rmp_serde::from_slice(&raw).unwrap();
+            assert_eq!(typed::<bool>(&raw, "b", &mut None), Some(via_serde));
+        }
+        // str, bin, and bin that is not UTF-8.
+        for raw in [
+            rmp_serde::to_vec("web1").unwrap(),
+            vec![0xc4, 4, b'w', b'e', b'b', b'1'],
+            vec![0xc4, 2, 0xff, 0x41],
+        ] {
+            let via_serde: Text<'_> = rmp_serde::from_slice(&raw).unwrap();
+            assert!(
+                <Text<'_> as FastField<'_>>::fast(&raw).is_some(),
+                "{raw:?} has a fast path"
+            );
             assert_eq!(
-                typed::<bool>(&rmp_serde::to_vec(&b).unwrap(), "b", &mut None),
-                Some(b)
+                typed::<Text<'_>>(&raw, "t", &mut None),
+                Some(via_serde),
+                "{raw:?}"
             );
         }
-        let raw = rmp_serde::to_vec("web1").unwrap();
-        assert_eq!(
-            typed::<Text<'_>>(&raw, "t", &mut None),
-            Some(Text::borrowed("web1"))
-        );
     }
 
     #[test]
