@@ -108,6 +108,11 @@ impl Lab {
     /// `test.ping` (about 5 to 10 s).
     pub fn start(options: LabOptions) -> anyhow::Result<Lab> {
         ensure_venv(&options.venv)?;
+        // Orphans of the lab's process groups come back to this process, so that
+        // stopping a group reaps all of it. Without this, a SIGKILLed minion's
+        // children stay zombies under a PID 1 that does not reap, and Salt's
+        // pidfile check (`psutil.pid_exists`) refuses to start the minion again.
+        nix::sys::prctl::set_child_subreaper(true).context("cannot become a child subreaper")?;
         let root = tempfile::Builder::new()
             .prefix("saltsight-lab-")
             .tempdir()
@@ -202,10 +207,12 @@ impl Lab {
     }
 
     /// Sends `signal` to a minion's whole process group (the minion and its jobs).
-    pub fn signal_minion(&mut self, id: &str, signal: Signal) -> anyhow::Result<()> {
-        let slot = self.minion_slot(id)?;
-        let child = slot
-            .as_ref()
+    pub fn signal_minion(&self, id: &str, signal: Signal) -> anyhow::Result<()> {
+        let child = self
+            .minions
+            .iter()
+            .find(|(m, _)| m == id)
+            .and_then(|(_, c)| c.as_ref())
             .with_context(|| format!("minion {id} is not running"))?;
         killpg(Pid::from_raw(child.id() as i32), signal)
             .with_context(|| format!("cannot signal minion {id}"))?;
@@ -228,6 +235,17 @@ impl Lab {
     /// Runs `salt-run` against this master.
     pub fn salt_run(&self, args: &[&str]) -> anyhow::Result<Output> {
         self.cli("salt-run", args)
+    }
+
+    /// The `salt` CLI against this master, to spawn and wait for separately (a test
+    /// may act on minions while the CLI waits).
+    pub fn salt_command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(self.options.venv.join("bin/salt"));
+        cmd.arg("-c")
+            .arg(self.root().join("etc"))
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
     }
 
     /// Runs a Salt CLI with a hard limit: a `salt` that races the master's start can
@@ -368,23 +386,36 @@ fn read_all(mut file: fs::File) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// SIGTERM to the child's process group, SIGKILL after `grace`, then reap.
+/// SIGTERM to the child's process group, SIGKILL after `grace`, then reap every
+/// member of the group (its orphans are ours: the lab is a child subreaper).
 fn stop_group(mut child: Child, grace: Duration) {
     let pgid = Pid::from_raw(child.id() as i32);
     // A stopped group must be continued to act on SIGTERM.
     let _ = killpg(pgid, Signal::SIGCONT);
     let _ = killpg(pgid, Signal::SIGTERM);
     let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            // Children of the group may outlive the leader briefly: finish them.
-            let _ = killpg(pgid, Signal::SIGKILL);
-            return;
-        }
+    while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Children of the group may outlive the leader briefly: finish them.
     let _ = killpg(pgid, Signal::SIGKILL);
     let _ = child.wait();
+    reap_group(pgid);
+}
+
+/// Waits for every process of group `pgid` that is our child (up to 5 s).
+fn reap_group(pgid: Pid) {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match waitpid(Pid::from_raw(-pgid.as_raw()), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Ok(WaitStatus::StillAlive) | Err(_) => return, // ECHILD: none left
+            Ok(_) => {}                                    // reaped one; look for more
+        }
+    }
 }
 
 /// `n` distinct free loopback ports (bound together, then released).
