@@ -4,6 +4,7 @@
 mod captures;
 mod cli;
 mod jobs;
+mod jobs_live;
 mod salt_live;
 mod support;
 mod tidy;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -35,6 +35,8 @@ pub fn lab_lock() -> MutexGuard<'static, ()> {
 pub struct Line {
     pub text: String,
     pub at: Instant,
+    /// The same moment on the wall clock (records carry wall-clock times).
+    pub wall: SystemTime,
 }
 
 /// A running saltsight. Dropping it kills exactly this process, by pid.
@@ -101,13 +103,8 @@ fn lines(stream: impl std::io::Read + Send + 'static) -> Receiver<Line> {
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines() {
             let Ok(text) = line else { break };
-            if tx
-                .send(Line {
-                    text,
-                    at: Instant::now(),
-                })
-                .is_err()
-            {
+            let (at, wall) = (Instant::now(), SystemTime::now());
+            if tx.send(Line { text, at, wall }).is_err() {
                 break;
             }
         }
@@ -144,4 +141,41 @@ pub fn wait_line(
             }
         }
     }
+}
+
+/// A JSON record line and the wall-clock moment it was read.
+pub struct Received {
+    pub record: serde_json::Value,
+    pub wall: SystemTime,
+}
+
+/// Reads JSON record lines into `seen` until `done(seen)` holds or `timeout` passes.
+pub fn read_records(
+    rx: &Receiver<Line>,
+    seen: &mut Vec<Received>,
+    timeout: Duration,
+    done: impl Fn(&[Received]) -> bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    while !done(seen) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                if let Ok(record) = serde_json::from_str(&line.text) {
+                    seen.push(Received {
+                        record,
+                        wall: line.wall,
+                    });
+                }
+            }
+            Err(_) => {
+                let kinds: Vec<String> = seen.iter().map(|r| r.record.to_string()).collect();
+                return Err(format!(
+                    "timed out after {timeout:?}; records:\n{}",
+                    kinds.join("\n")
+                ));
+            }
+        }
+    }
+    Ok(())
 }
