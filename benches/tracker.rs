@@ -122,6 +122,22 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    // The events decoded once; the tracker alone (it copies what it keeps).
+    let events: Vec<_> = returns.iter().map(|f| decode(f).expect("decode")).collect();
+    group.bench_function("track_only", |b| {
+        b.iter_batched(
+            || published_tracker(&publications),
+            |mut tracker| {
+                let mut out = Vec::with_capacity(64);
+                for event in &events {
+                    tracker.on_event(event, Stamp(0), &mut out);
+                    out.clear();
+                }
+                black_box(tracker.expected_outstanding())
+            },
+            BatchSize::PerIteration,
+        )
+    });
     group.bench_function("decode_and_track", |b| {
         b.iter_batched(
             || published_tracker(&publications),
