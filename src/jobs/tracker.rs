@@ -410,8 +410,16 @@ impl JobTracker {
     ) {
         let fun = fun.map_or("", Text::as_str);
         if self.runners.len() >= self.config.max_jobs {
-            self.stats.evicted_jobs += 1;
-            return;
+            // A runner whose return never came: forget the oldest (a rare O(n)).
+            let oldest = self
+                .runners
+                .iter()
+                .min_by_key(|(_, (_, started))| *started)
+                .map(|(j, _)| j.clone());
+            if let Some(oldest) = oldest {
+                self.runners.remove(&oldest);
+                self.stats.evicted_jobs += 1;
+            }
         }
         self.runners.insert(jid.into(), (fun.into(), at));
         out.push(self.records.make(

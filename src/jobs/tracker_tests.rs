@@ -181,3 +181,40 @@ fn returns_for_jobs_published_before_start_are_recorded_as_unknown() {
     }
     assert_eq!(lab.tracker.stats.unknown_job_returns, 1);
 }
+
+#[test]
+fn runners_without_a_return_are_bounded_oldest_first() {
+    let mut lab = Lab::new(TrackerConfig {
+        max_jobs: 2,
+        ..TrackerConfig::default()
+    });
+    for (t, jid) in [(1, "r1"), (2, "r2"), (3, "r3")] {
+        lab.feed(
+            t,
+            &format!("salt/run/{jid}/new"),
+            json!({"jid": jid, "fun": "runner.test.sleep"}),
+        );
+    }
+    assert_eq!(lab.tracker.stats.evicted_jobs, 1);
+    lab.out.clear();
+    // r1 was forgotten: its return is still reported, timed from the return itself.
+    lab.feed(
+        9,
+        "salt/run/r1/ret",
+        json!({"jid": "r1", "fun": "runner.test.sleep", "success": true}),
+    );
+    lab.feed(
+        9,
+        "salt/run/r3/ret",
+        json!({"jid": "r3", "fun": "runner.test.sleep", "success": true}),
+    );
+    let durations: Vec<u64> = lab
+        .out
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::JobCompleted(c) => Some(c.duration_ms),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(durations, vec![0, 6000]);
+}
