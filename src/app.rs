@@ -57,6 +57,11 @@ pub trait Handler {
     fn connected(&mut self, _endpoint: &Endpoint) -> anyhow::Result<()> {
         Ok(())
     }
+    /// Events may be being missed from `at` on (the connection was lost, or the
+    /// reader started dropping frames); a [`BusGap`] with the whole stretch follows.
+    fn gap_started(&mut self, _at: SystemTime) -> anyhow::Result<()> {
+        Ok(())
+    }
     /// Raw chunks (capture mode only).
     fn chunk(&mut self, _chunk: &Frame) -> anyhow::Result<()> {
         Ok(())
@@ -125,6 +130,7 @@ pub async fn run<H: Handler>(
 
     let mut summary = Summary::default();
     let mut decode_log = LogLimiter::new(Duration::from_secs(10));
+    let mut dropped_seen = 0u64;
     loop {
         let wakeup = if live { handler.next_wakeup() } else { None };
         let message = match wakeup {
@@ -132,6 +138,8 @@ pub async fn run<H: Handler>(
                 let now = Stamp::from_system_time(SystemTime::now());
                 let wait = Duration::from_micros(u64::try_from(at.micros_since(now)).unwrap_or(0));
                 tokio::select! {
+                    // What is queued comes first: it is older than the wall clock.
+                    biased;
                     m = rx.recv() => m,
                     () = tokio::time::sleep(wait) => {
                         handler.tick(Stamp::from_system_time(SystemTime::now()))?;
@@ -142,6 +150,15 @@ pub async fn run<H: Handler>(
             None => rx.recv().await,
         };
         let Some(message) = message else { break };
+        // Frames dropped by the reader: a queue_full gap has begun, though its
+        // BusGap is still held behind the backlog.
+        let dropped = reader_stats
+            .dropped_queue_full
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if dropped != dropped_seen {
+            dropped_seen = dropped;
+            handler.gap_started(SystemTime::now())?;
+        }
         match message {
             BusMessage::Frame(frame) => {
                 if live {
@@ -182,6 +199,7 @@ pub async fn run<H: Handler>(
                 handler.gap(&gap)?;
             }
             BusMessage::Connected { endpoint, .. } => handler.connected(&endpoint)?,
+            BusMessage::Disconnected { at, .. } => handler.gap_started(at)?,
             BusMessage::FramingDetected(_) => {}
         }
     }

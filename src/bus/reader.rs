@@ -85,6 +85,12 @@ pub enum BusMessage {
     },
     /// The framing detected on the current connection, once its first byte arrived.
     FramingDetected(Framing),
+    /// The connection was just lost: a gap has begun. Its [`BusGap`] follows at
+    /// the reconnect (or at shutdown), so that nothing is judged in between.
+    Disconnected {
+        at: SystemTime,
+        reason: GapReason,
+    },
     Gap(BusGap),
 }
 
@@ -196,7 +202,10 @@ impl BusReader {
                         reason = reason.as_str(),
                         "Lost the event bus; reconnecting."
                     );
-                    open_gap = Some((SystemTime::now(), reason));
+                    let at = SystemTime::now();
+                    open_gap = Some((at, reason));
+                    self.outbox.control(BusMessage::Disconnected { at, reason });
+                    self.outbox.flush_held();
                 }
             }
             if self.outbox.tx.is_closed() {

@@ -7,7 +7,7 @@
 //! out as they did live, and the end of a recording passes every deadline.
 
 use std::io::{BufWriter, Write};
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, ValueEnum};
 use tracing::{debug, info};
@@ -50,6 +50,10 @@ pub struct RecordHandler<W: Write> {
     out: Option<BufWriter<W>>,
     flush_each: bool,
     event_now: Stamp,
+    /// Receive time minus `_stamp` of the latest event: the master's clock offset
+    /// plus bus lag. The idle tick judges at `wall clock - offset`, on the master's
+    /// clock, so a skewed master or a lagging bus cannot bring verdicts early.
+    offset_micros: i64,
     pending: Vec<Record>,
     pub emitted: u64,
 }
@@ -62,6 +66,7 @@ impl<W: Write> RecordHandler<W> {
             out: (output == Output::Stdout).then(|| BufWriter::new(out)),
             flush_each: clock == Clock::Wall,
             event_now: Stamp(i64::MIN),
+            offset_micros: 0,
             pending: Vec::new(),
             emitted: 0,
         }
@@ -69,13 +74,6 @@ impl<W: Write> RecordHandler<W> {
 
     pub fn tracker(&self) -> &JobTracker {
         &self.tracker
-    }
-
-    fn now(&self) -> Stamp {
-        match self.clock {
-            Clock::Wall => Stamp::from_system_time(SystemTime::now()),
-            Clock::EventTime => self.event_now,
-        }
     }
 
     fn write_pending(&mut self) -> anyhow::Result<()> {
@@ -100,14 +98,25 @@ impl<W: Write> RecordHandler<W> {
 }
 
 impl<W: Write> Handler for RecordHandler<W> {
-    fn event(&mut self, event: &Event<'_>, _frame: &Frame) -> anyhow::Result<()> {
+    fn event(&mut self, event: &Event<'_>, frame: &Frame) -> anyhow::Result<()> {
         if let Some(stamp) = event.stamp {
             self.event_now = self.event_now.max(stamp);
+            if let Some(received) = frame.received_at {
+                self.offset_micros = Stamp::from_system_time(received).micros_since(stamp);
+            }
         }
-        let now = self.now();
+        // Verdicts due before this event are given first, on event time, live as in
+        // replay: a backlog of queued events is judged by when they happened, not
+        // by when they were read.
+        let now = self.event_now;
         self.tracker.advance(now, &mut self.pending);
         self.tracker.on_event(event, now, &mut self.pending);
         self.write_pending()
+    }
+
+    fn gap_started(&mut self, _at: SystemTime) -> anyhow::Result<()> {
+        self.tracker.on_gap_start();
+        Ok(())
     }
 
     fn gap(&mut self, gap: &BusGap) -> anyhow::Result<()> {
@@ -116,10 +125,15 @@ impl<W: Write> Handler for RecordHandler<W> {
             dropped_frames = gap.dropped_frames,
             "Bus gap."
         );
-        let (start, end) = (
-            Stamp::from_system_time(gap.started_at),
-            Stamp::from_system_time(gap.ended_at),
-        );
+        // A raw dump has no receive times: its gaps are placed at event time.
+        let (start, end) = if gap.started_at == UNIX_EPOCH {
+            (self.event_now, self.event_now)
+        } else {
+            (
+                Stamp::from_system_time(gap.started_at),
+                Stamp::from_system_time(gap.ended_at),
+            )
+        };
         self.tracker.on_gap(
             start,
             end,
@@ -135,14 +149,18 @@ impl<W: Write> Handler for RecordHandler<W> {
         Ok(())
     }
 
+    /// On the wall clock: the next deadline shifted by the master's offset.
     fn next_wakeup(&self) -> Option<Stamp> {
-        (self.clock == Clock::Wall)
-            .then(|| self.tracker.next_deadline())
-            .flatten()
+        let deadline = self
+            .tracker
+            .next_deadline()
+            .filter(|_| self.clock == Clock::Wall)?;
+        Some(Stamp(deadline.0.saturating_add(self.offset_micros)))
     }
 
     fn tick(&mut self, now: Stamp) -> anyhow::Result<()> {
-        self.tracker.advance(now, &mut self.pending);
+        let master_now = Stamp(now.0.saturating_sub(self.offset_micros));
+        self.tracker.advance(master_now, &mut self.pending);
         self.write_pending()
     }
 
