@@ -1,7 +1,9 @@
 //! Deadlines ordered by time: the next one is the first entry, firing is popping
-//! from the front. No scan of all jobs per tick.
+//! from the front. No scan of all jobs per tick. Also the retention rule for what
+//! the tracker remembers after a job closes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::time::Duration;
 
 use crate::event::Stamp;
 
@@ -43,6 +45,27 @@ impl Deadlines {
 
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+}
+
+/// Forgets entries of `map` (in insertion order, `order`) older than `window` at
+/// `now`, and the oldest beyond `cap`.
+pub fn prune<V>(
+    order: &mut VecDeque<(Stamp, Box<str>)>,
+    map: &mut HashMap<Box<str>, V>,
+    now: Stamp,
+    window: Duration,
+    cap: usize,
+) {
+    while let Some((at, _)) = order.front() {
+        if Stamp(at.0.saturating_add(i64::try_from(window.as_micros()).unwrap_or(i64::MAX))) > now
+            && order.len() <= cap
+        {
+            break;
+        }
+        if let Some((_, key)) = order.pop_front() {
+            map.remove(&key);
+        }
     }
 }
 

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 use super::args::{first_arg, is_internal, metadata_json, texts, timeout_kwarg};
-use super::deadlines::Deadlines;
+use super::deadlines::{Deadlines, prune};
 pub use super::settings::{TrackerConfig, TrackerStats};
 use super::states::count_states;
 use crate::config::glob;
@@ -93,6 +93,8 @@ pub struct JobTracker {
     find_jobs_order: VecDeque<(Stamp, Box<str>)>,
     runners: HashMap<Box<str>, (Box<str>, Stamp)>,
     last_gap_end: Option<Stamp>,
+    /// A gap has begun and its end is not known yet: nothing can be judged.
+    gap_open: bool,
     pub stats: TrackerStats,
 }
 
@@ -126,6 +128,7 @@ impl JobTracker {
             find_jobs_order: VecDeque::new(),
             runners: HashMap::new(),
             last_gap_end: None,
+            gap_open: false,
             stats: TrackerStats::default(),
         }
     }
@@ -196,7 +199,13 @@ impl JobTracker {
         }
         let expected = texts(p.minions.as_ref());
         let not_connected = texts(p.missing.as_ref());
-        self.make_room(expected.len(), at, out);
+        // A job larger than the cap on its own is not tracked minion by minion (it
+        // would empty the tracker and still exceed the cap): published, then
+        // closed as evicted. A job expecting nobody needs no room.
+        let oversized = expected.len() > self.config.max_expected;
+        if !oversized && !expected.is_empty() {
+            self.make_room(expected.len(), at, out);
+        }
         let deadline = plus(at, self.deadline_for(fun, p.arg));
         let tgt = texts(p.tgt.as_ref());
         self.stats.jobs_published += 1;
@@ -238,7 +247,7 @@ impl JobTracker {
             missing: BTreeMap::new(),
             first_return: None,
             last_return: None,
-            overlaps_gap: false,
+            overlaps_gap: self.gap_open,
             metadata: metadata_json(p.metadata),
         };
         for minion in not_connected
@@ -249,7 +258,10 @@ impl JobTracker {
             out.push(self.missing_record(jid, &job, minion, MissingReason::NotConnected));
         }
         self.expected_total += job.minions.len();
-        if job.pending == 0 {
+        if oversized {
+            self.stats.evicted_jobs += 1;
+            self.close(jid.into(), job, at, true, out);
+        } else if job.pending == 0 {
             self.close(jid.into(), job, at, false, out);
         } else {
             self.deadlines.insert(deadline, jid);
@@ -355,6 +367,7 @@ impl JobTracker {
             }
             summary.revision += 1;
             summary.duration_ms = millis_between(summary.published_at, at);
+            summary.first_return_ms.get_or_insert(summary.duration_ms);
             let amended = summary.clone();
             let revision = amended.revision.to_string();
             out.push(
@@ -477,6 +490,15 @@ impl JobTracker {
         ));
     }
 
+    /// A gap has begun (the connection was lost, or frames are being dropped):
+    /// every open job overlaps it, and so does every job seen until it ends.
+    pub fn on_gap_start(&mut self) {
+        self.gap_open = true;
+        for job in self.open.values_mut() {
+            job.overlaps_gap = true;
+        }
+    }
+
     /// A bus gap: every open job published before its end overlaps it.
     pub fn on_gap(
         &mut self,
@@ -491,7 +513,12 @@ impl JobTracker {
                 job.overlaps_gap = true;
             }
         }
-        self.last_gap_end = Some(ended_at);
+        self.gap_open = false;
+        // Minions re-announce themselves to a master that restarted: only a lost
+        // connection can mean that, not frames dropped or a desync.
+        if matches!(reason, "disconnected" | "read_error") {
+            self.last_gap_end = Some(ended_at);
+        }
         let key = started_at.0.to_string();
         out.push(self.records.make(
             ended_at,
@@ -514,26 +541,15 @@ impl JobTracker {
                 self.close(jid, job, deadline, false, out);
             }
         }
-        while let Some((closed_at, _)) = self.closed_order.front() {
-            if plus(*closed_at, self.config.late_window) > now
-                && self.closed_order.len() <= self.config.max_jobs
-            {
-                break;
-            }
-            if let Some((_, jid)) = self.closed_order.pop_front() {
-                self.closed.remove(&jid);
-            }
-        }
-        while let Some((asked_at, _)) = self.find_jobs_order.front() {
-            if plus(*asked_at, self.config.late_window) > now
-                && self.find_jobs_order.len() <= self.config.max_jobs
-            {
-                break;
-            }
-            if let Some((_, jid)) = self.find_jobs_order.pop_front() {
-                self.find_jobs.remove(&jid);
-            }
-        }
+        let (window, cap) = (self.config.late_window, self.config.max_jobs);
+        prune(&mut self.closed_order, &mut self.closed, now, window, cap);
+        prune(
+            &mut self.find_jobs_order,
+            &mut self.find_jobs,
+            now,
+            window,
+            cap,
+        );
     }
 
     /// End of a recording: every open job reaches its deadline.
@@ -604,7 +620,9 @@ impl JobTracker {
         )
     }
 
-    /// Verdicts for the minions still pending, then `job_completed`.
+    /// Verdicts for the minions still pending, then `job_completed`. An evicted
+    /// job's pending minions are not judged: saltsight stopped watching, which
+    /// says nothing about them (its `job_completed` says `evicted`).
     fn close(
         &mut self,
         jid: Box<str>,
@@ -617,7 +635,7 @@ impl JobTracker {
         let mut pending: Vec<(&Box<str>, &MinionState)> = job
             .minions
             .iter()
-            .filter(|(_, s)| matches!(s, MinionState::Pending { .. }))
+            .filter(|(_, s)| !evicted && matches!(s, MinionState::Pending { .. }))
             .collect();
         pending.sort_by(|a, b| a.0.cmp(b.0));
         for (minion, state) in pending {
@@ -657,10 +675,10 @@ impl JobTracker {
             self.records
                 .make(at, &[&jid, "0"], RecordBody::JobCompleted(summary.clone())),
         );
-        if !missing.is_empty() {
-            self.closed_order.push_back((at, jid.clone()));
-            self.closed.insert(jid, ClosedJob { summary, missing });
-        }
+        // Kept for the late window even with nothing missing: a repeated `new`
+        // must not open the job again.
+        self.closed_order.push_back((at, jid.clone()));
+        self.closed.insert(jid, ClosedJob { summary, missing });
     }
 }
 

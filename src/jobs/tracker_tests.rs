@@ -140,7 +140,7 @@ fn the_longest_glob_wins_and_a_timeout_kwarg_extends_the_deadline() {
 }
 
 #[test]
-fn caps_evict_the_earliest_deadline_first_and_count_it() {
+fn caps_evict_and_count() {
     let config = TrackerConfig {
         max_jobs: 2,
         max_expected: 3,
@@ -217,4 +217,133 @@ fn runners_without_a_return_are_bounded_oldest_first() {
         })
         .collect();
     assert_eq!(durations, vec![0, 6000]);
+}
+
+#[test]
+fn a_minion_start_soon_after_a_master_restart_is_a_re_announcement_not_a_restart() {
+    let mut lab = Lab::new(short("test.*", 30));
+    lab.tracker
+        .on_gap(Stamp(5 * S), Stamp(8 * S), "disconnected", 0, &mut lab.out);
+    // Published after the gap: the job does not overlap it.
+    lab.new_job(9, "1", "test.ping", json!([]), &["a"]);
+    lab.feed(12, "minion_start", json!({"id": "a"}));
+    lab.tracker.advance(Stamp(40 * S), &mut lab.out);
+    assert_eq!(
+        lab.missing(),
+        vec![("1".into(), "a".into(), MissingReason::NoResponse)]
+    );
+    // A start long after the gap is a restart again.
+    lab.new_job(100, "2", "test.ping", json!([]), &["a"]);
+    lab.feed(110, "minion_start", json!({"id": "a"}));
+    lab.tracker.advance(Stamp(131 * S), &mut lab.out);
+    assert_eq!(
+        lab.missing()[1],
+        ("2".into(), "a".into(), MissingReason::MinionRestarted)
+    );
+}
+
+#[test]
+fn dropped_frames_do_not_hide_a_real_restart() {
+    let mut lab = Lab::new(short("test.*", 30));
+    lab.tracker
+        .on_gap(Stamp(5 * S), Stamp(6 * S), "queue_full", 3, &mut lab.out);
+    lab.new_job(7, "1", "test.ping", json!([]), &["a"]);
+    lab.feed(10, "minion_start", json!({"id": "a"}));
+    lab.tracker.advance(Stamp(40 * S), &mut lab.out);
+    assert_eq!(
+        lab.missing(),
+        vec![("1".into(), "a".into(), MissingReason::MinionRestarted)]
+    );
+}
+
+#[test]
+fn a_gap_that_has_begun_stops_judgement_at_once() {
+    let mut lab = Lab::new(short("test.*", 30));
+    lab.new_job(0, "1", "test.ping", json!([]), &["a"]);
+    // The connection is lost at 20 s; the wall clock passes the deadline before
+    // the reader reconnects and reports the whole gap.
+    lab.tracker.on_gap_start();
+    lab.tracker.advance(Stamp(31 * S), &mut lab.out);
+    assert_eq!(
+        lab.missing(),
+        vec![("1".into(), "a".into(), MissingReason::UnknownGap)]
+    );
+}
+
+#[test]
+fn the_earliest_deadline_is_evicted_not_the_oldest_job_and_without_verdicts() {
+    let config = TrackerConfig {
+        max_jobs: 2,
+        deadlines: vec![
+            ("state.*".into(), Duration::from_secs(1800)),
+            ("test.*".into(), Duration::from_secs(30)),
+        ],
+        ..TrackerConfig::default()
+    };
+    let mut lab = Lab::new(config);
+    lab.new_job(0, "old", "state.apply", json!([]), &["a"]);
+    lab.new_job(1, "soon", "test.ping", json!([]), &["a"]);
+    lab.new_job(2, "new", "test.ping", json!([]), &["b"]);
+    let evicted: Vec<&str> = lab
+        .out
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::JobCompleted(c) if c.evicted => Some(c.jid.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(evicted, vec!["soon"]);
+    assert!(
+        lab.missing().is_empty(),
+        "saltsight stopped watching: no verdict"
+    );
+}
+
+#[test]
+fn a_job_larger_than_the_cap_alone_is_evicted_without_emptying_the_tracker() {
+    let mut lab = Lab::new(TrackerConfig {
+        max_expected: 3,
+        ..short("*", 30)
+    });
+    lab.new_job(0, "small", "test.ping", json!([]), &["a", "b"]);
+    lab.new_job(
+        1,
+        "huge",
+        "test.ping",
+        json!([]),
+        &["a", "b", "c", "d", "e"],
+    );
+    assert_eq!(lab.tracker.open_jobs(), 1, "the small job is still tracked");
+    assert_eq!(lab.tracker.expected_outstanding(), 2);
+    assert_eq!(lab.tracker.stats.evicted_jobs, 1);
+    assert!(lab.missing().is_empty());
+}
+
+#[test]
+fn a_repeated_new_after_every_return_does_not_reopen_the_job() {
+    let mut lab = Lab::new(short("test.*", 30));
+    lab.new_job(0, "1", "test.ping", json!([]), &["a"]);
+    lab.ret(1, "1", "a", "test.ping", json!(true));
+    lab.new_job(2, "1", "test.ping", json!([]), &["a"]);
+    lab.tracker.advance(Stamp(40 * S), &mut lab.out);
+    assert!(lab.missing().is_empty());
+    assert_eq!(lab.tracker.open_jobs(), 0);
+}
+
+#[test]
+fn a_late_first_return_fills_first_return_latency() {
+    let mut lab = Lab::new(short("test.*", 30));
+    lab.new_job(0, "1", "test.ping", json!([]), &["a"]);
+    lab.tracker.advance(Stamp(31 * S), &mut lab.out);
+    lab.ret(40, "1", "a", "test.ping", json!(true));
+    let amended = lab
+        .out
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::JobCompleted(c) if c.revision == 1 => Some(c),
+            _ => None,
+        })
+        .next()
+        .expect("amended job");
+    assert_eq!(amended.first_return_ms, Some(40_000));
 }
