@@ -44,15 +44,26 @@ fn of_kind<'a>(records: &'a [Value], kind: &str) -> Vec<&'a Value> {
     records.iter().filter(|r| r["kind"] == kind).collect()
 }
 
-/// (jid, minion, reason) of every `minion_missing`.
+/// (jid, minion, reason) of every `minion_missing`; a minion judged twice in one
+/// job fails the test.
 fn missing(records: &[Value]) -> BTreeSet<(String, String, String)> {
-    of_kind(records, "minion_missing")
+    let all: Vec<(String, String, String)> = of_kind(records, "minion_missing")
         .iter()
         .map(|r| {
             let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
             (s("jid"), s("minion"), s("reason"))
         })
-        .collect()
+        .collect();
+    let judged: BTreeSet<(&str, &str)> = all
+        .iter()
+        .map(|(j, m, _)| (j.as_str(), m.as_str()))
+        .collect();
+    assert_eq!(
+        judged.len(),
+        all.len(),
+        "a minion was judged twice: {all:?}"
+    );
+    all.into_iter().collect()
 }
 
 fn set(items: &[(&str, &str, &str)]) -> BTreeSet<(String, String, String)> {
@@ -207,8 +218,9 @@ fn scheduled_runs_that_failed_states_are_failures_although_salt_says_success() {
 }
 
 #[test]
-fn find_job_sent_after_a_return_does_not_make_anyone_missing() {
-    // db1 returned at +7.4 s; the CLI asked find_job at +5 s.
+fn a_find_job_answer_decides_between_running_past_the_deadline_and_returned() {
+    // db1 answered the CLI's find_job at +5 s ("running") and returned at +7.4 s:
+    // past a 6 s deadline it was running; within the default one it returned.
     let records = replay(
         "3008.3_ipc_pkg_missing",
         "deadlines = { \"state.*\" = \"6s\" }",

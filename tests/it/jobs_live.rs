@@ -13,9 +13,7 @@ use nix::sys::signal::Signal;
 use saltsight::event::Stamp;
 use saltsight::lab::{Lab, LabOptions};
 
-use crate::support::{Received, Saltsight, lab_lock, read_records, wait_line};
-
-const CONNECTED: &str = "Connected to the event bus.";
+use crate::support::{Received, Saltsight, lab_lock, read_records};
 
 fn start_run(lab: &Lab, dir: &Path, deadlines: &str) -> Saltsight {
     let config = dir.join("saltsight.toml");
@@ -25,19 +23,13 @@ fn start_run(lab: &Lab, dir: &Path, deadlines: &str) -> Saltsight {
         format!("master_id = \"lab\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndeadlines = {{ {deadlines} }}\n", master_config.display().to_string()),
     )
     .expect("write config");
-    let run = Saltsight::spawn(&[
+    Saltsight::spawn_connected(&[
         "--config",
         config.to_str().expect("utf-8"),
         "--log-format",
         "json",
         "run",
-    ]);
-    let mut log = Vec::new();
-    wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
-        l.contains(CONNECTED)
-    })
-    .expect("connects");
-    run
+    ])
 }
 
 /// Spawns `salt ARGS` without waiting (its stdout is not needed).
@@ -75,9 +67,15 @@ fn jid_of(seen: &[Received], fun: &str, tgt_contains: &str) -> Option<String> {
     })
 }
 
-/// minion → (reason, how long after the deadline it was read).
+/// minion → (reason, how long after the deadline it was read); a minion judged
+/// twice fails the test.
 fn verdicts(seen: &[Received], jid: &str) -> BTreeMap<String, (String, Duration)> {
-    seen.iter()
+    let judged = seen
+        .iter()
+        .filter(|r| r.record["kind"] == "minion_missing" && r.record["jid"] == jid)
+        .count();
+    let verdicts: BTreeMap<String, (String, Duration)> = seen
+        .iter()
         .filter(|r| r.record["kind"] == "minion_missing" && r.record["jid"] == jid)
         .map(|r| {
             let deadline = r.record["deadline"]
@@ -85,7 +83,17 @@ fn verdicts(seen: &[Received], jid: &str) -> BTreeMap<String, (String, Duration)
                 .and_then(Stamp::parse)
                 .expect("deadline")
                 .to_system_time();
-            let late = r.wall.duration_since(deadline).unwrap_or(Duration::ZERO);
+            // A verdict read before its deadline would be an error (not_connected is
+            // known at publish, and given then).
+            let late = match r.wall.duration_since(deadline) {
+                Ok(late) => late,
+                Err(_) if r.record["reason"] == "not_connected" => Duration::ZERO,
+                Err(early) => panic!(
+                    "{} judged {:?} before its deadline",
+                    r.record,
+                    early.duration()
+                ),
+            };
             (
                 r.record["minion"].as_str().unwrap_or_default().to_owned(),
                 (
@@ -94,7 +102,9 @@ fn verdicts(seen: &[Received], jid: &str) -> BTreeMap<String, (String, Duration)
                 ),
             )
         })
-        .collect()
+        .collect();
+    assert_eq!(verdicts.len(), judged, "a minion was judged twice in {jid}");
+    verdicts
 }
 
 fn count(seen: &[Received], kind: &str, jid: &str) -> usize {

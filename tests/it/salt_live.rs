@@ -8,9 +8,7 @@ use saltsight::event::Stamp;
 use saltsight::lab::{Lab, LabOptions};
 use serde_json::Value;
 
-use crate::support::{Saltsight, lab_lock, wait_line};
-
-const CONNECTED: &str = "Connected to the event bus.";
+use crate::support::{CONNECTED, Saltsight, lab_lock, wait_line};
 
 fn json_lines(lines: &[String]) -> Vec<Value> {
     lines
@@ -56,7 +54,7 @@ fn tail_and_capture_see_every_event_of_ping_cmd_run_and_a_failing_state_apply() 
     let capture_file = dir.path().join("live.capture");
     let cf = capture_file.to_str().expect("utf-8 path");
 
-    let mut tail = Saltsight::spawn(&[
+    let mut tail = Saltsight::spawn_connected(&[
         "--master-config",
         mc,
         "--log-format",
@@ -65,16 +63,7 @@ fn tail_and_capture_see_every_event_of_ping_cmd_run_and_a_failing_state_apply() 
         "--json",
     ]);
     let mut capture =
-        Saltsight::spawn(&["--master-config", mc, "--log-format", "json", "capture", cf]);
-    let mut log = Vec::new();
-    wait_line(&tail.stderr, &mut log, Duration::from_secs(10), |l| {
-        l.contains(CONNECTED)
-    })
-    .expect("tail connects");
-    wait_line(&capture.stderr, &mut log, Duration::from_secs(10), |l| {
-        l.contains(CONNECTED)
-    })
-    .expect("capture connects");
+        Saltsight::spawn_connected(&["--master-config", mc, "--log-format", "json", "capture", cf]);
 
     let ping = salt_ok(&lab, &["*", "test.ping", "--out", "json", "--static"]);
     assert_eq!(ping.as_object().map(|o| o.len()), Some(3), "{ping}");
@@ -194,7 +183,7 @@ fn a_master_restart_is_a_gap_and_the_reader_is_back_within_2s_of_the_socket() {
     let mut lab = Lab::start(LabOptions::default()).expect("start the Salt lab");
     let master_config = lab.master_config();
     let mc = master_config.to_str().expect("utf-8 path");
-    let mut run = Saltsight::spawn(&[
+    let mut run = Saltsight::spawn_connected(&[
         "--master-config",
         mc,
         "--log-format",
@@ -204,10 +193,6 @@ fn a_master_restart_is_a_gap_and_the_reader_is_back_within_2s_of_the_socket() {
         "stdout",
     ]);
     let mut log = Vec::new();
-    wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
-        l.contains(CONNECTED)
-    })
-    .expect("connects");
     salt_ok(&lab, &["web1", "test.ping", "--out", "json", "--static"]);
 
     // A master stopping closes its subscribers while its socket may still accept for
@@ -279,7 +264,7 @@ fn a_master_with_ipc_mode_tcp_is_read_over_loopback_tcp() {
     assert!(endpoint.starts_with("tcp:127.0.0.1:"), "{endpoint}");
     assert!(String::from_utf8_lossy(&check.stdout).contains(&format!("bus endpoint: {endpoint}")));
 
-    let mut tail = Saltsight::spawn(&[
+    let mut tail = Saltsight::spawn_connected(&[
         "--master-config",
         mc,
         "--log-format",
@@ -291,11 +276,6 @@ fn a_master_with_ipc_mode_tcp_is_read_over_loopback_tcp() {
         "--count",
         "3",
     ]);
-    let mut log = Vec::new();
-    wait_line(&tail.stderr, &mut log, Duration::from_secs(10), |l| {
-        l.contains(CONNECTED)
-    })
-    .expect("connects over tcp");
     salt_ok(&lab, &["*", "test.ping", "--out", "json", "--static"]);
     let mut lines = Vec::new();
     for _ in 0..3 {

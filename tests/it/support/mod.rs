@@ -22,6 +22,9 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// What saltsight logs when it has connected to the bus.
+pub const CONNECTED: &str = "Connected to the event bus.";
+
 static LAB_LOCK: Mutex<()> = Mutex::new(());
 
 /// One real-Salt lab at a time (each is a master and 3 minions).
@@ -63,6 +66,17 @@ impl Saltsight {
             stdout,
             stderr,
         }
+    }
+
+    /// Spawns and waits (10 s at most) until it has connected to the bus.
+    pub fn spawn_connected(args: &[&str]) -> Saltsight {
+        let run = Saltsight::spawn(args);
+        let mut log = Vec::new();
+        wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
+            l.contains(CONNECTED)
+        })
+        .unwrap_or_else(|e| panic!("saltsight {args:?} did not connect: {e}"));
+        run
     }
 
     /// The exit status, if it has exited.
