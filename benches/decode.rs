@@ -53,15 +53,11 @@ fn is_return(frame: &[u8]) -> bool {
 }
 
 fn salt_frame(tag: &str, data: &serde_json::Value) -> Bytes {
-    let mut body = tag.as_bytes().to_vec();
-    body.extend_from_slice(b"\n\n");
-    body.extend_from_slice(&rmp_serde::to_vec_named(data).expect("encode"));
-    let mut out = vec![
-        0x82, 0xa4, b'h', b'e', b'a', b'd', 0x80, 0xa4, b'b', b'o', b'd', b'y', 0xc6,
-    ];
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(&body);
-    Bytes::from(out)
+    Bytes::from(event::encode_frame(
+        tag,
+        &rmp_serde::to_vec_named(data).expect("encode"),
+        false,
+    ))
 }
 
 /// Small: the three real `cmd.run` failure returns (247-249 B), repeated.

@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group};
-use saltsight::event::{Stamp, decode};
+use saltsight::event::{Stamp, decode, encode_frame};
 use saltsight::jobs::{JobTracker, TrackerConfig};
 use saltsight::record::RecordFactory;
 use serde_json::json;
@@ -38,15 +38,7 @@ const JOBS: usize = 10;
 const MINIONS: usize = 10_000;
 
 fn frame(tag: &str, data: &serde_json::Value) -> Vec<u8> {
-    let mut body = tag.as_bytes().to_vec();
-    body.extend_from_slice(b"\n\n");
-    body.extend_from_slice(&rmp_serde::to_vec_named(data).expect("encode"));
-    let mut out = vec![
-        0x82, 0xa4, b'h', b'e', b'a', b'd', 0x80, 0xa4, b'b', b'o', b'd', b'y', 0xc6,
-    ];
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(&body);
-    out
+    encode_frame(tag, &rmp_serde::to_vec_named(data).expect("encode"), false)
 }
 
 fn jid(j: usize) -> String {

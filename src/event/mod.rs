@@ -348,20 +348,32 @@ fn build_body<'a>(
     })
 }
 
-/// Builds a frame the way Salt 3008 does: `{head: {}, body: bin(tag\n\nmsgpack(data))}`
-/// (or with body as str, as older Salt did).
-#[cfg(test)]
-pub(crate) fn salt_frame(tag: &str, data: &serde_json::Value, body_as_str: bool) -> Vec<u8> {
-    let mut body = tag.as_bytes().to_vec();
-    body.extend_from_slice(b"\n\n");
-    body.extend_from_slice(&rmp_serde::to_vec_named(data).expect("encode"));
+/// Encodes a frame the way Salt 3008's publisher does: `{"head": {}, "body":
+/// bin(tag + "\n\n" + data)}`, `data` being msgpack already. The inverse of
+/// [`decode`], for tests, benchmarks and fuzz seeds; with `body_as_str` the body
+/// is a msgpack str holding the same bytes, as older Salt wrote it.
+pub fn encode_frame(tag: &str, data: &[u8], body_as_str: bool) -> Vec<u8> {
+    let mut body = Vec::with_capacity(tag.len() + 2 + data.len());
+    body.extend_from_slice(tag.as_bytes());
+    body.extend_from_slice(TAG_END);
+    body.extend_from_slice(data);
     let mut out = vec![
         0x82, 0xa4, b'h', b'e', b'a', b'd', 0x80, 0xa4, b'b', b'o', b'd', b'y',
     ];
     out.push(if body_as_str { 0xdb } else { 0xc6 });
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_be_bytes());
     out.extend_from_slice(&body);
     out
+}
+
+/// [`encode_frame`] with the data given as JSON-shaped serde data.
+#[cfg(test)]
+pub(crate) fn salt_frame(tag: &str, data: &serde_json::Value, body_as_str: bool) -> Vec<u8> {
+    encode_frame(
+        tag,
+        &rmp_serde::to_vec_named(data).expect("encode"),
+        body_as_str,
+    )
 }
 
 #[cfg(test)]
