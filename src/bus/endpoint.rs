@@ -103,3 +103,44 @@ pub fn current_user() -> String {
         _ => format!("uid {uid}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_socket_names_the_path_the_user_and_what_to_check() {
+        let path = PathBuf::from("/nonexistent-saltsight/master_event_pub.ipc");
+        let err = Endpoint::Unix(path)
+            .connect()
+            .await
+            .err()
+            .expect("no such socket");
+        let text = err.to_string();
+        assert!(
+            text.contains("unix:/nonexistent-saltsight/master_event_pub.ipc"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("as user {}", current_user())),
+            "{text}"
+        );
+        assert!(text.contains("is salt-master running"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_tcp_port_says_ipc_mode_tcp() {
+        // Bind then drop to get a port nobody listens on.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port());
+        let addr = SocketAddr::from(([127, 0, 0, 1], port.expect("a free port")));
+        let text = Endpoint::Tcp(addr)
+            .connect()
+            .await
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(text.contains("ipc_mode: tcp"), "{text}");
+    }
+}
