@@ -89,6 +89,14 @@ impl Stamp {
         }
     }
 
+    /// `self` moved later by `d` (saturating).
+    pub fn plus(self, d: Duration) -> Stamp {
+        Stamp(
+            self.0
+                .saturating_add(i64::try_from(d.as_micros()).unwrap_or(i64::MAX)),
+        )
+    }
+
     /// Microseconds from `earlier` to `self` (negative when `self` is earlier).
     pub fn micros_since(self, earlier: Stamp) -> i64 {
         self.0 - earlier.0

@@ -58,9 +58,7 @@ pub fn prune<V>(
     cap: usize,
 ) {
     while let Some((at, _)) = order.front() {
-        if Stamp(at.0.saturating_add(i64::try_from(window.as_micros()).unwrap_or(i64::MAX))) > now
-            && order.len() <= cap
-        {
+        if at.plus(window) > now && order.len() <= cap {
             break;
         }
         if let Some((_, key)) = order.pop_front() {

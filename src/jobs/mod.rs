@@ -8,5 +8,6 @@ pub mod deadlines;
 pub mod settings;
 pub mod states;
 pub mod tracker;
+pub mod verdict;
 
 pub use tracker::{JobTracker, TrackerConfig, TrackerStats};

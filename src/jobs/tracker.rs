@@ -26,6 +26,7 @@ use super::args::{first_arg, is_internal, metadata_json, texts, timeout_kwarg};
 use super::deadlines::{Deadlines, prune};
 pub use super::settings::{TrackerConfig, TrackerStats};
 use super::states::count_states;
+use super::verdict::{Evidence, MinionState, verdict};
 use crate::config::glob;
 use crate::event::{Body, Event, JobPublication, JobReturn, Raw, Stamp, Text};
 use crate::record::{
@@ -40,19 +41,6 @@ pub const INTERNAL_FUNCTIONS: &[&str] = &[
     "saltutil.running",
     "saltutil.is_running",
 ];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Evidence {
-    Nothing,
-    StillRunning,
-    NotRunning,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum MinionState {
-    Pending { restarted: bool, evidence: Evidence },
-    Returned,
-}
 
 #[derive(Debug)]
 struct Job {
@@ -96,14 +84,6 @@ pub struct JobTracker {
     /// A gap has begun and its end is not known yet: nothing can be judged.
     gap_open: bool,
     pub stats: TrackerStats,
-}
-
-fn micros(d: Duration) -> i64 {
-    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
-}
-
-fn plus(at: Stamp, d: Duration) -> Stamp {
-    Stamp(at.0.saturating_add(micros(d)))
 }
 
 fn millis_between(from: Stamp, to: Stamp) -> u64 {
@@ -190,6 +170,16 @@ impl JobTracker {
         if is_internal(fun) {
             self.stats.internal_jobs += 1;
             if let Some(watched) = first_arg(p.arg) {
+                // Who is asked: an answer clears it, silence is evidence too.
+                if let Some(job) = self.open.get_mut(watched.as_str()) {
+                    for minion in texts(p.minions.as_ref()) {
+                        if let Some(MinionState::Pending { asked_at, .. }) =
+                            job.minions.get_mut(minion.as_str())
+                        {
+                            *asked_at = Some(at);
+                        }
+                    }
+                }
                 self.remember_find_job(jid, watched, at);
             }
             return;
@@ -206,7 +196,7 @@ impl JobTracker {
         if !oversized && !expected.is_empty() {
             self.make_room(expected.len(), at, out);
         }
-        let deadline = plus(at, self.deadline_for(fun, p.arg));
+        let deadline = at.plus(self.deadline_for(fun, p.arg));
         let tgt = texts(p.tgt.as_ref());
         self.stats.jobs_published += 1;
         out.push(self.records.make(
@@ -228,6 +218,7 @@ impl JobTracker {
         let pending = MinionState::Pending {
             restarted: false,
             evidence: Evidence::Nothing,
+            asked_at: None,
         };
         let minions: HashMap<Box<str>, MinionState> = expected
             .iter()
@@ -388,19 +379,22 @@ impl JobTracker {
     }
 
     fn note_evidence(&mut self, jid: &str, minion: &str, new: Evidence) {
-        if let Some(MinionState::Pending { evidence, .. }) = self
+        if let Some(MinionState::Pending {
+            evidence, asked_at, ..
+        }) = self
             .open
             .get_mut(jid)
             .and_then(|job| job.minions.get_mut(minion))
         {
             *evidence = new;
+            *asked_at = None;
         }
     }
 
     fn on_minion_start(&mut self, minion: &str, at: Stamp) {
         let after_gap = self
             .last_gap_end
-            .is_some_and(|end| at >= end && at <= plus(end, self.config.restart_grace));
+            .is_some_and(|end| at >= end && at <= end.plus(self.config.restart_grace));
         if after_gap {
             self.stats.restarts_ignored_after_gap += 1;
             return;
@@ -583,24 +577,6 @@ impl JobTracker {
         }
     }
 
-    fn verdict(job: &Job, state: MinionState) -> MissingReason {
-        match state {
-            _ if job.overlaps_gap => MissingReason::UnknownGap,
-            MinionState::Pending {
-                restarted: true, ..
-            } => MissingReason::MinionRestarted,
-            MinionState::Pending {
-                evidence: Evidence::StillRunning,
-                ..
-            } => MissingReason::RunningPastDeadline,
-            MinionState::Pending {
-                evidence: Evidence::NotRunning,
-                ..
-            } => MissingReason::Lost,
-            _ => MissingReason::NoResponse,
-        }
-    }
-
     fn missing_record(&self, jid: &str, job: &Job, minion: &str, reason: MissingReason) -> Record {
         self.records.make(
             if reason == MissingReason::NotConnected {
@@ -639,7 +615,7 @@ impl JobTracker {
             .collect();
         pending.sort_by(|a, b| a.0.cmp(b.0));
         for (minion, state) in pending {
-            let reason = Self::verdict(&job, *state);
+            let reason = verdict(*state, job.overlaps_gap, job.deadline);
             missing.insert(minion.clone(), reason);
             out.push(self.missing_record(&jid, &job, minion, reason));
         }

@@ -347,3 +347,45 @@ fn a_late_first_return_fills_first_return_latency() {
         .expect("amended job");
     assert_eq!(amended.first_return_ms, Some(40_000));
 }
+
+#[test]
+fn a_running_answer_is_stale_once_a_later_find_job_goes_unanswered() {
+    let mut lab = Lab::new(short("test.sleep", 30));
+    lab.new_job(0, "1", "test.sleep", json!([60]), &["a", "b"]);
+    // Both answer "running" at 5 s; at 15 s only b answers again (a was killed).
+    lab.new_job(5, "f1", "saltutil.find_job", json!(["1"]), &["a", "b"]);
+    lab.ret(
+        5,
+        "f1",
+        "a",
+        "saltutil.find_job",
+        json!({"jid": "1", "fun": "test.sleep"}),
+    );
+    lab.ret(
+        5,
+        "f1",
+        "b",
+        "saltutil.find_job",
+        json!({"jid": "1", "fun": "test.sleep"}),
+    );
+    lab.new_job(15, "f2", "saltutil.find_job", json!(["1"]), &["a", "b"]);
+    lab.ret(
+        15,
+        "f2",
+        "b",
+        "saltutil.find_job",
+        json!({"jid": "1", "fun": "test.sleep"}),
+    );
+    // A question asked just before the deadline cannot be held against anyone.
+    lab.new_job(29, "f3", "saltutil.find_job", json!(["1"]), &["b"]);
+    lab.tracker.advance(Stamp(30 * S), &mut lab.out);
+    let mut verdicts = lab.missing();
+    verdicts.sort();
+    assert_eq!(
+        verdicts,
+        vec![
+            ("1".into(), "a".into(), MissingReason::NoResponse),
+            ("1".into(), "b".into(), MissingReason::RunningPastDeadline),
+        ]
+    );
+}
