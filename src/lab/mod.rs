@@ -167,18 +167,8 @@ impl Lab {
     }
 
     pub fn start_master(&mut self) -> anyhow::Result<()> {
-        let log = self.log_file("master.out")?;
-        let child = Command::new(self.options.venv.join("bin/salt-master"))
-            .arg("-c")
-            .arg(self.root().join("etc"))
-            .args(["-l", "warning"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .process_group(0)
-            .spawn()
-            .context("cannot start salt-master")?;
-        self.master = Some(child);
+        self.master =
+            Some(self.spawn_daemon("salt-master", &self.root().join("etc"), "master.out")?);
         Ok(())
     }
 
@@ -190,17 +180,11 @@ impl Lab {
     }
 
     pub fn start_minion(&mut self, id: &str) -> anyhow::Result<()> {
-        let log = self.log_file(&format!("minion-{id}.out"))?;
-        let child = Command::new(self.options.venv.join("bin/salt-minion"))
-            .arg("-c")
-            .arg(self.root().join("m").join(id))
-            .args(["-l", "warning"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("cannot start salt-minion {id}"))?;
+        let child = self.spawn_daemon(
+            "salt-minion",
+            &self.root().join("m").join(id),
+            &format!("minion-{id}.out"),
+        )?;
         let slot = self.minion_slot(id)?;
         *slot = Some(child);
         Ok(())
@@ -355,6 +339,23 @@ impl Lab {
             .find(|(m, _)| m == id)
             .map(|(_, c)| c)
             .with_context(|| format!("no minion {id} in the lab"))
+    }
+
+    /// Starts a Salt daemon in the foreground, in a process group of its own (so it
+    /// can be stopped, with everything it forks, by that group's id), its output
+    /// appended to `log/<log_name>`.
+    fn spawn_daemon(&self, tool: &str, config_dir: &Path, log_name: &str) -> anyhow::Result<Child> {
+        let log = self.log_file(log_name)?;
+        Command::new(self.options.venv.join("bin").join(tool))
+            .arg("-c")
+            .arg(config_dir)
+            .args(["-l", "warning"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("cannot start {tool} -c {}", config_dir.display()))
     }
 
     fn log_file(&self, name: &str) -> anyhow::Result<fs::File> {
