@@ -21,7 +21,7 @@ use crate::bus::reader::Delivery;
 use crate::bus::recording::{RecordingFormat, RecordingReader};
 use crate::bus::{BusGap, BusMessage, BusReader, Endpoint, Frame, ReaderConfig, ReaderStats};
 use crate::config::BusConfig;
-use crate::event::{self, DecodeError, Event, Stamp, TagClass};
+use crate::event::{self, DecodeError, Event, Stamp};
 use crate::ratelimit::LogLimiter;
 
 /// Where frames come from.
@@ -200,7 +200,6 @@ pub async fn run<H: Handler>(
             }
             BusMessage::Connected { endpoint, .. } => handler.connected(&endpoint)?,
             BusMessage::Disconnected { at, .. } => handler.gap_started(at)?,
-            BusMessage::FramingDetected(_) => {}
         }
     }
     handler.finish(!live)?;
@@ -287,9 +286,4 @@ fn read_recording(
         desyncs: reader.desyncs,
         trailing_bytes: reader.trailing_bytes,
     })
-}
-
-/// Every class appears in summaries, zero or not (stable output for tests).
-pub fn all_classes() -> impl Iterator<Item = &'static str> {
-    TagClass::ALL.iter().map(|c| c.as_str())
 }

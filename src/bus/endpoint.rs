@@ -64,12 +64,6 @@ pub struct ConnectError {
     hint: &'static str,
 }
 
-impl ConnectError {
-    pub fn kind(&self) -> io::ErrorKind {
-        self.source.kind()
-    }
-}
-
 impl Endpoint {
     pub async fn connect(&self) -> Result<BusStream, ConnectError> {
         let result = match self {

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::endpoint::{BusStream, Endpoint};
-use super::framing::{FrameSplitter, Framing, SkipReason, Split};
+use super::framing::{FrameSplitter, SkipReason, Split};
 use crate::ratelimit::LogLimiter;
 
 /// One frame as read, with when it was read.
@@ -83,8 +83,6 @@ pub enum BusMessage {
         endpoint: Endpoint,
         at: SystemTime,
     },
-    /// The framing detected on the current connection, once its first byte arrived.
-    FramingDetected(Framing),
     /// The connection was just lost: a gap has begun. Its [`BusGap`] follows at
     /// the reconnect (or at shutdown), so that nothing is judged in between.
     Disconnected {
@@ -341,7 +339,6 @@ impl BusReader {
             if detected_before.is_none() {
                 if let Some(framing) = splitter.framing() {
                     info!(framing = framing.as_str(), "Detected the bus framing.");
-                    self.outbox.control(BusMessage::FramingDetected(framing));
                 }
             }
         }
@@ -367,9 +364,8 @@ impl BusReader {
 
 /// The sending side of the queue; never waits.
 ///
-/// Control messages are held, in order, until there is room. A `Connected` (and
-/// the framing detected after it) must precede the new connection's data, so data
-/// never passes one. A held gap may be passed by data: it is sent when two slots
+/// Control messages are held, in order, until there is room. A `Connected` must
+/// precede the new connection's data, so data never passes one. A held gap may be passed by data: it is sent when two slots
 /// are free (one left for data), or after waiting [`GAP_MAX_HOLD`] even into the
 /// last slot, so a queue that stays full delivers frames, with at most one gap a
 /// second, not a flood of gaps. A gap's meaning is its time span, not its place.

@@ -25,22 +25,6 @@ pub enum TagClass {
 }
 
 impl TagClass {
-    pub const ALL: [TagClass; 13] = [
-        TagClass::JobNew,
-        TagClass::JobPublish,
-        TagClass::JobReturn,
-        TagClass::JobProgress,
-        TagClass::JobMinions,
-        TagClass::RunNew,
-        TagClass::RunReturn,
-        TagClass::MinionStart,
-        TagClass::Auth,
-        TagClass::Key,
-        TagClass::Presence,
-        TagClass::Beacon,
-        TagClass::Other,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             TagClass::JobNew => "job_new",

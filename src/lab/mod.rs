@@ -158,14 +158,6 @@ impl Lab {
         }
     }
 
-    pub fn minion_ids(&self) -> Vec<String> {
-        self.options.minions.clone()
-    }
-
-    pub fn master_pid(&self) -> Option<u32> {
-        self.master.as_ref().map(Child::id)
-    }
-
     pub fn start_master(&mut self) -> anyhow::Result<()> {
         self.master =
             Some(self.spawn_daemon("salt-master", &self.root().join("etc"), "master.out")?);

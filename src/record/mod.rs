@@ -124,15 +124,6 @@ pub enum MissingReason {
 }
 
 impl MissingReason {
-    pub const ALL: [MissingReason; 6] = [
-        MissingReason::NotConnected,
-        MissingReason::MinionRestarted,
-        MissingReason::Lost,
-        MissingReason::RunningPastDeadline,
-        MissingReason::NoResponse,
-        MissingReason::UnknownGap,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             MissingReason::NotConnected => "not_connected",
