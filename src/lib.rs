@@ -9,6 +9,8 @@
 //! - [`bus`]: the publisher endpoint, the sans-IO frame splitter, the reader task, recordings.
 //! - [`event`]: frame → [`event::Event`], borrowed and selective; no IO, no clock.
 //! - [`jobs`]: job lifecycles and missing-return verdicts; a state machine fed events and time.
+//! - [`triage`]: failed state runs → root-cause states, categories, fingerprints, groups.
+//! - [`correlate`]: failures → the git commits of the state tree, and per-minion history.
 //! - [`record`]: the records emitted, with stable ids (docs/records.md).
 //! - [`config`]: saltsight's TOML, the Salt master's YAML, resolved into one validated [`config::Config`].
 //! - [`app`]: wires sources, stages and outputs with bounded channels; shuts down from the head.
@@ -19,6 +21,7 @@ pub mod app;
 pub mod bus;
 pub mod cli;
 pub mod config;
+pub mod correlate;
 pub mod event;
 pub mod jobs;
 pub mod lab;
@@ -26,3 +29,4 @@ pub mod ratelimit;
 pub mod record;
 pub mod shutdown;
 pub mod sink;
+pub mod triage;

@@ -10,12 +10,10 @@ use saltsight::app::{self, Source, Summary};
 use saltsight::bus::ReaderStats;
 use saltsight::bus::reader::Delivery;
 use saltsight::cli::capture::CaptureHandler;
-use saltsight::cli::run::{Clock, RecordHandler};
+use saltsight::cli::run::{Clock, Pipeline, RecordHandler};
 use saltsight::cli::tail::TailHandler;
 use saltsight::cli::{Cli, Command, Outcome, check_config, exit};
 use saltsight::config::{self, Config, LogFormat};
-use saltsight::jobs::{JobTracker, TrackerConfig};
-use saltsight::record::RecordFactory;
 use saltsight::shutdown;
 use tokio_util::sync::CancellationToken;
 
@@ -92,7 +90,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
     let summary = match command {
         Command::Run(args) => {
             let handler = RecordHandler::new(
-                tracker(&config),
+                Pipeline::from_config(&config),
                 Clock::Wall,
                 std::io::stdout(),
                 args.output,
@@ -143,7 +141,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
         }
         Command::Replay(args) => {
             let handler = RecordHandler::new(
-                tracker(&config),
+                Pipeline::from_config(&config),
                 Clock::EventTime,
                 std::io::stdout(),
                 args.output,
@@ -171,13 +169,6 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
         || summary.recording_desyncs > 0
         || summary.recording_trailing_bytes > 0;
     Ok(if bad { Outcome::BadInput } else { Outcome::Ok })
-}
-
-fn tracker(config: &Config) -> JobTracker {
-    JobTracker::new(
-        TrackerConfig::from(&config.jobs),
-        RecordFactory::new(config.master_id.clone()),
-    )
 }
 
 fn stop_after(cancel: CancellationToken, duration: std::time::Duration) {

@@ -1,6 +1,11 @@
-//! `saltsight run`: the agent. Feeds the job tracker from the pipeline and writes
-//! its records (`job_published`, `minion_return`, `minion_missing`,
-//! `job_completed`, `late_return`, `bus_gap`) as JSON lines with `--output stdout`.
+//! `saltsight run`: the agent. Feeds the job tracker, triage and the correlator
+//! from the pipeline and writes their records (docs/records.md) as JSON lines with
+//! `--output stdout`.
+//!
+//! Per return: triage first (its findings take the job's context from the
+//! tracker, as it stands before the return), then the tracker, then the
+//! correlator over the tracker's records (HEADs on `job_published`); a job's
+//! `failure_group`s follow its `job_completed` (and each amended one).
 //!
 //! The tracker's clock is chosen here: live, the wall clock, with a wake-up at the
 //! next deadline; under replay, event time (the events' `_stamp`), so verdicts come
@@ -14,10 +19,14 @@ use tracing::{debug, info};
 
 use crate::app::Handler;
 use crate::bus::{BusGap, Endpoint, Frame};
-use crate::event::{Event, Stamp};
-use crate::jobs::JobTracker;
-use crate::record::{Record, RecordBody};
+use crate::config::Config;
+use crate::correlate::Correlator;
+use crate::event::{Body, Event, Stamp};
+use crate::jobs::tracker::context_of_return;
+use crate::jobs::{JobTracker, TrackerConfig};
+use crate::record::{JobContext, Record, RecordBody, RecordFactory, RunKind};
 use crate::sink::stdout;
+use crate::triage::{Findings, Triage};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -43,9 +52,32 @@ pub enum Clock {
     EventTime,
 }
 
-/// Drives the job tracker and writes its records to `out`.
+/// The stages records come from, in data-flow order.
+pub struct Pipeline {
+    pub tracker: JobTracker,
+    pub triage: Triage,
+    pub correlator: Correlator,
+}
+
+impl Pipeline {
+    pub fn from_config(config: &Config) -> Self {
+        let records = RecordFactory::new(config.master_id.clone());
+        let correlator = Correlator::new(&config.correlate, records.clone());
+        let mut triage = config.triage.clone();
+        triage.want_outcomes = correlator.watches_states();
+        Self {
+            tracker: JobTracker::new(TrackerConfig::from(&config.jobs), records),
+            triage: Triage::new(triage),
+            correlator,
+        }
+    }
+}
+
+/// Drives the pipeline and writes its records to `out`.
 pub struct RecordHandler<W: Write> {
     tracker: JobTracker,
+    triage: Triage,
+    correlator: Correlator,
     clock: Clock,
     out: Option<BufWriter<W>>,
     flush_each: bool,
@@ -59,9 +91,16 @@ pub struct RecordHandler<W: Write> {
 }
 
 impl<W: Write> RecordHandler<W> {
-    pub fn new(tracker: JobTracker, clock: Clock, out: W, output: Output) -> Self {
+    pub fn new(pipeline: Pipeline, clock: Clock, out: W, output: Output) -> Self {
+        let Pipeline {
+            tracker,
+            triage,
+            correlator,
+        } = pipeline;
         Self {
             tracker,
+            triage,
+            correlator,
             clock,
             out: (output == Output::Stdout).then(|| BufWriter::new(out)),
             flush_each: clock == Clock::Wall,
@@ -74,6 +113,61 @@ impl<W: Write> RecordHandler<W> {
 
     pub fn tracker(&self) -> &JobTracker {
         &self.tracker
+    }
+
+    pub fn triage(&self) -> &Triage {
+        &self.triage
+    }
+
+    pub fn correlator(&self) -> &Correlator {
+        &self.correlator
+    }
+
+    /// The tracker's records from `from` on: HEADs on `job_published`, and the
+    /// failure groups of every job completed (or amended) among them.
+    fn after_tracker(&mut self, from: usize) {
+        self.correlator.on_job_records(&mut self.pending, from);
+        let completed: Vec<(String, u32, JobContext, Stamp)> = self.pending[from..]
+            .iter()
+            .filter_map(|r| match &r.body {
+                RecordBody::JobCompleted(c) => {
+                    Some((c.jid.clone(), c.revision, c.context.clone(), r.at))
+                }
+                _ => None,
+            })
+            .collect();
+        for (jid, revision, context, at) in completed {
+            let groups = self.triage.close_job(&jid);
+            self.correlator
+                .on_groups(groups, &context, revision, at, &mut self.pending);
+        }
+    }
+
+    /// Triage of a return, into records with the job's context.
+    fn triage_event(&mut self, event: &Event<'_>, at: Stamp) -> Option<(String, JobContext)> {
+        let (findings, context): (Findings, JobContext) = match &event.body {
+            Body::JobReturn(r) => {
+                let findings = self.triage.on_return(r, at)?;
+                let context = self
+                    .tracker
+                    .context(r.jid.as_str())
+                    .cloned()
+                    .unwrap_or_else(|| context_of_return(r));
+                (findings, context)
+            }
+            Body::RunReturn(r) => {
+                let findings = self.triage.on_runner_return(r, at)?;
+                let context = JobContext {
+                    run_kind: RunKind::Runner,
+                    ..JobContext::default()
+                };
+                (findings, context)
+            }
+            _ => return None,
+        };
+        self.correlator
+            .on_findings(&findings, &context, at, &mut self.pending);
+        Some((findings.jid, context))
     }
 
     fn write_pending(&mut self) -> anyhow::Result<()> {
@@ -110,7 +204,21 @@ impl<W: Write> Handler for RecordHandler<W> {
         // by when they were read.
         let now = self.event_now;
         self.tracker.advance(now, &mut self.pending);
+        self.after_tracker(0);
+        let at = event.stamp.unwrap_or(now);
+        let triaged = self.triage_event(event, at);
+        let from = self.pending.len();
         self.tracker.on_event(event, now, &mut self.pending);
+        self.after_tracker(from);
+        // A job the tracker does not follow (scheduled, runner, published
+        // unseen) has one return: its groups are complete now.
+        if let Some((jid, context)) = triaged {
+            if self.tracker.context(&jid).is_none() {
+                let groups = self.triage.close_job(&jid);
+                self.correlator
+                    .on_groups(groups, &context, 0, at, &mut self.pending);
+            }
+        }
         self.write_pending()
     }
 
@@ -141,6 +249,7 @@ impl<W: Write> Handler for RecordHandler<W> {
             gap.dropped_frames,
             &mut self.pending,
         );
+        self.after_tracker(0);
         self.write_pending()
     }
 
@@ -161,6 +270,7 @@ impl<W: Write> Handler for RecordHandler<W> {
     fn tick(&mut self, now: Stamp) -> anyhow::Result<()> {
         let master_now = Stamp(now.0.saturating_sub(self.offset_micros));
         self.tracker.advance(master_now, &mut self.pending);
+        self.after_tracker(0);
         self.write_pending()
     }
 
@@ -168,6 +278,7 @@ impl<W: Write> Handler for RecordHandler<W> {
         if recording {
             // The end of a recording: event time moves past every deadline.
             self.tracker.finish(&mut self.pending);
+            self.after_tracker(0);
         }
         self.write_pending()?;
         if let Some(out) = &mut self.out {

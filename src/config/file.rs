@@ -16,7 +16,39 @@ pub struct FileConfig {
     #[serde(default)]
     pub jobs: JobsSection,
     #[serde(default)]
+    pub triage: TriageSection,
+    #[serde(default)]
+    pub correlate: CorrelateSection,
+    #[serde(default)]
     pub log: LogSection,
+}
+
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TriageSection {
+    /// State comments and render messages are cut to this many bytes.
+    pub comment_max_bytes: Option<u64>,
+    /// Minions named in a `failure_group` at most.
+    pub example_minions: Option<u64>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CorrelateSection {
+    /// Find git checkouts among the master's file_roots, pillar_roots and gitfs cache.
+    pub discover: Option<bool>,
+    /// State trees to watch, name → directory (SLS paths are relative to it).
+    pub state_repos: Option<std::collections::BTreeMap<String, PathBuf>>,
+    /// Pillar checkouts to watch, name → directory.
+    pub pillar_repos: Option<std::collections::BTreeMap<String, PathBuf>>,
+    /// The git program.
+    pub git: Option<PathBuf>,
+    /// Longest a git call may take.
+    pub git_timeout: Option<String>,
+    /// Commits listed in a range at most.
+    pub max_commits: Option<u64>,
+    /// (minion, state) pairs remembered for suspect ranges.
+    pub max_history: Option<u64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
@@ -52,6 +84,8 @@ pub struct JobsSection {
     pub max_expected: Option<u64>,
     /// How long a job with missing minions waits for late returns.
     pub late_window: Option<String>,
+    /// Users whose jobs come through salt-api (`run_kind: api`).
+    pub api_users: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
@@ -72,6 +106,8 @@ pub fn example() -> String {
         DEFAULT_MAX_JOBS, DEFAULT_QUEUE_BYTES, DEFAULT_QUEUE_FRAMES, DEFAULT_RECONNECT_MAX,
         DEFAULT_RECONNECT_MIN,
     };
+    let triage = crate::triage::TriageConfig::default();
+    let correlate = crate::correlate::CorrelateConfig::default();
     format!(
         r#"# saltsight configuration (/etc/saltsight/saltsight.toml).
 # Every key is optional; the values below are the defaults. Unknown keys are an
@@ -126,6 +162,34 @@ max_expected = {DEFAULT_MAX_EXPECTED}
 # How long a job with missing minions waits for late returns (late_return).
 late_window = "{}s"
 
+# Users whose jobs come through salt-api: their jobs are `run_kind = "api"`.
+# api_users = ["saltapi"]
+
+[triage]
+# State comments and render messages in records are cut to this many bytes (the
+# record keeps the original length).
+comment_max_bytes = {}
+# Minions named in a failure_group at most (its count has them all).
+example_minions = {}
+
+[correlate]
+# Git checkouts of the state tree and pillar. Each job records their HEADs at
+# publish; a failing state is tied to the last commit touching its SLS and, when
+# it passed before on that minion, to the commits since. With discover = true the
+# master's file_roots and pillar_roots that are git checkouts are watched, and
+# gitfs's cache (<cachedir>/gitfs) at the gitfs_base branch.
+discover = true
+# More, by name (SLS paths are relative to the directory):
+# state_repos = {{ states = "/srv/salt" }}
+# pillar_repos = {{ pillar = "/srv/pillar" }}
+git = "git"
+git_timeout = "{}s"
+# Commits listed in a config_change or suspect range at most.
+max_commits = {}
+# (minion, state) pairs remembered to find the first failing run (about 40
+# bytes each).
+max_history = {}
+
 [log]
 # error, warn, info, debug, trace, or a tracing filter such as
 # "info,saltsight::bus=debug". Flag: --log-level.
@@ -138,6 +202,11 @@ format = "text"
         DEFAULT_RECONNECT_MAX.as_millis(),
         DEFAULT_DEADLINE.as_secs(),
         DEFAULT_LATE_WINDOW.as_secs(),
+        triage.comment_max_bytes,
+        triage.example_minions,
+        correlate.git_timeout.as_secs(),
+        correlate.max_commits,
+        correlate.max_history,
     )
 }
 

@@ -1,5 +1,7 @@
 //! Reads the Salt master's own config (YAML) for what locates its event bus:
-//! `root_dir`, `sock_dir`, `ipc_mode`, `tcp_master_pub_port`, following
+//! `root_dir`, `sock_dir`, `ipc_mode`, `tcp_master_pub_port`, and for where its
+//! state tree and pillar live (`file_roots`, `pillar_roots`, `cachedir` for
+//! gitfs), following
 //! `default_include` (`master.d/*.conf`) as Salt does, later files winning.
 //!
 //! One quirk of Salt's `apply_master_config` is reproduced: when `sock_dir` is more
@@ -17,6 +19,8 @@ pub const DEFAULT_MASTER_CONFIG: &str = "/etc/salt/master";
 const DEFAULT_SOCK_DIR: &str = "/var/run/salt/master";
 const DEFAULT_CACHEDIR: &str = "/var/cache/salt/master";
 const DEFAULT_TCP_PUB_PORT: u16 = 4512;
+const DEFAULT_FILE_ROOTS: &[&str] = &["/srv/salt", "/srv/spm/salt"];
+const DEFAULT_PILLAR_ROOTS: &[&str] = &["/srv/pillar", "/srv/spm/pillar"];
 const PUB_SOCKET: &str = "master_event_pub.ipc";
 
 /// The bus-relevant settings, with where each came from.
@@ -28,6 +32,13 @@ pub struct MasterBusSettings {
     pub tcp_master_pub_port: u16,
     /// `ipv6: True` moves the TCP publisher to `::1` (Salt's `_ipc_loopback`).
     pub ipv6: bool,
+    /// `cachedir`, under `root_dir` (gitfs keeps its checkouts in `<cachedir>/gitfs`).
+    pub cachedir: PathBuf,
+    /// `file_roots` of every saltenv, in order (Salt does not prepend `root_dir`).
+    pub file_roots: Vec<PathBuf>,
+    pub pillar_roots: Vec<PathBuf>,
+    /// The branch gitfs serves as `base` (`gitfs_base`, default `master`).
+    pub gitfs_base: String,
     /// The files read, in order.
     pub files: Vec<PathBuf>,
     /// What the master accepts but an operator should hear about (a skipped
@@ -128,7 +139,14 @@ impl MasterBusSettings {
             sock_dir = format!("{}/.salt-unix", cachedir.trim_end_matches('/'));
         }
         let sock_dir = prepend_root_dir(&root_dir, Path::new(&sock_dir));
+        let roots = |given: Option<Vec<PathBuf>>, default: &[&str]| {
+            given.unwrap_or_else(|| default.iter().map(PathBuf::from).collect())
+        };
         Ok(Self {
+            cachedir: prepend_root_dir(&root_dir, Path::new(&cachedir)),
+            file_roots: roots(raw.file_roots, DEFAULT_FILE_ROOTS),
+            pillar_roots: roots(raw.pillar_roots, DEFAULT_PILLAR_ROOTS),
+            gitfs_base: raw.gitfs_base.unwrap_or_else(|| "master".into()),
             root_dir,
             sock_dir,
             ipc_mode_tcp,
@@ -150,6 +168,26 @@ struct RawSettings {
     ipv6: Option<bool>,
     include: Vec<String>,
     default_include: Option<String>,
+    file_roots: Option<Vec<PathBuf>>,
+    pillar_roots: Option<Vec<PathBuf>>,
+    gitfs_base: Option<String>,
+}
+
+/// `{saltenv: [dir, ...]}` → the dirs, saltenvs in file order. A saltenv given as
+/// one string is a list of one.
+fn roots_of(value: &Yaml) -> Option<Vec<PathBuf>> {
+    let envs = value.as_hash()?;
+    let mut dirs = Vec::new();
+    for dirs_of_env in envs.values() {
+        match dirs_of_env {
+            Yaml::String(s) => dirs.push(PathBuf::from(s)),
+            Yaml::Array(items) => {
+                dirs.extend(items.iter().filter_map(Yaml::as_str).map(PathBuf::from))
+            }
+            _ => {}
+        }
+    }
+    Some(dirs)
 }
 
 impl RawSettings {
@@ -199,6 +237,15 @@ impl RawSettings {
                 .include
                 .extend(items.iter().filter_map(|i| i.as_str().map(str::to_owned))),
             _ => {}
+        }
+        if let Some(roots) = roots_of(&doc["file_roots"]) {
+            self.file_roots = Some(roots);
+        }
+        if let Some(roots) = roots_of(&doc["pillar_roots"]) {
+            self.pillar_roots = Some(roots);
+        }
+        if let Some(v) = text_key("gitfs_base")? {
+            self.gitfs_base = Some(v);
         }
         if let Some(v) = text_key("default_include")? {
             self.default_include = Some(v);

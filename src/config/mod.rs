@@ -9,5 +9,6 @@ pub mod master;
 pub mod resolve;
 
 pub use resolve::{
-    BusConfig, Config, ConfigErrors, JobsConfig, LogConfig, LogFormat, Overrides, load,
+    BusConfig, Config, ConfigErrors, CorrelateConfig, JobsConfig, LogConfig, LogFormat, Overrides,
+    RepoSpec, TriageConfig, load,
 };

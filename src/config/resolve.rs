@@ -43,6 +43,8 @@ pub struct Config {
     pub master_id: String,
     pub bus: BusConfig,
     pub jobs: JobsConfig,
+    pub triage: TriageConfig,
+    pub correlate: CorrelateConfig,
     pub log: LogConfig,
     /// The saltsight config file read, if any.
     pub file: Option<PathBuf>,
@@ -67,6 +69,74 @@ pub struct JobsConfig {
     pub max_jobs: usize,
     pub max_expected: usize,
     pub late_window: Duration,
+    pub api_users: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TriageConfig {
+    /// Comments and messages longer than this are cut (the record says how long
+    /// they were).
+    pub comment_max_bytes: usize,
+    /// Minions named in a `failure_group` at most.
+    pub example_minions: usize,
+    /// Jobs whose groups are kept (open, and closed within the late window).
+    pub max_jobs: usize,
+    /// Fingerprints whose first sighting is remembered.
+    pub max_fingerprints: usize,
+    /// Report every state's outcome (for the correlator's per-minion memory).
+    pub want_outcomes: bool,
+}
+
+impl Default for TriageConfig {
+    fn default() -> Self {
+        Self {
+            comment_max_bytes: 1024,
+            example_minions: 10,
+            max_jobs: 10_000,
+            max_fingerprints: 100_000,
+            want_outcomes: false,
+        }
+    }
+}
+
+/// A checkout to watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoSpec {
+    /// Its name in records (`states`, `pillar`, or as configured).
+    pub name: String,
+    /// The directory SLS paths are relative to (a `file_roots` entry), inside
+    /// the checkout.
+    pub dir: PathBuf,
+    /// `HEAD`, or a ref such as `refs/remotes/origin/master` (a gitfs cache).
+    pub reference: String,
+    /// SLS files live here (a state tree, not a pillar).
+    pub states: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorrelateConfig {
+    pub repos: Vec<RepoSpec>,
+    pub git: PathBuf,
+    pub git_timeout: Duration,
+    /// (minion, state) pairs remembered for suspect ranges.
+    pub max_history: usize,
+    /// Commits listed in a range at most.
+    pub max_commits: usize,
+    /// Jobs whose HEADs are remembered.
+    pub max_jobs: usize,
+}
+
+impl Default for CorrelateConfig {
+    fn default() -> Self {
+        Self {
+            repos: Vec::new(),
+            git: PathBuf::from("git"),
+            git_timeout: Duration::from_secs(10),
+            max_history: 1_000_000,
+            max_commits: 20,
+            max_jobs: 10_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,11 +192,15 @@ pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
             .and_then(|h| h.into_string().ok())
             .unwrap_or_else(|| "unknown".into()),
     };
+    let triage = resolve_triage(&file, &jobs, &mut errors);
+    let correlate = resolve_correlate(&file, overrides, &jobs, &mut errors, &mut warnings);
     match (bus, log) {
         (Some(bus), Some(log)) if errors.is_empty() => Ok(Config {
             warnings,
             master_id,
             bus,
+            triage,
+            correlate,
             jobs,
             log,
             file: file_path,
@@ -305,6 +379,142 @@ fn resolve_jobs(file: &FileConfig, errors: &mut Vec<String>) -> JobsConfig {
         max_jobs,
         max_expected,
         late_window,
+        api_users: j.api_users.clone().unwrap_or_default(),
+    }
+}
+
+fn resolve_triage(file: &FileConfig, jobs: &JobsConfig, errors: &mut Vec<String>) -> TriageConfig {
+    let t = &file.triage;
+    let defaults = TriageConfig::default();
+    let mut at_least = |key: &str, value: Option<u64>, min: u64, default: usize| match value {
+        None => default,
+        Some(n) if n < min => {
+            errors.push(format!("triage.{key} must be at least {min}"));
+            default
+        }
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+    };
+    TriageConfig {
+        comment_max_bytes: at_least(
+            "comment_max_bytes",
+            t.comment_max_bytes,
+            64,
+            defaults.comment_max_bytes,
+        ),
+        example_minions: at_least(
+            "example_minions",
+            t.example_minions,
+            1,
+            defaults.example_minions,
+        ),
+        max_jobs: jobs.max_jobs,
+        ..defaults
+    }
+}
+
+fn resolve_correlate(
+    file: &FileConfig,
+    o: &Overrides,
+    jobs: &JobsConfig,
+    errors: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> CorrelateConfig {
+    let c = &file.correlate;
+    let defaults = CorrelateConfig::default();
+    let mut repos = Vec::new();
+    for (states, given) in [(true, &c.state_repos), (false, &c.pillar_repos)] {
+        for (name, dir) in given.iter().flatten() {
+            if !dir.is_dir() {
+                errors.push(format!(
+                    "correlate: {name} = {} is not a directory",
+                    dir.display()
+                ));
+            }
+            repos.push(RepoSpec {
+                name: name.clone(),
+                dir: dir.clone(),
+                reference: "HEAD".into(),
+                states,
+            });
+        }
+    }
+    if c.discover.unwrap_or(true) {
+        let explicit = o
+            .master_config
+            .clone()
+            .or_else(|| file.bus.master_config.clone());
+        let path = explicit
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_MASTER_CONFIG));
+        match MasterBusSettings::load(&path, explicit.is_none()) {
+            Ok(master) => discover_repos(&master, &mut repos),
+            Err(e) => warnings.push(format!("correlate: not discovering git checkouts: {e}")),
+        }
+    }
+    let git_timeout = match c.git_timeout.as_deref().map(parse_duration) {
+        None => defaults.git_timeout,
+        Some(Ok(d)) if !d.is_zero() => d,
+        Some(Ok(_)) => {
+            errors.push("correlate.git_timeout must be above zero".into());
+            defaults.git_timeout
+        }
+        Some(Err(e)) => {
+            errors.push(format!("correlate.git_timeout: {e}"));
+            defaults.git_timeout
+        }
+    };
+    let count = |value: Option<u64>, default: usize| {
+        value.map_or(default, |n| usize::try_from(n).unwrap_or(usize::MAX))
+    };
+    CorrelateConfig {
+        repos,
+        git: c.git.clone().unwrap_or(defaults.git),
+        git_timeout,
+        max_history: count(c.max_history, defaults.max_history),
+        max_commits: count(c.max_commits, defaults.max_commits).max(1),
+        max_jobs: jobs.max_jobs,
+    }
+}
+
+/// The master's state and pillar roots that lie in git checkouts, and gitfs's
+/// cached remotes (at the `gitfs_base` branch), each once.
+fn discover_repos(master: &MasterBusSettings, repos: &mut Vec<RepoSpec>) {
+    let in_checkout = |dir: &Path| dir.is_dir() && dir.ancestors().any(|a| a.join(".git").exists());
+    let mut add = |prefix: &str, dir: PathBuf, reference: String, states: bool| {
+        if repos.iter().any(|r| r.dir == dir) {
+            return;
+        }
+        let same_kind = repos.iter().filter(|r| r.name.starts_with(prefix)).count();
+        let name = if same_kind == 0 {
+            prefix.to_owned()
+        } else {
+            format!("{prefix}{}", same_kind + 1)
+        };
+        repos.push(RepoSpec {
+            name,
+            dir,
+            reference,
+            states,
+        });
+    };
+    for dir in master.file_roots.iter().filter(|d| in_checkout(d)) {
+        add("states", dir.clone(), "HEAD".into(), true);
+    }
+    for dir in master.pillar_roots.iter().filter(|d| in_checkout(d)) {
+        add("pillar", dir.clone(), "HEAD".into(), false);
+    }
+    let gitfs = master.cachedir.join("gitfs");
+    let mut cached: Vec<PathBuf> = std::fs::read_dir(&gitfs)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join(".git").is_dir())
+        .collect();
+    cached.sort();
+    for dir in cached {
+        let reference = format!("refs/remotes/origin/{}", master.gitfs_base);
+        add("gitfs", dir, reference, true);
     }
 }
 

@@ -47,6 +47,8 @@ pub enum Body<'a> {
     RunNew(RunJob<'a>),
     /// `salt/run/<jid>/ret`.
     RunReturn(RunJob<'a>),
+    /// `salt/run/<jid>/args`: an orchestration step about to publish a job.
+    RunArgs(RunArgs<'a>),
     /// `salt/minion/<id>/start` or `minion_start`.
     MinionStart(MinionStart<'a>),
     /// `salt/auth`.
@@ -117,6 +119,14 @@ pub struct RunJob<'a> {
     pub user: Option<Text<'a>>,
     pub success: Option<bool>,
     pub ret: Option<Raw<'a>>,
+}
+
+/// `salt/run/<jid>/args` (`{type, tgt, name, args}`): the orchestration `jid` is
+/// about to publish a job to `tgt`.
+#[derive(Debug, Clone, Default)]
+pub struct RunArgs<'a> {
+    pub jid: Text<'a>,
+    pub tgt: Option<TextList<'a>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -326,6 +336,10 @@ fn build_body<'a>(
         }),
         TagClass::RunNew => Body::RunNew(run(f)?),
         TagClass::RunReturn => Body::RunReturn(run(f)?),
+        TagClass::RunArgs => Body::RunArgs(RunArgs {
+            jid: jid()?,
+            tgt: f.tgt,
+        }),
         TagClass::MinionStart => {
             let minion = match parsed.minion {
                 Some(id) => Text::borrowed(id),

@@ -16,6 +16,7 @@ pub enum TagClass {
     JobMinions,
     RunNew,
     RunReturn,
+    RunArgs,
     MinionStart,
     Auth,
     Key,
@@ -34,6 +35,7 @@ impl TagClass {
             TagClass::JobMinions => "job_minions",
             TagClass::RunNew => "run_new",
             TagClass::RunReturn => "run_return",
+            TagClass::RunArgs => "run_args",
             TagClass::MinionStart => "minion_start",
             TagClass::Auth => "auth",
             TagClass::Key => "key",
@@ -77,6 +79,7 @@ pub fn parse(tag: &str) -> ParsedTag<'_> {
             let class = match (jid, parts.next(), parts.next()) {
                 (Some(_), Some("new"), None) => TagClass::RunNew,
                 (Some(_), Some("ret"), None) => TagClass::RunReturn,
+                (Some(_), Some("args"), None) => TagClass::RunArgs,
                 _ => TagClass::Other,
             };
             ParsedTag {
@@ -197,8 +200,8 @@ mod tests {
             ),
             (
                 "salt/run/20261121193642649081/args",
-                TagClass::Other,
-                None,
+                TagClass::RunArgs,
+                Some("20261121193642649081"),
                 None,
             ),
             (

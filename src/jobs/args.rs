@@ -29,19 +29,37 @@ pub fn first_arg(arg: Option<Raw<'_>>) -> Option<String> {
     }
 }
 
-/// A `timeout=N` kwarg (`{"__kwarg__": true, "timeout": N}` in `arg`), in seconds.
-pub fn timeout_kwarg(arg: Option<Raw<'_>>) -> Option<Duration> {
+/// A kwarg as published: `{"__kwarg__": true, name: value}` in `arg` (and in a
+/// return's `fun_args`).
+fn kwarg(arg: Option<Raw<'_>>, name: &str) -> Option<serde_json::Value> {
     let serde_json::Value::Array(items) = to_json(arg?.0).ok()? else {
         return None;
     };
-    items.iter().find_map(|item| {
-        let obj = item.as_object()?;
+    items.into_iter().find_map(|item| {
+        let serde_json::Value::Object(mut obj) = item else {
+            return None;
+        };
         if obj.get("__kwarg__") != Some(&serde_json::Value::Bool(true)) {
             return None;
         }
-        let secs = obj.get("timeout")?.as_f64()?;
-        (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs.min(1e9)))
+        obj.remove(name)
     })
+}
+
+/// A `timeout=N` kwarg, in seconds.
+pub fn timeout_kwarg(arg: Option<Raw<'_>>) -> Option<Duration> {
+    let secs = kwarg(arg, "timeout")?.as_f64()?;
+    (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs.min(1e9)))
+}
+
+/// Whether the job runs with `test=True` (Salt takes true, "True", "true", 1).
+pub fn test_kwarg(arg: Option<Raw<'_>>) -> bool {
+    match kwarg(arg, "test") {
+        Some(serde_json::Value::Bool(b)) => b,
+        Some(serde_json::Value::String(s)) => s.eq_ignore_ascii_case("true"),
+        Some(serde_json::Value::Number(n)) => n.as_i64() == Some(1),
+        _ => false,
+    }
 }
 
 pub fn metadata_json(raw: Option<Raw<'_>>) -> Option<serde_json::Value> {

@@ -4,6 +4,7 @@
 //! feeds it with the right clock is `cli::run::RecordHandler`.
 
 pub mod args;
+pub mod context;
 pub mod deadlines;
 pub mod settings;
 pub mod states;

@@ -14,6 +14,8 @@ pub struct TrackerConfig {
     /// How long a closed job with missing minions waits for late returns.
     pub late_window: Duration,
     pub restart_grace: Duration,
+    /// Users whose jobs came through salt-api (`run_kind: api`).
+    pub api_users: Vec<String>,
 }
 
 impl From<&crate::config::JobsConfig> for TrackerConfig {
@@ -24,6 +26,7 @@ impl From<&crate::config::JobsConfig> for TrackerConfig {
             max_jobs: c.max_jobs,
             max_expected: c.max_expected,
             late_window: c.late_window,
+            api_users: c.api_users.clone(),
             ..Self::default()
         }
     }
@@ -39,6 +42,7 @@ impl Default for TrackerConfig {
             max_expected: 1_000_000,
             late_window: Duration::from_secs(3600),
             restart_grace: Duration::from_secs(60),
+            api_users: Vec::new(),
         }
     }
 }

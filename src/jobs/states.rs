@@ -4,18 +4,25 @@
 use crate::bus::msgpack::Cursor;
 use crate::record::StateCounts;
 
-/// `None` when the return is not a map of state results (a render error is a list
-/// of strings; other functions return anything).
-pub fn count_states(raw: &[u8]) -> Option<StateCounts> {
+/// One state's entry in a state-run return.
+#[derive(Debug, Clone, Copy)]
+pub struct StateEntry<'a> {
+    /// `mod_|-id_|-name_|-fun`.
+    pub key: &'a [u8],
+    /// `true`, `false`, or `None` (`null`: would change under `test=True`).
+    pub result: Option<bool>,
+    pub changed: bool,
+    /// The state's whole result map, raw.
+    pub raw: &'a [u8],
+}
+
+/// Calls `each` for every state of a state-run return, in wire order. `None` when
+/// the return is not a map of state results (a render error is a list of strings;
+/// other functions return anything); `each` may have been called for the first
+/// entries by then.
+pub fn for_each_state<'a>(raw: &'a [u8], mut each: impl FnMut(StateEntry<'a>)) -> Option<u32> {
     let mut cursor = Cursor::new(raw);
     let states = cursor.read_map_len()?;
-    let mut counts = StateCounts {
-        ok: 0,
-        changed: 0,
-        failed: 0,
-        would_change: 0,
-    };
-    let mut seen = 0;
     for _ in 0..states {
         let key = cursor.read_str_or_bin()?;
         let value = cursor.take_raw().ok()?;
@@ -24,15 +31,31 @@ pub fn count_states(raw: &[u8]) -> Option<StateCounts> {
             return None;
         }
         let (result, changed) = state_outcome(value)?;
-        seen += 1;
-        match result {
-            Some(false) => counts.failed += 1,
-            None => counts.would_change += 1,
-            Some(true) if changed => counts.changed += 1,
-            Some(true) => counts.ok += 1,
-        }
+        each(StateEntry {
+            key,
+            result,
+            changed,
+            raw: value,
+        });
     }
-    (seen > 0 || states == 0).then_some(counts)
+    Some(states)
+}
+
+/// Counts a state-run return's states by outcome; `None` when it is not one.
+pub fn count_states(raw: &[u8]) -> Option<StateCounts> {
+    let mut counts = StateCounts {
+        ok: 0,
+        changed: 0,
+        failed: 0,
+        would_change: 0,
+    };
+    for_each_state(raw, |state| match state.result {
+        Some(false) => counts.failed += 1,
+        None => counts.would_change += 1,
+        Some(true) if state.changed => counts.changed += 1,
+        Some(true) => counts.ok += 1,
+    })?;
+    Some(counts)
 }
 
 /// `(result, changes non-empty)` of one state's result map.

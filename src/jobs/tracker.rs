@@ -23,6 +23,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 use super::args::{first_arg, is_internal, metadata_json, texts, timeout_kwarg};
+use super::context::ContextRules;
+pub use super::context::context_of_return;
 use super::deadlines::{Deadlines, prune};
 pub use super::settings::{TrackerConfig, TrackerStats};
 use super::states::count_states;
@@ -30,8 +32,8 @@ use super::verdict::{Evidence, MinionState, verdict};
 use crate::config::glob;
 use crate::event::{Body, Event, JobPublication, JobReturn, Raw, Stamp, Text};
 use crate::record::{
-    BusGapRecord, JobCompleted, JobPublished, MinionMissing, MinionReturn, MissingReason, Record,
-    RecordBody, RecordFactory, RunKind,
+    BusGapRecord, JobCompleted, JobContext, JobPublished, MinionMissing, MinionReturn,
+    MissingReason, Record, RecordBody, RecordFactory, RunKind,
 };
 
 /// Functions the salt CLI runs on its own behalf: evidence about other jobs, not
@@ -46,7 +48,7 @@ pub const INTERNAL_FUNCTIONS: &[&str] = &[
 struct Job {
     fun: Box<str>,
     tgt: Vec<String>,
-    run_kind: RunKind,
+    context: JobContext,
     published_at: Stamp,
     deadline: Stamp,
     minions: HashMap<Box<str>, MinionState>,
@@ -58,7 +60,6 @@ struct Job {
     first_return: Option<Stamp>,
     last_return: Option<Stamp>,
     overlaps_gap: bool,
-    metadata: Option<serde_json::Value>,
 }
 
 /// A job past its verdict that still has missing minions, waiting for late returns.
@@ -80,6 +81,7 @@ pub struct JobTracker {
     find_jobs: HashMap<Box<str>, (Stamp, Box<str>)>,
     find_jobs_order: VecDeque<(Stamp, Box<str>)>,
     runners: HashMap<Box<str>, (Box<str>, Stamp)>,
+    contexts: ContextRules,
     last_gap_end: Option<Stamp>,
     /// A gap has begun and its end is not known yet: nothing can be judged.
     gap_open: bool,
@@ -92,6 +94,7 @@ fn millis_between(from: Stamp, to: Stamp) -> u64 {
 
 impl JobTracker {
     pub fn new(mut config: TrackerConfig, records: RecordFactory) -> Self {
+        let api_users = config.api_users.clone();
         // Longest glob first: the most specific pattern wins.
         config
             .deadlines
@@ -107,6 +110,7 @@ impl JobTracker {
             find_jobs: HashMap::new(),
             find_jobs_order: VecDeque::new(),
             runners: HashMap::new(),
+            contexts: ContextRules::new(api_users),
             last_gap_end: None,
             gap_open: false,
             stats: TrackerStats::default(),
@@ -120,6 +124,14 @@ impl JobTracker {
 
     pub fn open_jobs(&self) -> usize {
         self.open.len()
+    }
+
+    /// What is known of a job's context (open, or closed within the late window).
+    pub fn context(&self, jid: &str) -> Option<&JobContext> {
+        match self.open.get(jid) {
+            Some(job) => Some(&job.context),
+            None => self.closed.get(jid).map(|c| &c.summary.context),
+        }
     }
 
     pub fn expected_outstanding(&self) -> usize {
@@ -148,7 +160,7 @@ impl JobTracker {
                 if let (Some(job), Some(meta)) =
                     (self.open.get_mut(p.jid.as_str()), metadata_json(p.metadata))
                 {
-                    job.metadata = Some(meta);
+                    job.context.metadata = Some(meta);
                 }
             }
             Body::JobReturn(r) => self.on_return(r, at, out),
@@ -160,6 +172,7 @@ impl JobTracker {
             Body::RunReturn(r) => {
                 self.on_runner_return(r.jid.as_str(), r.fun.as_ref(), r.success, at, out)
             }
+            Body::RunArgs(r) => self.contexts.on_orchestration_step(r, at),
             _ => {}
         }
     }
@@ -198,6 +211,7 @@ impl JobTracker {
         }
         let deadline = at.plus(self.deadline_for(fun, p.arg));
         let tgt = texts(p.tgt.as_ref());
+        let context = self.contexts.for_publication(p, &tgt, at);
         self.stats.jobs_published += 1;
         out.push(self.records.make(
             at,
@@ -211,8 +225,8 @@ impl JobTracker {
                 expected: expected.clone(),
                 not_connected: not_connected.clone(),
                 deadline,
-                run_kind: RunKind::Published,
-                metadata: metadata_json(p.metadata),
+                context: context.clone(),
+                commits: BTreeMap::new(),
             }),
         ));
         let pending = MinionState::Pending {
@@ -227,7 +241,7 @@ impl JobTracker {
         let mut job = Job {
             fun: fun.into(),
             tgt,
-            run_kind: RunKind::Published,
+            context,
             published_at: at,
             deadline,
             pending: minions.len(),
@@ -239,7 +253,6 @@ impl JobTracker {
             first_return: None,
             last_return: None,
             overlaps_gap: self.gap_open,
-            metadata: metadata_json(p.metadata),
         };
         for minion in not_connected
             .iter()
@@ -290,18 +303,13 @@ impl JobTracker {
             retcode: r.retcode,
             salt_success: r.success,
             succeeded,
-            run_kind: if r.schedule.is_some() {
-                RunKind::Scheduled
-            } else {
-                RunKind::Unknown
-            },
+            context: context_of_return(r),
             schedule: r.schedule.as_ref().map(|s| s.as_str().to_owned()),
             duration_ms: None,
             states,
-            metadata: metadata_json(r.metadata),
         };
         if let Some(job) = self.open.get_mut(jid) {
-            record.run_kind = job.run_kind;
+            record.context = job.context.clone();
             record.duration_ms = Some(millis_between(job.published_at, at));
             match job.minions.get_mut(minion) {
                 Some(state @ MinionState::Pending { .. }) => {
@@ -342,7 +350,7 @@ impl JobTracker {
                 return;
             };
             record.duration_ms = Some(millis_between(closed.summary.published_at, at));
-            record.run_kind = closed.summary.run_kind;
+            record.context = closed.summary.context.clone();
             let summary = &mut closed.summary;
             summary.returned += 1;
             if succeeded {
@@ -441,8 +449,11 @@ impl JobTracker {
                 expected: Vec::new(),
                 not_connected: Vec::new(),
                 deadline: at,
-                run_kind: RunKind::Runner,
-                metadata: None,
+                context: JobContext {
+                    run_kind: RunKind::Runner,
+                    ..JobContext::default()
+                },
+                commits: BTreeMap::new(),
             }),
         ));
     }
@@ -468,7 +479,6 @@ impl JobTracker {
                 jid: jid.to_owned(),
                 fun,
                 tgt: Vec::new(),
-                run_kind: RunKind::Runner,
                 expected: 0,
                 returned: 1,
                 succeeded: u32::from(ok),
@@ -479,7 +489,10 @@ impl JobTracker {
                 first_return_ms: Some(duration_ms),
                 revision: 0,
                 evicted: false,
-                metadata: None,
+                context: JobContext {
+                    run_kind: RunKind::Runner,
+                    ..JobContext::default()
+                },
             }),
         ));
     }
@@ -592,6 +605,7 @@ impl JobTracker {
                 reason,
                 published_at: job.published_at,
                 deadline: job.deadline,
+                context: job.context.clone(),
             }),
         )
     }
@@ -632,7 +646,6 @@ impl JobTracker {
             jid: jid.to_string(),
             fun: job.fun.to_string(),
             tgt: std::mem::take(&mut job.tgt),
-            run_kind: job.run_kind,
             expected: u32::try_from(job.minions.len()).unwrap_or(u32::MAX),
             returned: job.returned,
             succeeded: job.succeeded,
@@ -645,7 +658,7 @@ impl JobTracker {
                 .map(|t| millis_between(job.published_at, t)),
             revision: 0,
             evicted,
-            metadata: job.metadata.take(),
+            context: std::mem::take(&mut job.context),
         };
         out.push(
             self.records

@@ -173,7 +173,7 @@ fn returns_for_jobs_published_before_start_are_recorded_as_unknown() {
     match &lab.out[0].body {
         RecordBody::MinionReturn(r) => {
             assert_eq!(
-                (r.run_kind, r.duration_ms, r.succeeded),
+                (r.context.run_kind, r.duration_ms, r.succeeded),
                 (RunKind::Unknown, None, true)
             );
         }
@@ -386,6 +386,77 @@ fn a_running_answer_is_stale_once_a_later_find_job_goes_unanswered() {
         vec![
             ("1".into(), "a".into(), MissingReason::NoResponse),
             ("1".into(), "b".into(), MissingReason::RunningPastDeadline),
+        ]
+    );
+}
+
+fn published_context(lab: &Lab, jid: &str) -> JobContext {
+    lab.out
+        .iter()
+        .find_map(|r| match &r.body {
+            RecordBody::JobPublished(p) if p.jid == jid => Some(p.context.clone()),
+            _ => None,
+        })
+        .expect("job_published")
+}
+
+#[test]
+fn run_kinds_come_from_the_user_an_orchestration_step_and_test_kwarg() {
+    let mut lab = Lab::new(TrackerConfig {
+        api_users: vec!["saltapi".into()],
+        ..TrackerConfig::default()
+    });
+    let new = |jid: &str, user: &str, tgt: &str, arg: serde_json::Value| {
+        (
+            format!("salt/job/{jid}/new"),
+            json!({"jid": jid, "fun": "state.sls", "arg": arg, "minions": ["a"], "missing": [], "tgt": tgt, "user": user}),
+        )
+    };
+    let (tag, data) = new(
+        "1",
+        "root",
+        "*",
+        json!(["web", {"__kwarg__": true, "test": true}]),
+    );
+    lab.feed(1, &tag, data);
+    let (tag, data) = new("2", "saltapi", "*", json!(["web"]));
+    lab.feed(1, &tag, data);
+    let (tag, data) = new("3", "Reactor", "*", json!(["web"]));
+    lab.feed(1, &tag, data);
+    // An orchestration step to `web*`, then a job to `web*` 1 s later.
+    lab.feed(
+        2,
+        "salt/run/900/args",
+        json!({"type": "state", "tgt": "web*", "name": "deploy", "args": {}}),
+    );
+    let (tag, data) = new("4", "root", "web*", json!(["web"]));
+    lab.feed(3, &tag, data);
+    // The step is used once; and a step 20 s old no longer counts.
+    let (tag, data) = new("5", "root", "web*", json!(["web"]));
+    lab.feed(3, &tag, data);
+    lab.feed(
+        4,
+        "salt/run/901/args",
+        json!({"type": "state", "tgt": "db*", "name": "db", "args": {}}),
+    );
+    let (tag, data) = new("6", "root", "db*", json!(["db"]));
+    lab.feed(30, &tag, data);
+    let kinds: Vec<(RunKind, bool, Option<String>)> = ["1", "2", "3", "4", "5", "6"]
+        .iter()
+        .map(|jid| {
+            let c = published_context(&lab, jid);
+            (c.run_kind, c.test, c.orchestration_jid)
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (RunKind::Adhoc, true, None),
+            (RunKind::Api, false, None),
+            (RunKind::Reactor, false, None),
+            (RunKind::Orchestrated, false, Some("900".into())),
+            (RunKind::Adhoc, false, None),
+            (RunKind::Adhoc, false, None),
         ]
     );
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::event::Stamp;
 
 /// Bumped when a field changes meaning or disappears (adding one does not).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One record, with what every kind carries.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -31,6 +31,10 @@ pub enum RecordBody {
     JobCompleted(JobCompleted),
     LateReturn(MinionReturn),
     BusGap(BusGapRecord),
+    StateFailure(StateFailure),
+    RenderFailure(RenderFailure),
+    FailureGroup(FailureGroup),
+    ConfigChange(ConfigChange),
 }
 
 impl RecordBody {
@@ -42,22 +46,48 @@ impl RecordBody {
             RecordBody::JobCompleted(_) => "job_completed",
             RecordBody::LateReturn(_) => "late_return",
             RecordBody::BusGap(_) => "bus_gap",
+            RecordBody::StateFailure(_) => "state_failure",
+            RecordBody::RenderFailure(_) => "render_failure",
+            RecordBody::FailureGroup(_) => "failure_group",
+            RecordBody::ConfigChange(_) => "config_change",
         }
     }
 }
 
 /// How a job came to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunKind {
-    /// Published by the salt CLI or the API (`new` seen).
-    Published,
+    /// Published by someone at the salt CLI (`new` seen, no other mark).
+    Adhoc,
     /// Started by a minion's scheduler (no `new`; a `schedule` name on the return).
     Scheduled,
-    /// A runner (`salt/run/...`), e.g. orchestration.
+    /// Published by an orchestration run (`salt/run/<jid>/args` just before it).
+    Orchestrated,
+    /// Published through salt-api (its user is one of `jobs.api_users`).
+    Api,
+    /// Published by the reactor (user `Reactor`).
+    Reactor,
+    /// A runner (`salt/run/...`), e.g. an orchestration itself.
     Runner,
     /// Its publication was not seen (before saltsight started, or in a gap).
+    #[default]
     Unknown,
+}
+
+/// What every job-related record says of its job: how it came to run and what it
+/// was told.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct JobContext {
+    pub run_kind: RunKind,
+    /// The orchestration run that published the job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub orchestration_jid: Option<String>,
+    /// The job's `--metadata` (e.g. a release id), when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+    /// Run with `test=True`: states report what would change, nothing changed.
+    pub test: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -70,9 +100,11 @@ pub struct JobPublished {
     pub expected: Vec<String>,
     pub not_connected: Vec<String>,
     pub deadline: Stamp,
-    pub run_kind: RunKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<serde_json::Value>,
+    #[serde(flatten)]
+    pub context: JobContext,
+    /// HEAD of each watched git checkout when the job was published.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub commits: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -94,15 +126,14 @@ pub struct MinionReturn {
     pub salt_success: Option<bool>,
     /// saltsight's verdict: retcode 0, `success` not false, and no state failed.
     pub succeeded: bool,
-    pub run_kind: RunKind,
+    #[serde(flatten)]
+    pub context: JobContext,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
     /// Milliseconds from publication to this return, when the publication was seen.
     pub duration_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub states: Option<StateCounts>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<serde_json::Value>,
 }
 
 /// Why an expected minion did not return by the deadline.
@@ -144,6 +175,8 @@ pub struct MinionMissing {
     pub reason: MissingReason,
     pub published_at: Stamp,
     pub deadline: Stamp,
+    #[serde(flatten)]
+    pub context: JobContext,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -151,7 +184,6 @@ pub struct JobCompleted {
     pub jid: String,
     pub fun: String,
     pub tgt: Vec<String>,
-    pub run_kind: RunKind,
     pub expected: u32,
     pub returned: u32,
     pub succeeded: u32,
@@ -166,9 +198,224 @@ pub struct JobCompleted {
     pub revision: u32,
     /// Evicted to respect `jobs.max_jobs` before its deadline.
     pub evicted: bool,
-    /// The job's `--metadata` (from its `publish` event), e.g. a release id.
+    #[serde(flatten)]
+    pub context: JobContext,
+}
+
+/// The closed set of categories; also a bounded metrics label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum Category {
+    #[serde(rename = "render")]
+    Render,
+    #[serde(rename = "dependency.package")]
+    DependencyPackage,
+    #[serde(rename = "network.dns")]
+    NetworkDns,
+    #[serde(rename = "network.connect")]
+    NetworkConnect,
+    #[serde(rename = "source_missing")]
+    SourceMissing,
+    #[serde(rename = "command")]
+    Command,
+    #[serde(rename = "permission")]
+    Permission,
+    #[serde(rename = "timeout")]
+    Timeout,
+    #[serde(rename = "other")]
+    Other,
+}
+
+impl Category {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Render => "render",
+            Category::DependencyPackage => "dependency.package",
+            Category::NetworkDns => "network.dns",
+            Category::NetworkConnect => "network.connect",
+            Category::SourceMissing => "source_missing",
+            Category::Command => "command",
+            Category::Permission => "permission",
+            Category::Timeout => "timeout",
+            Category::Other => "other",
+        }
+    }
+
+    /// Whether the cause lies outside the state tree (a mirror, DNS, the network):
+    /// fixed by operations, not by a commit.
+    pub fn is_external(self) -> bool {
+        matches!(
+            self,
+            Category::DependencyPackage | Category::NetworkDns | Category::NetworkConnect
+        )
+    }
+}
+
+/// A category with the evidence that chose it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Classification {
+    pub category: Category,
+    /// The rule that matched (`"none"` for `other`, `"render"` for render errors).
+    pub rule: &'static str,
+    /// The text the rule matched, capped.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<serde_json::Value>,
+    pub evidence: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+}
+
+impl Classification {
+    /// A render error (an SLS that did not render).
+    pub fn render() -> Self {
+        Self {
+            category: Category::Render,
+            rule: "render",
+            evidence: None,
+            host: None,
+            url: None,
+            package: None,
+        }
+    }
+}
+
+/// A git commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Commit {
+    pub id: String,
+    pub author: String,
+    /// Author time, RFC 3339 as git prints it.
+    pub time: String,
+    pub subject: String,
+}
+
+/// The last commit that touched a failing SLS, as of the job's HEAD.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IntroducedBy {
+    pub repo: String,
+    /// The SLS file, relative to its root (`web/nginx.sls`, `web/nginx/init.sls`).
+    pub path: String,
+    #[serde(flatten)]
+    pub commit: Commit,
+}
+
+/// The commits between the last HEAD a state passed under on a minion and the
+/// first HEAD it failed under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SuspectCommits {
+    pub repo: String,
+    pub last_ok: String,
+    pub first_failed: String,
+    /// Newest first, at most `correlate.max_commits`.
+    pub commits: Vec<Commit>,
+    /// More commits lie in the range than are listed.
+    pub truncated: bool,
+}
+
+/// What the correlator attaches to a failure.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Correlation {
+    /// HEAD of each watched checkout when the job was published.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub commits: std::collections::BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub introduced_by: Option<IntroducedBy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspect_commits: Option<SuspectCommits>,
+}
+
+/// A root-cause state of a failed state run on one minion.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StateFailure {
+    pub jid: String,
+    pub minion: String,
+    pub fun: String,
+    pub sls: String,
+    pub state_id: String,
+    pub function: String,
+    pub name: String,
+    pub comment: String,
+    /// The comment's length before it was capped.
+    pub comment_len: usize,
+    pub run_num: Option<u64>,
+    pub duration_ms: Option<f64>,
+    pub start_time: Option<String>,
+    #[serde(flatten)]
+    pub cause: Classification,
+    /// States that failed only because this one did.
+    pub fallout: u32,
+    pub fingerprint: String,
+    /// This run is the first, on this minion, in which the state failed after
+    /// passing (known only with a watched state tree and an earlier run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_failing: Option<bool>,
+    #[serde(flatten)]
+    pub context: JobContext,
+    #[serde(flatten)]
+    pub correlation: Correlation,
+}
+
+/// An SLS that did not render on one minion.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RenderFailure {
+    pub jid: String,
+    pub minion: String,
+    pub fun: String,
+    pub saltenv: Option<String>,
+    pub sls: Option<String>,
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+    pub message: String,
+    pub message_len: usize,
+    #[serde(flatten)]
+    pub cause: Classification,
+    pub fingerprint: String,
+    #[serde(flatten)]
+    pub context: JobContext,
+    #[serde(flatten)]
+    pub correlation: Correlation,
+}
+
+/// One failure (a fingerprint) across the minions of one job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailureGroup {
+    pub jid: String,
+    pub fingerprint: String,
+    pub sls: Option<String>,
+    pub state_id: Option<String>,
+    pub function: Option<String>,
+    #[serde(flatten)]
+    pub cause: Classification,
+    /// The first minion's comment (or render message), capped.
+    pub comment: String,
+    pub comment_len: usize,
+    /// The comment as fingerprinted.
+    pub normalised: String,
+    pub count: u32,
+    /// The first minions with it, sorted, at most `triage.example_minions`.
+    pub minions: Vec<String>,
+    pub first_seen_jid: String,
+    pub first_seen_at: Stamp,
+    /// The job's `job_completed` revision this group belongs to.
+    pub revision: u32,
+    #[serde(flatten)]
+    pub context: JobContext,
+    #[serde(flatten)]
+    pub correlation: Correlation,
+}
+
+/// A watched checkout's HEAD moved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigChange {
+    pub repo: String,
+    pub path: String,
+    pub old: Option<String>,
+    pub new: Option<String>,
+    /// `old..new`, newest first, at most `correlate.max_commits`.
+    pub commits: Vec<Commit>,
+    pub truncated: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -197,21 +444,31 @@ impl RecordFactory {
     /// minion, revision...).
     pub fn make(&self, at: Stamp, key: &[&str], body: RecordBody) -> Record {
         let kind = body.kind();
-        let mut hasher = Fnv128::new();
-        hasher.write(self.master.as_bytes());
-        hasher.write(kind.as_bytes());
-        for part in key {
-            hasher.write(part.as_bytes());
-        }
+        let id = stable_hash(
+            [self.master.as_str(), kind]
+                .iter()
+                .chain(key)
+                .map(|p| p.as_bytes()),
+        );
         Record {
             kind,
             schema_version: SCHEMA_VERSION,
-            id: format!("{:032x}", hasher.finish()),
+            id: format!("{id:032x}"),
             master: self.master.clone(),
             at,
             body,
         }
     }
+}
+
+/// A hash of `parts` that is the same in every build and on every platform (record
+/// ids, failure fingerprints); ("ab","c") and ("a","bc") differ.
+pub fn stable_hash<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u128 {
+    let mut hasher = Fnv128::new();
+    for part in parts {
+        hasher.write(part);
+    }
+    hasher.finish()
 }
 
 /// FNV-1a, 128-bit, with a final mix: stable across builds and platforms (unlike std's hasher), and
@@ -286,7 +543,7 @@ mod tests {
         let record = RecordFactory::new("m1").make(Stamp(0), &[], gap());
         let json = serde_json::to_value(&record).unwrap();
         assert_eq!(json["kind"], "bus_gap");
-        assert_eq!(json["schema_version"], 1);
+        assert_eq!(json["schema_version"], 2);
         assert_eq!(json["reason"], "disconnected");
         assert_eq!(json["at"], "1970-01-01T00:00:00.000000Z");
     }

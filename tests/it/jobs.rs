@@ -303,7 +303,10 @@ fn no_capture_without_a_lost_minion_reports_one_and_ids_are_unique() {
         for r in &records {
             assert_eq!(
                 (r["schema_version"].as_u64(), r["master"].as_str()),
-                (Some(1), Some("lab")),
+                (
+                    Some(u64::from(saltsight::record::SCHEMA_VERSION)),
+                    Some("lab")
+                ),
                 "{capture}"
             );
         }

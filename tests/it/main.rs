@@ -8,3 +8,4 @@ mod jobs_live;
 mod salt_live;
 mod support;
 mod tidy;
+mod triage;

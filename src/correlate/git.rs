@@ -1,0 +1,355 @@
+//! Git, read-only. A checkout's HEAD is read from its files (`HEAD`, loose refs,
+//! `packed-refs`), re-read only when their modification times change: a few
+//! `stat`s per job, no process. History (`log`) comes from the git CLI, run with
+//! a timeout, no pager, no prompts, no optional locks, and `safe.directory` for
+//! that one checkout (the state tree usually belongs to root, saltsight to salt).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+use crate::record::Commit;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("{dir}: not a git checkout (no .git here or above)")]
+    NotARepo { dir: PathBuf },
+    #[error("{path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("git {args} in {dir}: {detail}")]
+    Command {
+        dir: PathBuf,
+        args: String,
+        detail: String,
+    },
+}
+
+/// Where a checkout keeps its git data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitDir {
+    /// The directory git is run in (the watched root).
+    pub work_dir: PathBuf,
+    /// Holds `HEAD` (for a linked worktree, its own).
+    git_dir: PathBuf,
+    /// Holds `refs/` and `packed-refs` (the main repository's for a worktree).
+    common_dir: PathBuf,
+}
+
+impl GitDir {
+    /// Finds the git data of the checkout `dir` lies in: `.git` in `dir` or
+    /// above (a directory, or a file `gitdir: <path>`), or `dir` itself when it
+    /// is a bare repository.
+    pub fn discover(dir: &Path) -> Result<GitDir, GitError> {
+        if dir.join("HEAD").is_file() && dir.join("refs").is_dir() {
+            return Ok(Self::at(dir, dir.to_path_buf()));
+        }
+        for candidate in dir.ancestors() {
+            let dot_git = candidate.join(".git");
+            if dot_git.is_dir() {
+                return Ok(Self::at(dir, dot_git));
+            }
+            if dot_git.is_file() {
+                let text = read(&dot_git)?;
+                if let Some(target) = text.trim().strip_prefix("gitdir:") {
+                    return Ok(Self::at(dir, candidate.join(target.trim())));
+                }
+            }
+        }
+        Err(GitError::NotARepo { dir: dir.into() })
+    }
+
+    fn at(work_dir: &Path, git_dir: PathBuf) -> GitDir {
+        let common_dir = std::fs::read_to_string(git_dir.join("commondir"))
+            .map(|c| git_dir.join(c.trim()))
+            .unwrap_or_else(|_| git_dir.clone());
+        GitDir {
+            work_dir: work_dir.to_path_buf(),
+            git_dir,
+            common_dir,
+        }
+    }
+
+    /// The files whose modification times say whether `reference` may have moved.
+    fn watched_files(&self, reference: &str) -> Vec<PathBuf> {
+        let mut files = vec![
+            self.git_dir.join("HEAD"),
+            self.common_dir.join("packed-refs"),
+        ];
+        if reference != "HEAD" {
+            files.push(self.common_dir.join(reference));
+        } else if let Ok(text) = std::fs::read_to_string(self.git_dir.join("HEAD")) {
+            if let Some(target) = text.trim().strip_prefix("ref:") {
+                files.push(self.common_dir.join(target.trim()));
+            }
+        }
+        files
+    }
+
+    /// The commit `reference` (`HEAD` or `refs/...`) points at; `None` for an
+    /// unborn branch or a missing ref.
+    pub fn resolve(&self, reference: &str) -> Result<Option<String>, GitError> {
+        let mut name = reference.to_owned();
+        for _ in 0..8 {
+            let text = if name == "HEAD" {
+                read(&self.git_dir.join("HEAD"))?
+            } else {
+                match std::fs::read_to_string(self.common_dir.join(&name)) {
+                    Ok(text) => text,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return self.packed(&name);
+                    }
+                    Err(source) => {
+                        return Err(GitError::Read {
+                            path: self.common_dir.join(&name),
+                            source,
+                        });
+                    }
+                }
+            };
+            match text.trim().strip_prefix("ref:") {
+                Some(target) => name = target.trim().to_owned(),
+                None => return Ok(is_object_id(text.trim()).then(|| text.trim().to_owned())),
+            }
+        }
+        Ok(None) // a loop of symbolic refs
+    }
+
+    fn packed(&self, name: &str) -> Result<Option<String>, GitError> {
+        let path = self.common_dir.join("packed-refs");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(GitError::Read { path, source }),
+        };
+        Ok(text.lines().find_map(|line| {
+            let (id, refname) = line.split_once(' ')?;
+            (refname == name && is_object_id(id)).then(|| id.to_owned())
+        }))
+    }
+}
+
+fn is_object_id(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn read(path: &Path) -> Result<String, GitError> {
+    std::fs::read_to_string(path).map_err(|source| GitError::Read {
+        path: path.into(),
+        source,
+    })
+}
+
+/// A reference's move: (old commit, new commit).
+pub type Move = (Option<String>, Option<String>);
+
+/// A reference watched for moves, re-read only when its files change.
+#[derive(Debug)]
+pub struct HeadWatch {
+    pub git: GitDir,
+    pub reference: String,
+    stamps: Vec<Option<SystemTime>>,
+    pub head: Option<String>,
+}
+
+impl HeadWatch {
+    pub fn new(git: GitDir, reference: String) -> Self {
+        Self {
+            git,
+            reference,
+            stamps: Vec::new(),
+            head: None,
+        }
+    }
+
+    /// Re-reads the reference if its files changed. `Some((old, new))` when it
+    /// moved (the first read counts as a move from `None` only if it finds a
+    /// commit).
+    pub fn refresh(&mut self) -> Result<Option<Move>, GitError> {
+        let files = self.git.watched_files(&self.reference);
+        let stamps: Vec<Option<SystemTime>> = files
+            .iter()
+            .map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+            .collect();
+        if stamps == self.stamps && !self.stamps.is_empty() {
+            return Ok(None);
+        }
+        self.stamps = stamps;
+        let head = self.git.resolve(&self.reference)?;
+        if head == self.head {
+            return Ok(None);
+        }
+        let old = std::mem::replace(&mut self.head, head.clone());
+        Ok(Some((old, head)))
+    }
+}
+
+/// Runs the git CLI, read-only, with a timeout.
+#[derive(Debug, Clone)]
+pub struct GitCli {
+    pub program: PathBuf,
+    pub timeout: Duration,
+}
+
+/// Field and record separators in `git log --format`.
+const LOG_FORMAT: &str = "--format=%H%x1f%an%x1f%aI%x1f%s%x1e";
+
+impl GitCli {
+    /// `git log` in `dir`: the commits of `range` (newest first) that touch
+    /// `paths` (all when empty), at most `limit`.
+    pub fn log(
+        &self,
+        dir: &Path,
+        range: &str,
+        paths: &[&str],
+        limit: usize,
+    ) -> Result<Vec<Commit>, GitError> {
+        let max = format!("--max-count={limit}");
+        let mut args = vec!["log", LOG_FORMAT, &max, range, "--"];
+        args.extend(paths);
+        let out = self.run(dir, &args)?;
+        Ok(out
+            .split('\x1e')
+            .filter_map(|entry| {
+                let mut fields = entry.trim_start_matches('\n').split('\x1f');
+                Some(Commit {
+                    id: fields.next().filter(|id| is_object_id(id))?.to_owned(),
+                    author: fields.next()?.to_owned(),
+                    time: fields.next()?.to_owned(),
+                    subject: fields.next()?.trim_end().to_owned(),
+                })
+            })
+            .collect())
+    }
+
+    fn run(&self, dir: &Path, args: &[&str]) -> Result<String, GitError> {
+        let failed = |detail: String| GitError::Command {
+            dir: dir.into(),
+            args: args.join(" "),
+            detail,
+        };
+        let safe = format!("safe.directory={}", dir.display());
+        let mut child = Command::new(&self.program)
+            .args(["--no-pager", "-c", &safe, "-c", "core.fsmonitor=false"])
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| failed(format!("cannot start {}: {e}", self.program.display())))?;
+        // Read both pipes on threads so a chatty git cannot fill one and stall.
+        let mut stdout = child.stdout.take();
+        let mut stderr = child.stderr.take();
+        let out_reader = std::thread::spawn(move || {
+            let mut buf = String::new();
+            if let Some(s) = stdout.as_mut() {
+                let _ = s.read_to_string(&mut buf);
+            }
+            buf
+        });
+        let err_reader = std::thread::spawn(move || {
+            let mut buf = String::new();
+            if let Some(s) = stderr.as_mut() {
+                let _ = s.take(4096).read_to_string(&mut buf);
+            }
+            buf
+        });
+        let started = std::time::Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if started.elapsed() > self.timeout => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(failed(format!("timed out after {:?}", self.timeout)));
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+                Err(e) => return Err(failed(e.to_string())),
+            }
+        };
+        let out = out_reader.join().unwrap_or_default();
+        let err = err_reader.join().unwrap_or_default();
+        if !status.success() {
+            return Err(failed(format!("{status}: {}", err.trim())));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "alice")
+            .env("GIT_AUTHOR_EMAIL", "a@example.com")
+            .env("GIT_COMMITTER_NAME", "alice")
+            .env("GIT_COMMITTER_EMAIL", "a@example.com")
+            .stdout(Stdio::null())
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?}");
+    }
+
+    fn commit(dir: &Path, file: &str, text: &str, subject: &str) {
+        let path = dir.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-q", "-m", subject]);
+    }
+
+    #[test]
+    fn head_is_read_from_files_and_moves_are_seen() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q", "-b", "main"]);
+        let git_dir = GitDir::discover(&dir.join("sub")).unwrap();
+        let mut watch = HeadWatch::new(git_dir, "HEAD".into());
+        assert_eq!(watch.refresh().unwrap(), None, "unborn branch: no commit");
+        commit(dir, "web/init.sls", "a: b\n", "first");
+        let (old, first) = watch.refresh().unwrap().expect("moved");
+        assert_eq!(old, None);
+        assert_eq!(watch.refresh().unwrap(), None, "unchanged");
+        commit(dir, "web/init.sls", "a: c\n", "second");
+        let (old, second) = watch.refresh().unwrap().expect("moved");
+        assert_eq!(old, first);
+        // Packed refs resolve the same.
+        git(dir, &["pack-refs", "--all"]);
+        let packed = GitDir::discover(dir).unwrap().resolve("HEAD").unwrap();
+        assert_eq!(packed, second);
+        let cli = GitCli {
+            program: "git".into(),
+            timeout: Duration::from_secs(10),
+        };
+        let range = format!("{}..{}", first.unwrap(), second.clone().unwrap());
+        let commits = cli.log(dir, &range, &["web/init.sls"], 10).unwrap();
+        assert_eq!(commits.len(), 1);
+        assert_eq!(
+            (commits[0].author.as_str(), commits[0].subject.as_str()),
+            ("alice", "second")
+        );
+        assert_eq!(Some(commits[0].id.clone()), second);
+        let err = cli.log(dir, "no-such-ref", &[], 1).unwrap_err();
+        assert!(err.to_string().contains("no-such-ref"), "{err}");
+    }
+
+    #[test]
+    fn a_plain_directory_is_not_a_repo() {
+        let tmp = tempfile::tempdir().unwrap();
+        // tempdirs live under /tmp, which is not inside a checkout.
+        assert!(matches!(
+            GitDir::discover(tmp.path()),
+            Err(GitError::NotARepo { .. })
+        ));
+    }
+}

@@ -1,0 +1,460 @@
+//! Correlation: ties jobs and failures to the git history of the state tree and
+//! pillar, and turns triage findings into records.
+//!
+//! - Each `job_published` gets the HEAD of every watched checkout at that moment
+//!   (`commits`). HEADs are read from git's files, re-read only when their
+//!   modification times change ([`git::HeadWatch`]); a move is a `config_change`
+//!   record with the commits between.
+//! - A root cause gets `introduced_by`, the last commit touching its SLS file as
+//!   of the job's HEAD, and, when the state passed on that minion under an earlier
+//!   HEAD, `suspect_commits` between the two ([`history`]).
+//! - git itself runs only for failures and moves, and its answers are cached per
+//!   (HEAD, SLS) and per range: 800 minions failing the same state cost one call.
+
+pub mod git;
+pub mod history;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use tracing::warn;
+
+pub use crate::config::{CorrelateConfig, RepoSpec};
+use crate::event::Stamp;
+use crate::record::{
+    Commit, ConfigChange, Correlation, FailureGroup as GroupRecord, IntroducedBy, JobContext,
+    Record, RecordBody, RecordFactory, RenderFailure as RenderRecord, StateFailure as StateRecord,
+    SuspectCommits,
+};
+use crate::triage::failures::state_hash;
+use crate::triage::{FailureGroup, Findings};
+use git::{GitCli, GitDir, HeadWatch};
+use history::History;
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CorrelateStats {
+    pub head_moves: u64,
+    pub git_calls: u64,
+    pub git_errors: u64,
+    /// Wall time spent in git calls, microseconds.
+    pub git_micros: u64,
+    pub history_refused: u64,
+}
+
+struct Repo {
+    spec: RepoSpec,
+    watch: Option<HeadWatch>,
+    warned: bool,
+}
+
+type Heads = BTreeMap<String, String>;
+/// A range's commits (newest first) and whether more lay in it.
+type Range = (Vec<Commit>, bool);
+
+pub struct Correlator {
+    repos: Vec<Repo>,
+    cli: GitCli,
+    records: RecordFactory,
+    history: History,
+    max_commits: usize,
+    max_jobs: usize,
+    job_heads: HashMap<Box<str>, Heads>,
+    job_order: VecDeque<Box<str>>,
+    introduced: HashMap<(usize, String, String), Option<IntroducedBy>>,
+    ranges: HashMap<(usize, String, String), Option<Range>>,
+    pub stats: CorrelateStats,
+}
+
+/// Cached git answers kept at most (each is small).
+const MAX_CACHED: usize = 10_000;
+
+impl Correlator {
+    pub fn new(config: &CorrelateConfig, records: RecordFactory) -> Self {
+        let repos = config
+            .repos
+            .iter()
+            .map(|spec| {
+                let watch = match GitDir::discover(&spec.dir) {
+                    Ok(dir) => Some(HeadWatch::new(dir, spec.reference.clone())),
+                    Err(e) => {
+                        warn!(repo = %spec.name, error = %e, "Not watching this checkout.");
+                        None
+                    }
+                };
+                Repo {
+                    spec: spec.clone(),
+                    watch,
+                    warned: false,
+                }
+            })
+            .collect();
+        Self {
+            repos,
+            cli: GitCli {
+                program: config.git.clone(),
+                timeout: config.git_timeout,
+            },
+            records,
+            history: History::new(config.max_history),
+            max_commits: config.max_commits,
+            max_jobs: config.max_jobs,
+            job_heads: HashMap::new(),
+            job_order: VecDeque::new(),
+            introduced: HashMap::new(),
+            ranges: HashMap::new(),
+            stats: CorrelateStats::default(),
+        }
+    }
+
+    /// Whether any checkout is watched (triage then reports every state's outcome).
+    pub fn watches_states(&self) -> bool {
+        self.repos
+            .iter()
+            .any(|r| r.spec.states && r.watch.is_some())
+    }
+
+    /// The HEADs now, after a `config_change` into `out` for each that moved.
+    fn heads_now(&mut self, at: Stamp, out: &mut Vec<Record>) -> Heads {
+        let mut heads = Heads::new();
+        for i in 0..self.repos.len() {
+            let repo = &mut self.repos[i];
+            let Some(watch) = repo.watch.as_mut() else {
+                continue;
+            };
+            match watch.refresh() {
+                Ok(Some((old, new))) => {
+                    repo.warned = false;
+                    self.stats.head_moves += 1;
+                    if old.is_some() {
+                        out.push(self.config_change(i, old, new.clone(), at));
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    if !std::mem::replace(&mut repo.warned, true) {
+                        warn!(repo = %repo.spec.name, error = %e, "Cannot read the checkout's HEAD.");
+                    }
+                }
+            }
+            if let Some(head) = &self.repos[i].watch.as_ref().and_then(|w| w.head.clone()) {
+                heads.insert(self.repos[i].spec.name.clone(), head.clone());
+            }
+        }
+        heads
+    }
+
+    fn config_change(
+        &mut self,
+        repo: usize,
+        old: Option<String>,
+        new: Option<String>,
+        at: Stamp,
+    ) -> Record {
+        let (commits, truncated) = match (&old, &new) {
+            (Some(o), Some(n)) => self.range(repo, o, n).unwrap_or_default(),
+            _ => (Vec::new(), false),
+        };
+        let spec = &self.repos[repo].spec;
+        let (old_key, new_key) = (
+            old.clone().unwrap_or_default(),
+            new.clone().unwrap_or_default(),
+        );
+        self.records.make(
+            at,
+            &[spec.name.as_str(), &old_key, &new_key],
+            RecordBody::ConfigChange(ConfigChange {
+                repo: spec.name.clone(),
+                path: spec.dir.display().to_string(),
+                old,
+                new,
+                commits,
+                truncated,
+            }),
+        )
+    }
+
+    /// Job records from the tracker (`records[from..]`): each `job_published`
+    /// gets the HEADs of the moment, after any `config_change`.
+    pub fn on_job_records(&mut self, records: &mut Vec<Record>, from: usize) {
+        if self.repos.is_empty() || from >= records.len() {
+            return;
+        }
+        let tail: Vec<Record> = records.drain(from..).collect();
+        for mut record in tail {
+            if let RecordBody::JobPublished(p) = &mut record.body {
+                let heads = self.heads_now(record.at, records);
+                p.commits = heads.clone();
+                self.remember_job(&p.jid, heads);
+            }
+            records.push(record);
+        }
+    }
+
+    fn remember_job(&mut self, jid: &str, heads: Heads) {
+        while self.job_order.len() >= self.max_jobs {
+            if let Some(old) = self.job_order.pop_front() {
+                self.job_heads.remove(&old);
+            }
+        }
+        self.job_order.push_back(jid.into());
+        self.job_heads.insert(jid.into(), heads);
+    }
+
+    /// The job's HEADs at publish, or (a job published unseen: scheduled, or
+    /// before saltsight started) the HEADs now.
+    fn heads_of(&mut self, jid: &str, at: Stamp, out: &mut Vec<Record>) -> Heads {
+        match self.job_heads.get(jid) {
+            Some(heads) => heads.clone(),
+            None if self.repos.is_empty() => Heads::new(),
+            None => self.heads_now(at, out),
+        }
+    }
+
+    /// The watched state tree's HEAD among `heads` (the first state tree).
+    fn states_head(&self, heads: &Heads) -> Option<(usize, String)> {
+        self.repos.iter().enumerate().find_map(|(i, r)| {
+            r.spec
+                .states
+                .then(|| heads.get(&r.spec.name).map(|h| (i, h.clone())))
+                .flatten()
+        })
+    }
+
+    /// One minion's findings → `state_failure` and `render_failure` records.
+    pub fn on_findings(
+        &mut self,
+        findings: &Findings,
+        context: &JobContext,
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) {
+        let heads = self.heads_of(&findings.jid, at, out);
+        let states_head = self.states_head(&heads);
+        if let Some((_, head)) = &states_head {
+            if !findings.outcomes.is_empty() {
+                self.history
+                    .record(&findings.minion, head, &findings.outcomes);
+                self.stats.history_refused = self.history.refused;
+            }
+        }
+        for f in &findings.state_failures {
+            let state = &f.state;
+            let flip = states_head.as_ref().and_then(|(_, head)| {
+                self.history
+                    .flip(&findings.minion, state_hash(state.key.as_bytes()), head)
+            });
+            let correlation = Correlation {
+                commits: heads.clone(),
+                introduced_by: self.introduced_by(&heads, &state.sls),
+                suspect_commits: flip.as_ref().and_then(|flip| {
+                    self.suspects(&states_head, &flip.last_ok, &flip.first_failed)
+                }),
+            };
+            let body = RecordBody::StateFailure(StateRecord {
+                jid: findings.jid.clone(),
+                minion: findings.minion.clone(),
+                fun: findings.fun.clone(),
+                sls: state.sls.clone(),
+                state_id: state.state_id.clone(),
+                function: state.function.clone(),
+                name: state.name.clone(),
+                comment: f.comment.text.clone(),
+                comment_len: f.comment.original_len,
+                run_num: state.run_num,
+                duration_ms: state.duration_ms,
+                start_time: state.start_time.clone(),
+                cause: f.classification.clone(),
+                fallout: f.fallout,
+                fingerprint: f.fingerprint.clone(),
+                first_failing: flip.map(|f| f.first_failing_now),
+                context: context.clone(),
+                correlation,
+            });
+            out.push(
+                self.records
+                    .make(at, &[&findings.jid, &findings.minion, &state.key], body),
+            );
+        }
+        for f in &findings.render_failures {
+            let sls = f.error.sls.clone();
+            let correlation = Correlation {
+                commits: heads.clone(),
+                introduced_by: sls
+                    .as_deref()
+                    .and_then(|sls| self.introduced_by(&heads, sls)),
+                suspect_commits: None,
+            };
+            let body = RecordBody::RenderFailure(RenderRecord {
+                jid: findings.jid.clone(),
+                minion: findings.minion.clone(),
+                fun: findings.fun.clone(),
+                saltenv: f.error.saltenv.clone(),
+                sls,
+                line: f.error.line,
+                column: f.error.column,
+                message: f.message.text.clone(),
+                message_len: f.message.original_len,
+                cause: f.classification.clone(),
+                fingerprint: f.fingerprint.clone(),
+                context: context.clone(),
+                correlation,
+            });
+            out.push(self.records.make(
+                at,
+                &[&findings.jid, &findings.minion, &f.fingerprint],
+                body,
+            ));
+        }
+    }
+
+    /// A job's failure groups (at its `job_completed` of `revision`) → records.
+    pub fn on_groups(
+        &mut self,
+        groups: Vec<FailureGroup>,
+        context: &JobContext,
+        revision: u32,
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) {
+        for g in groups {
+            let heads = self.heads_of(&g.jid, at, out);
+            let states_head = self.states_head(&heads);
+            // The group's suspects are its first minion's (they ran the same HEAD).
+            let flip = match (&states_head, g.state_key_hash, g.minions.first()) {
+                (Some((_, head)), Some(hash), Some(minion)) => {
+                    self.history.flip(minion, hash, head)
+                }
+                _ => None,
+            };
+            let correlation = Correlation {
+                introduced_by: g
+                    .sls
+                    .as_deref()
+                    .and_then(|sls| self.introduced_by(&heads, sls)),
+                suspect_commits: flip.and_then(|flip| {
+                    self.suspects(&states_head, &flip.last_ok, &flip.first_failed)
+                }),
+                commits: heads,
+            };
+            let revision_key = revision.to_string();
+            let key = [
+                g.jid.as_str(),
+                g.fingerprint.as_str(),
+                revision_key.as_str(),
+            ];
+            let body = RecordBody::FailureGroup(GroupRecord {
+                jid: g.jid.clone(),
+                fingerprint: g.fingerprint.clone(),
+                sls: g.sls,
+                state_id: g.state_id,
+                function: g.function,
+                cause: g.classification,
+                comment: g.comment.text,
+                comment_len: g.comment.original_len,
+                normalised: g.normalised,
+                count: g.count,
+                minions: g.minions,
+                first_seen_jid: g.first_seen_jid,
+                first_seen_at: g.first_seen_at,
+                revision,
+                context: context.clone(),
+                correlation,
+            });
+            out.push(self.records.make(at, &key, body));
+        }
+    }
+
+    /// The last commit touching the SLS file, as of the job's HEAD of the first
+    /// state tree that has it.
+    fn introduced_by(&mut self, heads: &Heads, sls: &str) -> Option<IntroducedBy> {
+        if sls.is_empty() {
+            return None;
+        }
+        let base = sls.replace('.', "/");
+        let candidates = [format!("{base}.sls"), format!("{base}/init.sls")];
+        for i in 0..self.repos.len() {
+            let spec = self.repos[i].spec.clone();
+            let Some(head) = heads.get(&spec.name).filter(|_| spec.states) else {
+                continue;
+            };
+            let Some(path) = candidates.iter().find(|c| spec.dir.join(c).is_file()) else {
+                continue;
+            };
+            let key = (i, head.clone(), path.clone());
+            if let Some(cached) = self.introduced.get(&key) {
+                return cached.clone();
+            }
+            let found = self
+                .git_log(i, head, &[path], 1)
+                .and_then(|mut commits| commits.pop())
+                .map(|commit| IntroducedBy {
+                    repo: spec.name.clone(),
+                    path: path.clone(),
+                    commit,
+                });
+            if self.introduced.len() >= MAX_CACHED {
+                self.introduced.clear();
+            }
+            self.introduced.insert(key, found.clone());
+            return found;
+        }
+        None
+    }
+
+    fn suspects(
+        &mut self,
+        states_head: &Option<(usize, String)>,
+        last_ok: &str,
+        first_failed: &str,
+    ) -> Option<SuspectCommits> {
+        let (repo, _) = states_head.as_ref()?;
+        let (commits, truncated) = self.range(*repo, last_ok, first_failed)?;
+        Some(SuspectCommits {
+            repo: self.repos[*repo].spec.name.clone(),
+            last_ok: last_ok.to_owned(),
+            first_failed: first_failed.to_owned(),
+            commits,
+            truncated,
+        })
+    }
+
+    /// `old..new` of a repo, newest first, at most `max_commits`, cached.
+    fn range(&mut self, repo: usize, old: &str, new: &str) -> Option<Range> {
+        let key = (repo, old.to_owned(), new.to_owned());
+        if let Some(cached) = self.ranges.get(&key) {
+            return cached.clone();
+        }
+        let found = self
+            .git_log(repo, &format!("{old}..{new}"), &[], self.max_commits + 1)
+            .map(|mut commits| {
+                let truncated = commits.len() > self.max_commits;
+                commits.truncate(self.max_commits);
+                (commits, truncated)
+            });
+        if self.ranges.len() >= MAX_CACHED {
+            self.ranges.clear();
+        }
+        self.ranges.insert(key, found.clone());
+        found
+    }
+
+    fn git_log(
+        &mut self,
+        repo: usize,
+        range: &str,
+        paths: &[&str],
+        limit: usize,
+    ) -> Option<Vec<Commit>> {
+        let dir = self.repos[repo].spec.dir.clone();
+        let started = std::time::Instant::now();
+        self.stats.git_calls += 1;
+        let result = self.cli.log(&dir, range, paths, limit);
+        self.stats.git_micros += u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        match result {
+            Ok(commits) => Some(commits),
+            Err(e) => {
+                self.stats.git_errors += 1;
+                warn!(repo = %self.repos[repo].spec.name, error = %e, "git failed.");
+                None
+            }
+        }
+    }
+}

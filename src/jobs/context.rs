@@ -1,0 +1,107 @@
+//! A job's context: how it came to run (by hand, a minion's scheduler, an
+//! orchestration, salt-api, the reactor), its `--metadata`, and `test=True`.
+//!
+//! Salt marks none of these on the job itself except the schedule name and the
+//! metadata: an orchestration step fires `salt/run/<orchestration jid>/args`
+//! (`{type, tgt, name, args}`) just before it publishes, so a `new` to the same
+//! target within a few seconds is that step's job; the reactor publishes runner
+//! and wheel jobs as user `Reactor` (its `local` jobs carry the master's user and
+//! cannot be told from jobs run by hand); salt-api jobs carry the eauth user,
+//! configured as `jobs.api_users`.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::args::{metadata_json, test_kwarg, texts};
+use crate::event::{JobPublication, JobReturn, RunArgs, Stamp, Text};
+use crate::record::{JobContext, RunKind};
+
+/// The user the reactor publishes runner and wheel jobs as.
+const REACTOR_USER: &str = "Reactor";
+
+/// How long after an orchestration's `args` event its job's `new` may come.
+const ORCHESTRATION_WINDOW: Duration = Duration::from_secs(10);
+/// Orchestration steps remembered while waiting for their job's `new`.
+const MAX_ORCHESTRATION_STEPS: usize = 256;
+
+/// The rules that name a published job's context, and the orchestration steps
+/// waiting for their job.
+#[derive(Debug, Default)]
+pub struct ContextRules {
+    api_users: Vec<String>,
+    /// Orchestration steps about to publish: (when, orchestration jid, target).
+    steps: VecDeque<(Stamp, Box<str>, Vec<String>)>,
+}
+
+impl ContextRules {
+    pub fn new(api_users: Vec<String>) -> Self {
+        Self {
+            api_users,
+            steps: VecDeque::new(),
+        }
+    }
+
+    /// How a published job came to run: by its user (the reactor's, or a
+    /// salt-api user), by an orchestration step just before it with the same
+    /// target, or else by hand. Metadata arrives later, with `publish`.
+    pub fn for_publication(
+        &mut self,
+        p: &JobPublication<'_>,
+        tgt: &[String],
+        at: Stamp,
+    ) -> JobContext {
+        let user = p.user.as_ref().map_or("", Text::as_str);
+        let step = self
+            .steps
+            .iter()
+            .position(|(when, _, step_tgt)| {
+                step_tgt == tgt && at >= *when && at <= when.plus(ORCHESTRATION_WINDOW)
+            })
+            .and_then(|i| self.steps.remove(i));
+        let run_kind = if step.is_some() {
+            RunKind::Orchestrated
+        } else if user == REACTOR_USER {
+            RunKind::Reactor
+        } else if self.api_users.iter().any(|u| u == user) {
+            RunKind::Api
+        } else {
+            RunKind::Adhoc
+        };
+        JobContext {
+            run_kind,
+            orchestration_jid: step.map(|(_, jid, _)| jid.into_string()),
+            metadata: metadata_json(p.metadata),
+            test: test_kwarg(p.arg),
+        }
+    }
+
+    pub fn on_orchestration_step(&mut self, r: &RunArgs<'_>, at: Stamp) {
+        while self
+            .steps
+            .front()
+            .is_some_and(|(when, _, _)| when.plus(ORCHESTRATION_WINDOW) < at)
+            || self.steps.len() >= MAX_ORCHESTRATION_STEPS
+        {
+            self.steps.pop_front();
+        }
+        let tgt = texts(r.tgt.as_ref());
+        if !tgt.is_empty() {
+            self.steps.push_back((at, r.jid.as_str().into(), tgt));
+        }
+    }
+}
+
+/// What a return says of its job's context on its own (a job whose `new` was not
+/// seen): scheduled or unknown, its metadata and `test` flag.
+pub fn context_of_return(r: &JobReturn<'_>) -> JobContext {
+    JobContext {
+        run_kind: if r.schedule.is_some() {
+            RunKind::Scheduled
+        } else {
+            RunKind::Unknown
+        },
+        orchestration_jid: None,
+        metadata: metadata_json(r.metadata),
+        test: test_kwarg(r.fun_args),
+    }
+}

@@ -1,0 +1,338 @@
+//! A state run's failures, told apart: the root causes, and the states that failed
+//! only because a requisite did ("One or more requisite failed: sls.id, ...").
+//!
+//! The return is walked raw ([`for_each_state`]): only a failed state's fields are
+//! decoded, so a highstate of thousands of successful states costs a scan.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::event::json::to_json;
+use crate::jobs::states::{StateEntry, for_each_state};
+use crate::record::stable_hash;
+
+/// Salt's comment on a state that did not run because a requisite failed.
+const FALLOUT_PREFIX: &str = "One or more requisite failed";
+
+/// One failed state, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedState {
+    /// The state key `mod_|-id_|-name_|-fun`.
+    pub key: String,
+    pub sls: String,
+    pub state_id: String,
+    /// `module.function`, e.g. `file.managed`.
+    pub function: String,
+    pub name: String,
+    /// The comment as text (a list of lines is joined with newlines).
+    pub comment: String,
+    pub run_num: Option<u64>,
+    pub duration_ms: Option<f64>,
+    pub start_time: Option<String>,
+    /// `changes.retcode` of a state that ran a command.
+    pub exit_code: Option<i64>,
+    /// `changes.stderr` of a state that ran a command (evidence, not output).
+    pub stderr: Option<String>,
+    /// The requisites (`sls.id`) whose failure this state is fallout of, when it
+    /// is fallout.
+    pub failed_requisites: Option<Vec<String>>,
+}
+
+impl FailedState {
+    pub fn is_fallout(&self) -> bool {
+        self.failed_requisites.is_some()
+    }
+
+    fn label(&self) -> String {
+        format!("{}.{}", self.sls, self.state_id)
+    }
+}
+
+/// What one walk of a state-run return found.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct StateRun {
+    pub states: u32,
+    /// Failed states, in `__run_num__` order.
+    pub failed: Vec<FailedState>,
+    /// `result: null`: would change (`test=True`); not failures.
+    pub would_change: u32,
+    /// Per state, a hash of (module, id, function) and whether it succeeded; only
+    /// when asked for (the correlator's per-minion memory).
+    pub outcomes: Vec<(u64, bool)>,
+}
+
+/// Walks a state-run return. `None` when it is not one.
+pub fn walk(raw: &[u8], want_outcomes: bool) -> Option<StateRun> {
+    let mut run = StateRun::default();
+    run.states = for_each_state(raw, |state| {
+        if want_outcomes {
+            if let Some(result) = state.result {
+                run.outcomes.push((state_hash(state.key), result));
+            }
+        }
+        match state.result {
+            Some(false) => run.failed.push(decode_failed(&state)),
+            None => run.would_change += 1,
+            Some(true) => {}
+        }
+    })?;
+    run.failed
+        .sort_by(|a, b| a.run_num.cmp(&b.run_num).then_with(|| a.key.cmp(&b.key)));
+    Some(run)
+}
+
+/// A hash of a state key's module, id and function (not its name, which may
+/// hold a minion's paths).
+pub fn state_hash(key: &[u8]) -> u64 {
+    let mut parts = key.split(|b| *b == b'|');
+    let (module, id) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
+    let fun = key.rsplit(|b| *b == b'-').next().unwrap_or_default();
+    stable_hash([module, id, fun]) as u64
+}
+
+/// `mod_|-id_|-name_|-fun` → (mod, id, fun).
+fn split_key(key: &str) -> (&str, &str, &str) {
+    let mut parts = key.split("_|-");
+    let module = parts.next().unwrap_or_default();
+    let id = parts.next().unwrap_or_default();
+    let fun = key.rsplit("_|-").next().unwrap_or_default();
+    (module, id, fun)
+}
+
+fn decode_failed(state: &StateEntry<'_>) -> FailedState {
+    let key = String::from_utf8_lossy(state.key).into_owned();
+    let (module, key_id, fun) = split_key(&key);
+    let fields = match to_json(state.raw) {
+        Ok(Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    let text = |name: &str| match fields.get(name) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Null) | None => None,
+        Some(other) => Some(other.to_string()),
+    };
+    let comment = match fields.get("comment") {
+        Some(Value::Array(lines)) => lines
+            .iter()
+            .map(|l| l.as_str().map_or_else(|| l.to_string(), str::to_owned))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => text("comment").unwrap_or_default(),
+    };
+    let changes = fields.get("changes");
+    let failed_requisites = comment.strip_prefix(FALLOUT_PREFIX).map(|rest| {
+        rest.trim_start_matches(':')
+            .split(',')
+            .map(|r| r.trim().to_owned())
+            .filter(|r| !r.is_empty())
+            .collect()
+    });
+    FailedState {
+        sls: text("__sls__").unwrap_or_default(),
+        state_id: text("__id__").unwrap_or_else(|| key_id.to_owned()),
+        function: format!("{module}.{fun}"),
+        name: text("name").unwrap_or_default(),
+        comment,
+        run_num: fields.get("__run_num__").and_then(Value::as_u64),
+        duration_ms: fields.get("duration").and_then(Value::as_f64),
+        start_time: text("start_time"),
+        exit_code: changes
+            .and_then(|c| c.get("retcode"))
+            .and_then(Value::as_i64),
+        stderr: changes
+            .and_then(|c| c.get("stderr"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+        failed_requisites,
+        key,
+    }
+}
+
+/// A root cause and how many failed states are its fallout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RootCause {
+    pub state: FailedState,
+    pub fallout: u32,
+}
+
+/// The root causes of a run's failures, in run order, each with the number of
+/// states that failed because of it (directly or through other fallout), and the
+/// fallout no root cause explains (its requisite failed outside this return).
+pub fn root_causes(failed: Vec<FailedState>) -> (Vec<RootCause>, u32) {
+    let by_label: HashMap<String, usize> = failed
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.label(), i))
+        .collect();
+    // For each fallout state, the roots it leads back to.
+    let mut fallout_of_root = vec![0u32; failed.len()];
+    let mut unexplained = 0;
+    for state in failed.iter().filter(|s| s.is_fallout()) {
+        let roots = roots_of(state, &failed, &by_label);
+        if roots.is_empty() {
+            unexplained += 1;
+        }
+        for root in roots {
+            fallout_of_root[root] += 1;
+        }
+    }
+    let causes = failed
+        .into_iter()
+        .zip(fallout_of_root)
+        .filter(|(s, _)| !s.is_fallout())
+        .map(|(state, fallout)| RootCause { state, fallout })
+        .collect();
+    (causes, unexplained)
+}
+
+/// The non-fallout states `state` leads back to, following fallout chains; a
+/// cycle or an unknown requisite ends a branch.
+fn roots_of(
+    state: &FailedState,
+    failed: &[FailedState],
+    by_label: &HashMap<String, usize>,
+) -> Vec<usize> {
+    let mut roots = Vec::new();
+    let mut seen = vec![false; failed.len()];
+    let mut stack: Vec<&str> = state
+        .failed_requisites
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    while let Some(label) = stack.pop() {
+        let Some(&i) = by_label.get(label) else {
+            continue;
+        };
+        if std::mem::replace(&mut seen[i], true) {
+            continue;
+        }
+        match &failed[i].failed_requisites {
+            Some(next) => stack.extend(next.iter().map(String::as_str)),
+            None => roots.push(i),
+        }
+    }
+    roots
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pack(v: &Value) -> Vec<u8> {
+        rmp_serde::to_vec_named(v).unwrap()
+    }
+
+    fn state(sls: &str, id: &str, run: u64, result: Value, comment: &str) -> (String, Value) {
+        (
+            format!("cmd_|-{id}_|-{id}_|-run"),
+            json!({"result": result, "comment": comment, "__sls__": sls, "__id__": id,
+                   "__run_num__": run, "changes": {}, "name": id, "duration": 1.5}),
+        )
+    }
+
+    #[test]
+    fn fallout_chains_lead_back_to_their_root() {
+        let ret: serde_json::Map<String, Value> = [
+            state("a", "good", 0, json!(true), "ok"),
+            state("a", "root", 1, json!(false), "Command \"x\" run"),
+            state(
+                "a",
+                "child",
+                2,
+                json!(false),
+                "One or more requisite failed: a.root",
+            ),
+            state(
+                "b",
+                "grandchild",
+                3,
+                json!(false),
+                "One or more requisite failed: a.child",
+            ),
+            state("b", "other_root", 4, json!(false), "boom"),
+            state(
+                "b",
+                "orphan",
+                5,
+                json!(false),
+                "One or more requisite failed: c.gone",
+            ),
+            state("b", "maybe", 6, json!(null), "would change"),
+        ]
+        .into_iter()
+        .collect();
+        let run = walk(&pack(&Value::Object(ret)), true).unwrap();
+        assert_eq!((run.states, run.would_change, run.failed.len()), (7, 1, 5));
+        assert_eq!(run.outcomes.len(), 6, "null results are not outcomes");
+        let (causes, unexplained) = root_causes(run.failed);
+        let got: Vec<_> = causes
+            .iter()
+            .map(|c| (c.state.state_id.as_str(), c.fallout))
+            .collect();
+        assert_eq!(got, [("root", 2), ("other_root", 0)]);
+        assert_eq!(unexplained, 1);
+        assert_eq!(causes[0].state.function, "cmd.run");
+        assert_eq!(causes[0].state.duration_ms, Some(1.5));
+    }
+
+    #[test]
+    fn a_requisite_cycle_ends() {
+        let ret: serde_json::Map<String, Value> = [
+            state(
+                "a",
+                "x",
+                0,
+                json!(false),
+                "One or more requisite failed: a.y",
+            ),
+            state(
+                "a",
+                "y",
+                1,
+                json!(false),
+                "One or more requisite failed: a.x",
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let run = walk(&pack(&Value::Object(ret)), false).unwrap();
+        let (causes, unexplained) = root_causes(run.failed);
+        assert!(causes.is_empty());
+        assert_eq!(unexplained, 2);
+    }
+
+    #[test]
+    fn a_list_comment_is_joined_and_command_details_kept() {
+        let ret = json!({"pkg_|-p_|-nginx_|-installed": {
+            "result": false, "comment": ["line one", "line two"],
+            "changes": {"retcode": 100, "stderr": "E: oops"}, "__sls__": "web", "__id__": "p"}});
+        let run = walk(&pack(&ret), false).unwrap();
+        let s = &run.failed[0];
+        assert_eq!(s.comment, "line one\nline two");
+        assert_eq!(
+            (s.exit_code, s.stderr.as_deref()),
+            (Some(100), Some("E: oops"))
+        );
+        assert_eq!(s.function, "pkg.installed");
+        assert_eq!((s.run_num, s.start_time.as_deref()), (None, None));
+    }
+
+    #[test]
+    fn the_state_hash_ignores_the_name() {
+        assert_eq!(
+            state_hash(b"file_|-conf_|-/tmp/web1/x_|-managed"),
+            state_hash(b"file_|-conf_|-/tmp/db1/x_|-managed")
+        );
+        assert_ne!(
+            state_hash(b"file_|-conf_|-x_|-managed"),
+            state_hash(b"file_|-conf2_|-x_|-managed")
+        );
+    }
+}

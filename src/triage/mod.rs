@@ -1,0 +1,388 @@
+//! The grain of sand: from a failed state run, the state that caused it (told
+//! apart from requisite fallout), its category with evidence, and a fingerprint
+//! that groups the same failure across minions and jobs. Render errors (an SLS
+//! that did not render) are named with their SLS.
+//!
+//! Pure: returns in, findings out; the correlator turns findings into records.
+//! Memory is bounded: groups are kept per job until it closes (plus the jobs of
+//! the late window, at most `max_jobs`), and first sightings of fingerprints up
+//! to `max_fingerprints`, oldest forgotten first.
+
+pub mod category;
+pub mod failures;
+pub mod fingerprint;
+pub mod render;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+pub use crate::config::TriageConfig;
+use crate::event::{JobReturn, RunJob, Stamp, Text};
+use crate::jobs::args::is_internal;
+pub use category::{Category, Classification, classify};
+use failures::{FailedState, RootCause, root_causes, walk};
+use fingerprint::{fingerprint, normalise};
+use render::{RenderError, render_errors};
+
+/// A text cut to the configured size, with its length before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capped {
+    pub text: String,
+    pub original_len: usize,
+}
+
+impl Capped {
+    fn new(text: &str, max: usize) -> Self {
+        Self {
+            text: category::cap_text(text, max),
+            original_len: text.len(),
+        }
+    }
+}
+
+/// A root cause found in one minion's return.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateFailure {
+    pub state: FailedState,
+    pub comment: Capped,
+    pub fallout: u32,
+    pub classification: Classification,
+    pub fingerprint: String,
+}
+
+/// One render error in one minion's return.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderFailure {
+    pub error: RenderError,
+    pub message: Capped,
+    pub classification: Classification,
+    pub fingerprint: String,
+}
+
+/// What triage found in one return.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Findings {
+    pub jid: String,
+    pub minion: String,
+    pub fun: String,
+    pub state_failures: Vec<StateFailure>,
+    pub render_failures: Vec<RenderFailure>,
+    /// Fallout whose failed requisite is not in the return.
+    pub unexplained_fallout: u32,
+    /// Per state: hash of (module, id, function), succeeded (when asked for).
+    pub outcomes: Vec<(u64, bool)>,
+}
+
+impl Findings {
+    pub fn is_empty(&self) -> bool {
+        self.state_failures.is_empty() && self.render_failures.is_empty()
+    }
+}
+
+/// One failure across the minions of one job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailureGroup {
+    pub jid: String,
+    pub fingerprint: String,
+    pub sls: Option<String>,
+    /// `None` for render failures.
+    pub state_id: Option<String>,
+    pub function: Option<String>,
+    /// [`failures::state_hash`] of the state's key (`None` for render failures).
+    pub state_key_hash: Option<u64>,
+    pub classification: Classification,
+    /// The first minion's comment (or render message), capped.
+    pub comment: Capped,
+    /// The comment as fingerprinted (what varies replaced).
+    pub normalised: String,
+    /// Minions with this failure.
+    pub count: u32,
+    /// The first few of them, sorted.
+    pub minions: Vec<String>,
+    /// The first job this agent saw the fingerprint in (this job if it is new).
+    pub first_seen_jid: String,
+    pub first_seen_at: Stamp,
+}
+
+#[derive(Debug, Default)]
+struct JobGroups {
+    /// fingerprint → group.
+    groups: BTreeMap<String, FailureGroup>,
+    /// Changed since it was last emitted.
+    dirty: bool,
+    closed: bool,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TriageStats {
+    pub state_runs: u64,
+    pub state_failures: u64,
+    pub render_failures: u64,
+    pub fallout_states: u64,
+    pub evicted_jobs: u64,
+}
+
+pub struct Triage {
+    config: TriageConfig,
+    jobs: HashMap<Box<str>, JobGroups>,
+    jobs_order: VecDeque<Box<str>>,
+    first_seen: HashMap<String, (String, Stamp)>,
+    first_seen_order: VecDeque<String>,
+    pub stats: TriageStats,
+}
+
+/// Functions whose return is a state run (a map of state results, or render
+/// errors).
+pub fn is_state_run(fun: &str) -> bool {
+    fun.starts_with("state.")
+        && !matches!(
+            fun,
+            "state.running" | "state.show_sls" | "state.show_highstate" | "state.show_top"
+        )
+}
+
+impl Triage {
+    pub fn new(config: TriageConfig) -> Self {
+        Self {
+            config,
+            jobs: HashMap::new(),
+            jobs_order: VecDeque::new(),
+            first_seen: HashMap::new(),
+            first_seen_order: VecDeque::new(),
+            stats: TriageStats::default(),
+        }
+    }
+
+    /// A minion's return. Findings for state runs; `None` for anything else.
+    pub fn on_return(&mut self, r: &JobReturn<'_>, at: Stamp) -> Option<Findings> {
+        let fun = r.fun.as_ref().map_or("", Text::as_str);
+        if !is_state_run(fun) || is_internal(fun) {
+            return None;
+        }
+        let raw = r.ret?.0;
+        let findings = self.triage(r.jid.as_str(), r.minion.as_str(), fun, raw, r.retcode)?;
+        self.add_to_groups(&findings, at);
+        Some(findings)
+    }
+
+    /// An orchestration's return (`salt/run/<jid>/ret` of `state.orchestrate`):
+    /// its steps are states of the master's own run, under `return.data.<id>`.
+    pub fn on_runner_return(&mut self, r: &RunJob<'_>, at: Stamp) -> Option<Findings> {
+        let fun = r.fun.as_ref().map_or("", Text::as_str);
+        if !matches!(
+            fun,
+            "runner.state.orchestrate" | "runner.state.orch" | "runner.state.sls"
+        ) {
+            return None;
+        }
+        let (minion, states) = orchestration_states(r.ret?.0)?;
+        let findings = self.triage(r.jid.as_str(), &minion, fun, states, None)?;
+        self.add_to_groups(&findings, at);
+        Some(findings)
+    }
+
+    fn triage(
+        &mut self,
+        jid: &str,
+        minion: &str,
+        fun: &str,
+        raw: &[u8],
+        retcode: Option<i64>,
+    ) -> Option<Findings> {
+        let mut findings = Findings {
+            jid: jid.to_owned(),
+            minion: minion.to_owned(),
+            fun: fun.to_owned(),
+            ..Findings::default()
+        };
+        let max = self.config.comment_max_bytes;
+        if let Some(run) = walk(raw, self.config.want_outcomes) {
+            self.stats.state_runs += 1;
+            self.stats.fallout_states +=
+                run.failed.iter().filter(|s| s.is_fallout()).count() as u64;
+            findings.outcomes = run.outcomes;
+            let (causes, unexplained) = root_causes(run.failed);
+            findings.unexplained_fallout = unexplained;
+            for RootCause { state, fallout } in causes {
+                let mut texts = vec![state.comment.as_str()];
+                texts.extend(state.stderr.as_deref());
+                let classification = classify(&texts, state.exit_code);
+                let fingerprint = fingerprint(&[
+                    &state.sls,
+                    &state.state_id,
+                    &state.function,
+                    &normalise(&state.comment),
+                ]);
+                findings.state_failures.push(StateFailure {
+                    comment: Capped::new(&state.comment, max),
+                    state,
+                    fallout,
+                    classification,
+                    fingerprint,
+                });
+            }
+        } else if let Some(errors) = render_errors(raw, retcode) {
+            for error in errors {
+                let sls = error.sls.as_deref().unwrap_or_default();
+                let classification = match classify(&[&error.message], None) {
+                    c if c.category == Category::SourceMissing => c,
+                    _ => Classification::render(),
+                };
+                findings.render_failures.push(RenderFailure {
+                    fingerprint: fingerprint(&["render", sls, &normalise(&error.message)]),
+                    message: Capped::new(&error.message, max),
+                    classification,
+                    error,
+                });
+            }
+        } else {
+            return None;
+        }
+        self.stats.state_failures += findings.state_failures.len() as u64;
+        self.stats.render_failures += findings.render_failures.len() as u64;
+        Some(findings)
+    }
+
+    fn add_to_groups(&mut self, findings: &Findings, at: Stamp) {
+        if findings.is_empty() {
+            return;
+        }
+        if !self.jobs.contains_key(findings.jid.as_str()) {
+            while self.jobs_order.len() >= self.config.max_jobs {
+                if let Some(old) = self.jobs_order.pop_front() {
+                    self.jobs.remove(&old);
+                    self.stats.evicted_jobs += 1;
+                }
+            }
+            self.jobs_order.push_back(findings.jid.as_str().into());
+        }
+        let mut members: Vec<(String, FailureGroup)> = Vec::new();
+        for f in &findings.state_failures {
+            members.push((
+                f.fingerprint.clone(),
+                self.new_group(findings, &f.fingerprint, at, |g| {
+                    g.sls = Some(f.state.sls.clone());
+                    g.state_id = Some(f.state.state_id.clone());
+                    g.function = Some(f.state.function.clone());
+                    g.state_key_hash = Some(failures::state_hash(f.state.key.as_bytes()));
+                    g.classification = f.classification.clone();
+                    g.comment = f.comment.clone();
+                    g.normalised = normalise(&f.state.comment);
+                }),
+            ));
+        }
+        for f in &findings.render_failures {
+            members.push((
+                f.fingerprint.clone(),
+                self.new_group(findings, &f.fingerprint, at, |g| {
+                    g.sls = f.error.sls.clone();
+                    g.classification = f.classification.clone();
+                    g.comment = f.message.clone();
+                    g.normalised = normalise(&f.error.message);
+                }),
+            ));
+        }
+        let example_minions = self.config.example_minions;
+        let job = self.jobs.entry(findings.jid.as_str().into()).or_default();
+        job.dirty = true;
+        for (fingerprint, fresh) in members {
+            let group = job.groups.entry(fingerprint).or_insert(fresh);
+            if group.minions.contains(&findings.minion) {
+                continue; // one failure counted once per minion
+            }
+            group.count += 1;
+            if group.minions.len() < example_minions {
+                group.minions.push(findings.minion.clone());
+                group.minions.sort();
+            }
+        }
+    }
+
+    fn new_group(
+        &mut self,
+        findings: &Findings,
+        fingerprint: &str,
+        at: Stamp,
+        fill: impl FnOnce(&mut FailureGroup),
+    ) -> FailureGroup {
+        let (first_jid, first_at) = self.first_sighting(fingerprint, &findings.jid, at);
+        let mut group = FailureGroup {
+            jid: findings.jid.clone(),
+            fingerprint: fingerprint.to_owned(),
+            sls: None,
+            state_id: None,
+            function: None,
+            state_key_hash: None,
+            classification: Classification::render(),
+            comment: Capped::new("", 0),
+            normalised: String::new(),
+            count: 0,
+            minions: Vec::new(),
+            first_seen_jid: first_jid,
+            first_seen_at: first_at,
+        };
+        fill(&mut group);
+        group
+    }
+
+    fn first_sighting(&mut self, fingerprint: &str, jid: &str, at: Stamp) -> (String, Stamp) {
+        if let Some(seen) = self.first_seen.get(fingerprint) {
+            return seen.clone();
+        }
+        while self.first_seen_order.len() >= self.config.max_fingerprints {
+            if let Some(old) = self.first_seen_order.pop_front() {
+                self.first_seen.remove(&old);
+            }
+        }
+        self.first_seen_order.push_back(fingerprint.to_owned());
+        self.first_seen
+            .insert(fingerprint.to_owned(), (jid.to_owned(), at));
+        (jid.to_owned(), at)
+    }
+
+    /// The job is complete (or amended by a late return): its groups, if they
+    /// changed since last emitted, largest first.
+    pub fn close_job(&mut self, jid: &str) -> Vec<FailureGroup> {
+        let Some(job) = self.jobs.get_mut(jid) else {
+            return Vec::new();
+        };
+        job.closed = true;
+        if !std::mem::take(&mut job.dirty) {
+            return Vec::new();
+        }
+        let mut groups: Vec<FailureGroup> = job.groups.values().cloned().collect();
+        groups.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then_with(|| a.fingerprint.cmp(&b.fingerprint))
+        });
+        groups
+    }
+
+    /// Groups of jobs not closed yet (for the end of a recording).
+    pub fn open_jobs(&self) -> Vec<String> {
+        self.jobs_order
+            .iter()
+            .filter(|j| self.jobs.get(*j).is_some_and(|g| !g.closed))
+            .map(|j| j.to_string())
+            .collect()
+    }
+}
+
+/// `{"data": {"<master id>": {<states>}}, ...}` → (master id, raw states).
+fn orchestration_states(raw: &[u8]) -> Option<(String, &[u8])> {
+    use crate::bus::msgpack::Cursor;
+    let mut cursor = Cursor::new(raw);
+    for _ in 0..cursor.read_map_len()? {
+        let key = cursor.read_str_or_bin()?;
+        let value = cursor.take_raw().ok()?;
+        if key == b"data" {
+            let mut inner = Cursor::new(value);
+            if inner.read_map_len()? == 0 {
+                return None;
+            }
+            let id = String::from_utf8_lossy(inner.read_str_or_bin()?).into_owned();
+            return Some((id, inner.take_raw().ok()?));
+        }
+    }
+    None
+}
