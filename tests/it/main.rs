@@ -9,3 +9,4 @@ mod salt_live;
 mod support;
 mod tidy;
 mod triage;
+mod triage_live;
