@@ -230,6 +230,19 @@ fn read_file(explicit: Option<&Path>, errors: &mut Vec<String>) -> (FileConfig, 
     }
 }
 
+/// The Salt master's config to read, and whether its absence is fine (only the
+/// default path may be missing: Salt's defaults then apply).
+fn master_config_path(file: &FileConfig, o: &Overrides) -> (PathBuf, bool) {
+    match o
+        .master_config
+        .clone()
+        .or_else(|| file.bus.master_config.clone())
+    {
+        Some(explicit) => (explicit, false),
+        None => (PathBuf::from(DEFAULT_MASTER_CONFIG), true),
+    }
+}
+
 fn resolve_bus(
     file: &FileConfig,
     o: &Overrides,
@@ -249,14 +262,8 @@ fn resolve_bus(
             }
         },
         None => {
-            let explicit = o
-                .master_config
-                .clone()
-                .or_else(|| file.bus.master_config.clone());
-            let path = explicit
-                .clone()
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_MASTER_CONFIG));
-            match MasterBusSettings::load(&path, explicit.is_none()) {
+            let (path, missing_ok) = master_config_path(file, o);
+            match MasterBusSettings::load(&path, missing_ok) {
                 Ok(settings) => {
                     let origin = if settings.files.is_empty() {
                         format!("Salt defaults ({} not found)", path.display())
@@ -439,14 +446,8 @@ fn resolve_correlate(
         }
     }
     if c.discover.unwrap_or(true) {
-        let explicit = o
-            .master_config
-            .clone()
-            .or_else(|| file.bus.master_config.clone());
-        let path = explicit
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_MASTER_CONFIG));
-        match MasterBusSettings::load(&path, explicit.is_none()) {
+        let (path, missing_ok) = master_config_path(file, o);
+        match MasterBusSettings::load(&path, missing_ok) {
             Ok(master) => discover_repos(&master, &mut repos),
             Err(e) => warnings.push(format!("correlate: not discovering git checkouts: {e}")),
         }
