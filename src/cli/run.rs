@@ -115,14 +115,6 @@ impl<W: Write> RecordHandler<W> {
         &self.tracker
     }
 
-    pub fn triage(&self) -> &Triage {
-        &self.triage
-    }
-
-    pub fn correlator(&self) -> &Correlator {
-        &self.correlator
-    }
-
     /// The tracker's records from `from` on: HEADs on `job_published`, and the
     /// failure groups of every job completed (or amended) among them.
     fn after_tracker(&mut self, from: usize) {

@@ -17,7 +17,6 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 pub use crate::config::TriageConfig;
 use crate::event::{JobReturn, RunJob, Stamp, Text};
-use crate::jobs::args::is_internal;
 pub use category::{Category, Classification, classify};
 use failures::{FailedState, RootCause, root_causes, walk};
 use fingerprint::{fingerprint, normalise};
@@ -44,6 +43,8 @@ impl Capped {
 pub struct StateFailure {
     pub state: FailedState,
     pub comment: Capped,
+    /// The comment as fingerprinted (what varies replaced).
+    pub normalised: String,
     pub fallout: u32,
     pub classification: Classification,
     pub fingerprint: String,
@@ -54,6 +55,8 @@ pub struct StateFailure {
 pub struct RenderFailure {
     pub error: RenderError,
     pub message: Capped,
+    /// The message as fingerprinted.
+    pub normalised: String,
     pub classification: Classification,
     pub fingerprint: String,
 }
@@ -109,7 +112,6 @@ struct JobGroups {
     groups: BTreeMap<String, FailureGroup>,
     /// Changed since it was last emitted.
     dirty: bool,
-    closed: bool,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -155,7 +157,7 @@ impl Triage {
     /// A minion's return. Findings for state runs; `None` for anything else.
     pub fn on_return(&mut self, r: &JobReturn<'_>, at: Stamp) -> Option<Findings> {
         let fun = r.fun.as_ref().map_or("", Text::as_str);
-        if !is_state_run(fun) || is_internal(fun) {
+        if !is_state_run(fun) {
             return None;
         }
         let raw = r.ret?.0;
@@ -206,14 +208,12 @@ impl Triage {
                 let mut texts = vec![state.comment.as_str()];
                 texts.extend(state.stderr.as_deref());
                 let classification = classify(&texts, state.exit_code);
-                let fingerprint = fingerprint(&[
-                    &state.sls,
-                    &state.state_id,
-                    &state.function,
-                    &normalise(&state.comment),
-                ]);
+                let normalised = normalise(&state.comment);
+                let fingerprint =
+                    fingerprint(&[&state.sls, &state.state_id, &state.function, &normalised]);
                 findings.state_failures.push(StateFailure {
                     comment: Capped::new(&state.comment, max),
+                    normalised,
                     state,
                     fallout,
                     classification,
@@ -227,9 +227,11 @@ impl Triage {
                     c if c.category == Category::SourceMissing => c,
                     _ => Classification::render(),
                 };
+                let normalised = normalise(&error.message);
                 findings.render_failures.push(RenderFailure {
-                    fingerprint: fingerprint(&["render", sls, &normalise(&error.message)]),
+                    fingerprint: fingerprint(&["render", sls, &normalised]),
                     message: Capped::new(&error.message, max),
+                    normalised,
                     classification,
                     error,
                 });
@@ -255,45 +257,59 @@ impl Triage {
             }
             self.jobs_order.push_back(findings.jid.as_str().into());
         }
-        let mut members: Vec<(String, FailureGroup)> = Vec::new();
         for f in &findings.state_failures {
-            members.push((
-                f.fingerprint.clone(),
-                self.new_group(findings, &f.fingerprint, at, |g| {
-                    g.sls = Some(f.state.sls.clone());
-                    g.state_id = Some(f.state.state_id.clone());
-                    g.function = Some(f.state.function.clone());
-                    g.state_key_hash = Some(failures::state_hash(f.state.key.as_bytes()));
-                    g.classification = f.classification.clone();
-                    g.comment = f.comment.clone();
-                    g.normalised = normalise(&f.state.comment);
-                }),
-            ));
+            self.count_member(findings, &f.fingerprint, at, |g| {
+                g.sls = Some(f.state.sls.clone());
+                g.state_id = Some(f.state.state_id.clone());
+                g.function = Some(f.state.function.clone());
+                g.state_key_hash = Some(failures::state_hash(f.state.key.as_bytes()));
+                g.classification = f.classification.clone();
+                g.comment = f.comment.clone();
+                g.normalised = f.normalised.clone();
+            });
         }
         for f in &findings.render_failures {
-            members.push((
-                f.fingerprint.clone(),
-                self.new_group(findings, &f.fingerprint, at, |g| {
-                    g.sls = f.error.sls.clone();
-                    g.classification = f.classification.clone();
-                    g.comment = f.message.clone();
-                    g.normalised = normalise(&f.error.message);
-                }),
-            ));
+            self.count_member(findings, &f.fingerprint, at, |g| {
+                g.sls = f.error.sls.clone();
+                g.classification = f.classification.clone();
+                g.comment = f.message.clone();
+                g.normalised = f.normalised.clone();
+            });
+        }
+    }
+
+    /// Counts the minion of `findings` in its job's group of `fingerprint`,
+    /// making the group (with `fill`) when it is the first of the job.
+    fn count_member(
+        &mut self,
+        findings: &Findings,
+        fingerprint: &str,
+        at: Stamp,
+        fill: impl FnOnce(&mut FailureGroup),
+    ) {
+        let jid = findings.jid.as_str();
+        let known = self
+            .jobs
+            .get(jid)
+            .is_some_and(|job| job.groups.contains_key(fingerprint));
+        if !known {
+            let group = self.new_group(findings, fingerprint, at, fill);
+            let job = self.jobs.entry(jid.into()).or_default();
+            job.groups.insert(fingerprint.to_owned(), group);
         }
         let example_minions = self.config.example_minions;
-        let job = self.jobs.entry(findings.jid.as_str().into()).or_default();
+        let job = self.jobs.entry(jid.into()).or_default();
         job.dirty = true;
-        for (fingerprint, fresh) in members {
-            let group = job.groups.entry(fingerprint).or_insert(fresh);
-            if group.minions.contains(&findings.minion) {
-                continue; // one failure counted once per minion
-            }
-            group.count += 1;
-            if group.minions.len() < example_minions {
-                group.minions.push(findings.minion.clone());
-                group.minions.sort();
-            }
+        let Some(group) = job.groups.get_mut(fingerprint) else {
+            return;
+        };
+        if group.minions.contains(&findings.minion) {
+            return; // one failure counted once per minion
+        }
+        group.count += 1;
+        if group.minions.len() < example_minions {
+            group.minions.push(findings.minion.clone());
+            group.minions.sort();
         }
     }
 
@@ -345,7 +361,6 @@ impl Triage {
         let Some(job) = self.jobs.get_mut(jid) else {
             return Vec::new();
         };
-        job.closed = true;
         if !std::mem::take(&mut job.dirty) {
             return Vec::new();
         }
@@ -356,15 +371,6 @@ impl Triage {
                 .then_with(|| a.fingerprint.cmp(&b.fingerprint))
         });
         groups
-    }
-
-    /// Groups of jobs not closed yet (for the end of a recording).
-    pub fn open_jobs(&self) -> Vec<String> {
-        self.jobs_order
-            .iter()
-            .filter(|j| self.jobs.get(*j).is_some_and(|g| !g.closed))
-            .map(|j| j.to_string())
-            .collect()
     }
 }
 
