@@ -27,7 +27,7 @@ use crate::record::{
 use crate::triage::failures::state_hash;
 use crate::triage::{FailureGroup, Findings};
 use git::{GitCli, GitDir, HeadWatch};
-use history::History;
+use history::{Flip, History};
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct CorrelateStats {
@@ -237,17 +237,8 @@ impl Correlator {
         }
         for f in &findings.state_failures {
             let state = &f.state;
-            let flip = states_head.as_ref().and_then(|(_, head)| {
-                self.history
-                    .flip(&findings.minion, state_hash(state.key.as_bytes()), head)
-            });
-            let correlation = Correlation {
-                commits: heads.clone(),
-                introduced_by: self.introduced_by(&heads, &state.sls),
-                suspect_commits: flip.as_ref().and_then(|flip| {
-                    self.suspects(&states_head, &flip.last_ok, &flip.first_failed)
-                }),
-            };
+            let flip = self.flip(&heads, &findings.minion, state_hash(state.key.as_bytes()));
+            let correlation = self.correlation(&heads, Some(&state.sls), flip.as_ref());
             let body = RecordBody::StateFailure(StateRecord {
                 jid: findings.jid.clone(),
                 minion: findings.minion.clone(),
@@ -275,13 +266,7 @@ impl Correlator {
         }
         for f in &findings.render_failures {
             let sls = f.error.sls.clone();
-            let correlation = Correlation {
-                commits: heads.clone(),
-                introduced_by: sls
-                    .as_deref()
-                    .and_then(|sls| self.introduced_by(&heads, sls)),
-                suspect_commits: None,
-            };
+            let correlation = self.correlation(&heads, sls.as_deref(), None);
             let body = RecordBody::RenderFailure(RenderRecord {
                 jid: findings.jid.clone(),
                 minion: findings.minion.clone(),
@@ -314,26 +299,18 @@ impl Correlator {
         at: Stamp,
         out: &mut Vec<Record>,
     ) {
+        // The groups are one job's: its HEADs are read once.
+        let Some(jid) = groups.first().map(|g| g.jid.clone()) else {
+            return;
+        };
+        let heads = self.heads_of(&jid, at, out);
         for g in groups {
-            let heads = self.heads_of(&g.jid, at, out);
-            let states_head = self.states_head(&heads);
             // The group's suspects are its first minion's (they ran the same HEAD).
-            let flip = match (&states_head, g.state_key_hash, g.minions.first()) {
-                (Some((_, head)), Some(hash), Some(minion)) => {
-                    self.history.flip(minion, hash, head)
-                }
+            let flip = match (g.state_key_hash, g.minions.first()) {
+                (Some(hash), Some(minion)) => self.flip(&heads, minion, hash),
                 _ => None,
             };
-            let correlation = Correlation {
-                introduced_by: g
-                    .sls
-                    .as_deref()
-                    .and_then(|sls| self.introduced_by(&heads, sls)),
-                suspect_commits: flip.and_then(|flip| {
-                    self.suspects(&states_head, &flip.last_ok, &flip.first_failed)
-                }),
-                commits: heads,
-            };
+            let correlation = self.correlation(&heads, g.sls.as_deref(), flip.as_ref());
             let revision_key = revision.to_string();
             let key = [
                 g.jid.as_str(),
@@ -359,6 +336,30 @@ impl Correlator {
                 correlation,
             });
             out.push(self.records.make(at, &key, body));
+        }
+    }
+
+    /// What `history` says of a failing state on a minion, under the job's state
+    /// tree HEAD.
+    fn flip(&self, heads: &Heads, minion: &str, state: u64) -> Option<Flip> {
+        let (_, head) = self.states_head(heads)?;
+        self.history.flip(minion, state, &head)
+    }
+
+    /// A failure's correlation: the job's HEADs, the last commit touching its
+    /// SLS, and the suspect commits of a flip.
+    fn correlation(
+        &mut self,
+        heads: &Heads,
+        sls: Option<&str>,
+        flip: Option<&Flip>,
+    ) -> Correlation {
+        let states_head = self.states_head(heads);
+        Correlation {
+            commits: heads.clone(),
+            introduced_by: sls.and_then(|sls| self.introduced_by(heads, sls)),
+            suspect_commits: flip
+                .and_then(|f| self.suspects(&states_head, &f.last_ok, &f.first_failed)),
         }
     }
 
