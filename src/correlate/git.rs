@@ -151,8 +151,17 @@ pub type Move = (Option<String>, Option<String>);
 pub struct HeadWatch {
     pub git: GitDir,
     pub reference: String,
+    /// The files the last read depended on, and their modification times then.
+    files: Vec<PathBuf>,
     stamps: Vec<Option<SystemTime>>,
     pub head: Option<String>,
+}
+
+fn modified(files: &[PathBuf]) -> Vec<Option<SystemTime>> {
+    files
+        .iter()
+        .map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+        .collect()
 }
 
 impl HeadWatch {
@@ -160,6 +169,7 @@ impl HeadWatch {
         Self {
             git,
             reference,
+            files: Vec::new(),
             stamps: Vec::new(),
             head: None,
         }
@@ -167,17 +177,15 @@ impl HeadWatch {
 
     /// Re-reads the reference if its files changed. `Some((old, new))` when it
     /// moved (the first read counts as a move from `None` only if it finds a
-    /// commit).
+    /// commit). Unchanged, it costs one `stat` per file of the last read.
     pub fn refresh(&mut self) -> Result<Option<Move>, GitError> {
-        let files = self.git.watched_files(&self.reference);
-        let stamps: Vec<Option<SystemTime>> = files
-            .iter()
-            .map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
-            .collect();
-        if stamps == self.stamps && !self.stamps.is_empty() {
+        if !self.files.is_empty() && modified(&self.files) == self.stamps {
             return Ok(None);
         }
-        self.stamps = stamps;
+        // Something changed, or this is the first read: HEAD may name another
+        // branch now, so the files are found again.
+        self.files = self.git.watched_files(&self.reference);
+        self.stamps = modified(&self.files);
         let head = self.git.resolve(&self.reference)?;
         if head == self.head {
             return Ok(None);
