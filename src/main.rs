@@ -160,7 +160,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
             summary
         }
         Command::Demo(args) => {
-            saltsight::cli::demo::run(args, &config.bus, cancel).await?;
+            saltsight::cli::demo::run(args, &config, cancel).await?;
             return Ok(Outcome::Ok);
         }
         Command::CheckConfig(_) => return Ok(Outcome::Ok),

@@ -1,7 +1,8 @@
 //! `saltsight demo`: starts a real Salt master with three minions on loopback (the
-//! test harness's lab, Salt from PyPI in a cached venv), runs a few jobs (one of
-//! them a failing state.apply) and shows the bus as `saltsight tail` does. Stops by
-//! itself and removes the lab.
+//! test harness's lab, Salt from PyPI in a cached venv), makes its state tree a git
+//! checkout, runs a few jobs (one of them a failing state.apply) and prints the
+//! records `saltsight run` makes of them (or, with `--events`, the bus as
+//! `saltsight tail` shows it). Stops by itself and removes the lab.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,16 +11,20 @@ use anyhow::Context;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use super::run::{Clock, Output, Pipeline, RecordHandler};
 use super::tail::{TailArgs, TailHandler};
 use crate::app::{self, Source};
 use crate::bus::ReaderStats;
 use crate::bus::reader::Delivery;
-use crate::config::BusConfig;
+use crate::config::{BusConfig, Config, RepoSpec};
 use crate::lab::{Lab, LabOptions};
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Print events as JSON lines instead of the readable form
+    /// Show the bus's events as `saltsight tail` does, instead of the records
+    #[arg(long)]
+    pub events: bool,
+    /// With --events: events as JSON lines instead of the readable form
     #[arg(long)]
     pub json: bool,
     /// Keep the lab running after the jobs, until Ctrl-C (try `salt` yourself: the
@@ -38,7 +43,7 @@ const JOBS: &[&[&str]] = &[
 
 pub async fn run(
     args: DemoArgs,
-    template: &BusConfig,
+    template: &Config,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
     eprintln!("Starting a Salt master and 3 minions on loopback (about 10 s)...");
@@ -51,25 +56,44 @@ pub async fn run(
         lab.root().display(),
         lab.endpoint()
     );
-    let bus = BusConfig {
+    let mut config = template.clone();
+    config.bus = BusConfig {
         endpoint: lab.endpoint(),
         endpoint_origin: "the demo lab".into(),
-        ..template.clone()
+        ..template.bus.clone()
     };
-    let tail_args = TailArgs {
-        json: args.json,
-        tags: Vec::new(),
-        from: None,
-        count: None,
+    // Only the lab's state tree is watched (not this machine's master's).
+    let states = lab.root().join("states");
+    config.correlate.repos = match commit_state_tree(&states) {
+        Ok(()) => vec![RepoSpec {
+            name: "states".into(),
+            dir: states,
+            reference: "HEAD".into(),
+            states: true,
+        }],
+        Err(e) => {
+            eprintln!("Not correlating with git: {e:#}");
+            Vec::new()
+        }
     };
-    let handler = TailHandler::new(std::io::stdout(), &tail_args, cancel.clone());
-    let pipeline = tokio::spawn(app::run(
-        Source::live(&bus, Delivery::Frames),
-        bus.queue_frames,
-        handler,
-        cancel.clone(),
-        Arc::new(ReaderStats::default()),
-    ));
+    let source = Source::live(&config.bus, Delivery::Frames);
+    let (queue, stats) = (config.bus.queue_frames, Arc::new(ReaderStats::default()));
+    let pipeline = if args.events {
+        let tail_args = TailArgs {
+            json: args.json,
+            tags: Vec::new(),
+            from: None,
+            count: None,
+        };
+        let handler = TailHandler::new(std::io::stdout(), &tail_args, cancel.clone());
+        let run = app::run(source, queue, handler, cancel.clone(), stats);
+        tokio::spawn(async move { run.await.map(|(summary, _)| summary) })
+    } else {
+        let pipeline = Pipeline::from_config(&config);
+        let handler = RecordHandler::new(pipeline, Clock::Wall, std::io::stdout(), Output::Stdout);
+        let run = app::run(source, queue, handler, cancel.clone(), stats);
+        tokio::spawn(async move { run.await.map(|(summary, _)| summary) })
+    };
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let jobs_lab = lab.clone();
@@ -110,5 +134,37 @@ pub async fn run(
     tokio::task::spawn_blocking(move || drop(lab))
         .await
         .context("lab teardown")?;
+    Ok(())
+}
+
+/// Makes the lab's state tree a git checkout with one commit, so the records
+/// show the commits each job ran under and `introduced_by`.
+fn commit_state_tree(dir: &std::path::Path) -> anyhow::Result<()> {
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=saltsight demo",
+            "-c",
+            "user.email=demo@localhost",
+            "commit",
+            "-q",
+            "-m",
+            "The demo's state tree",
+        ],
+    ] {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .context("cannot run git")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
     Ok(())
 }

@@ -224,3 +224,45 @@ fn a_breaking_commit_is_named_across_minions_with_its_suspect_range() {
         (&Value::from("web1"), &Value::from("web_conf"))
     );
 }
+
+/// The README's first command: `saltsight demo` prints the records of its jobs,
+/// the failing `state.apply fail` as one group of 3 with the commit it ran under.
+#[test]
+fn the_demo_names_its_failing_state_once_for_all_minions() {
+    let _lock = lab_lock();
+    let out = Command::new(crate::support::bin())
+        .arg("demo")
+        .env_remove("SALTSIGHT_CONFIG")
+        .output()
+        .expect("run the demo");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json record"))
+        .collect();
+    let groups: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "failure_group")
+        .collect();
+    assert_eq!(groups.len(), 1, "{records:?}");
+    let g = groups[0];
+    assert_eq!(
+        (&g["sls"], &g["state_id"], &g["category"], &g["count"]),
+        (
+            &Value::from("fail"),
+            &Value::from("lab_failing_cmd"),
+            &Value::from("command"),
+            &Value::from(3)
+        )
+    );
+    assert_eq!(g["introduced_by"]["subject"], "The demo's state tree");
+    let completed = records
+        .iter()
+        .filter(|r| r["kind"] == "job_completed")
+        .count();
+    assert_eq!(completed, 4, "the demo's four jobs complete");
+}
