@@ -392,3 +392,64 @@ fn orchestration_states(raw: &[u8]) -> Option<(String, &[u8])> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Body, decode, salt_frame};
+    use serde_json::json;
+
+    /// The shape of `salt/run/<jid>/ret` for `state.orchestrate` (Salt's runner
+    /// returns `{data: {<master id>: <states>}, outputter, retcode}`).
+    #[test]
+    fn an_orchestration_step_failure_is_a_root_cause_of_the_master_run() {
+        let frame = salt_frame(
+            "salt/run/20261121200000000000/ret",
+            &json!({"fun": "runner.state.orchestrate", "jid": "20261121200000000000",
+                "success": false, "return": {"outputter": "highstate", "retcode": 1, "data": {
+                    "saltmaster_master": {
+                        "salt_|-deploy_web_|-deploy_web_|-state": {
+                            "result": false, "comment": "Run failed on minions: web1",
+                            "__sls__": "orch.deploy", "__id__": "deploy_web", "__run_num__": 0,
+                            "changes": {}, "name": "deploy_web"},
+                        "salt_|-notify_|-notify_|-function": {
+                            "result": false, "comment": "One or more requisite failed: orch.deploy.deploy_web",
+                            "__sls__": "orch.deploy", "__id__": "notify", "__run_num__": 1,
+                            "changes": {}, "name": "notify"}}}}}),
+            false,
+        );
+        let event = decode(&frame).expect("decode");
+        let Body::RunReturn(r) = &event.body else {
+            panic!("a runner return")
+        };
+        let mut triage = Triage::new(TriageConfig::default());
+        let found = triage.on_runner_return(r, Stamp(0)).expect("findings");
+        assert_eq!(found.minion, "saltmaster_master");
+        let causes: Vec<_> = found
+            .state_failures
+            .iter()
+            .map(|f| {
+                (
+                    f.state.sls.as_str(),
+                    f.state.state_id.as_str(),
+                    f.state.function.as_str(),
+                    f.fallout,
+                )
+            })
+            .collect();
+        assert_eq!(causes, [("orch.deploy", "deploy_web", "salt.state", 1)]);
+        let groups = triage.close_job("20261121200000000000");
+        assert_eq!((groups.len(), groups[0].count), (1, 1));
+        // Other runners are not state runs.
+        let frame = salt_frame(
+            "salt/run/1/ret",
+            &json!({"fun": "runner.jobs.list_jobs", "jid": "1", "return": {"data": {}}}),
+            false,
+        );
+        let event = decode(&frame).expect("decode");
+        let Body::RunReturn(r) = &event.body else {
+            panic!("a runner return")
+        };
+        assert_eq!(triage.on_runner_return(r, Stamp(0)), None);
+    }
+}
