@@ -10,7 +10,7 @@ use saltsight::app::{self, Source, Summary};
 use saltsight::bus::ReaderStats;
 use saltsight::bus::reader::Delivery;
 use saltsight::cli::capture::CaptureHandler;
-use saltsight::cli::run::{Clock, Pipeline, RecordHandler};
+use saltsight::cli::run::{Clock, Pipeline, RecordHandler, open_outputs};
 use saltsight::cli::tail::TailHandler;
 use saltsight::cli::{Cli, Command, Outcome, check_config, exit};
 use saltsight::config::{self, Config, LogFormat};
@@ -89,19 +89,17 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
     let queue = config.bus.queue_frames;
     let summary = match command {
         Command::Run(args) => {
-            let handler = RecordHandler::new(
-                Pipeline::from_config(&config),
-                Clock::Wall,
-                std::io::stdout(),
-                args.output,
-            );
+            let (outputs, senders) = open_outputs(&config, args.output, Clock::Wall)?;
+            let sending = senders.spawn();
+            let handler = RecordHandler::new(Pipeline::from_config(&config), Clock::Wall, outputs);
             let source = Source::live(&config.bus, Delivery::Frames);
-            shutdown::within_grace(
+            let result = shutdown::within_grace(
                 &cancel,
                 app::run(source, queue, handler, cancel.clone(), stats),
             )
-            .await?
-            .0
+            .await;
+            sending.stop().await;
+            result?.0
         }
         Command::Tail(args) => {
             let handler = TailHandler::new(std::io::stdout(), &args, cancel.clone());
@@ -140,22 +138,27 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
             summary
         }
         Command::Replay(args) => {
-            let handler = RecordHandler::new(
-                Pipeline::from_config(&config),
-                Clock::EventTime,
-                std::io::stdout(),
-                args.output,
-            );
+            let (outputs, senders) = open_outputs(&config, args.output, Clock::EventTime)?;
+            let sending = senders.spawn();
+            let handler =
+                RecordHandler::new(Pipeline::from_config(&config), Clock::EventTime, outputs);
             let source = Source::Recording {
                 path: args.file.clone(),
                 max_frame_bytes: config.bus.max_frame_bytes,
                 progress: true,
             };
-            let (summary, _) = shutdown::within_grace(
+            let result = shutdown::within_grace(
                 &cancel,
                 app::run(source, queue, handler, cancel.clone(), stats),
             )
-            .await?;
+            .await;
+            // A replay into an HTTP output ends when upstream has it all (or on a
+            // signal: the spool keeps the rest for the next start).
+            if result.is_ok() {
+                sending.drain(&cancel).await;
+            }
+            sending.stop().await;
+            let (summary, _) = result?;
             eprintln!("{}", describe(&summary));
             summary
         }

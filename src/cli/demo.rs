@@ -11,13 +11,14 @@ use anyhow::Context;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::run::{Clock, Output, Pipeline, RecordHandler};
+use super::run::{Clock, Pipeline, RecordHandler};
 use super::tail::{TailArgs, TailHandler};
 use crate::app::{self, Source};
 use crate::bus::ReaderStats;
 use crate::bus::reader::Delivery;
 use crate::config::{BusConfig, Config, RepoSpec};
 use crate::lab::{Lab, LabOptions};
+use crate::sink::Outputs;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -90,7 +91,11 @@ pub async fn run(
         tokio::spawn(async move { run.await.map(|(summary, _)| summary) })
     } else {
         let pipeline = Pipeline::from_config(&config);
-        let handler = RecordHandler::new(pipeline, Clock::Wall, std::io::stdout(), Output::Stdout);
+        let handler = RecordHandler::new(
+            pipeline,
+            Clock::Wall,
+            Outputs::stdout(Box::new(std::io::stdout())),
+        );
         let run = app::run(source, queue, handler, cancel.clone(), stats);
         tokio::spawn(async move { run.await.map(|(summary, _)| summary) })
     };

@@ -1,6 +1,6 @@
 //! `saltsight run`: the agent. Feeds the job tracker, triage and the correlator
-//! from the pipeline and writes their records (docs/records.md) as JSON lines with
-//! `--output stdout`.
+//! from the pipeline and hands their records (docs/records.md) to the outputs
+//! (`sink`): stdout, files, HTTP through the spool.
 //!
 //! Per return: triage first (its findings take the job's context from the
 //! tracker, as it stands before the return), then the tracker, then the
@@ -11,7 +11,6 @@
 //! next deadline; under replay, event time (the events' `_stamp`), so verdicts come
 //! out as they did live, and the end of a recording passes every deadline.
 
-use std::io::{BufWriter, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, ValueEnum};
@@ -20,17 +19,20 @@ use tracing::{debug, info};
 use crate::app::Handler;
 use crate::bus::{BusGap, Endpoint, Frame};
 use crate::config::Config;
+use crate::config::outputs::OutputConfig;
 use crate::correlate::Correlator;
 use crate::event::{Body, Event, Stamp};
 use crate::jobs::tracker::context_of_return;
 use crate::jobs::{JobTracker, TrackerConfig};
 use crate::record::{JobContext, Record, RecordBody, RecordFactory, RunKind};
-use crate::sink::stdout;
+use crate::sink::{Outputs, Senders, SinkError};
 use crate::triage::{Findings, Triage};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
-    /// Records as JSON lines on stdout.
+    /// The config's `[[output]]`s (stdout when it has none).
+    Config,
+    /// Records as JSON lines on stdout only.
     Stdout,
     /// No records (logs and counters only).
     None,
@@ -39,8 +41,26 @@ pub enum Output {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Where records go
-    #[arg(long, value_enum, default_value = "stdout")]
+    #[arg(long, value_enum, default_value = "config")]
     pub output: Output,
+}
+
+/// Opens the outputs `output` selects. Live (`Clock::Wall`), stdout is flushed
+/// after each event; replay lets it buffer.
+pub fn open_outputs(
+    config: &Config,
+    output: Output,
+    clock: Clock,
+) -> Result<(Outputs, Senders), SinkError> {
+    let stdout = Box::new(std::io::stdout());
+    let flush_each = clock == Clock::Wall;
+    match output {
+        Output::Config => Outputs::open(&config.outputs, &config.spool, stdout, flush_each),
+        Output::Stdout => {
+            Outputs::open(&[OutputConfig::stdout()], &config.spool, stdout, flush_each)
+        }
+        Output::None => Outputs::open(&[], &config.spool, stdout, flush_each),
+    }
 }
 
 /// Which time the tracker runs on.
@@ -73,14 +93,13 @@ impl Pipeline {
     }
 }
 
-/// Drives the pipeline and writes its records to `out`.
-pub struct RecordHandler<W: Write> {
+/// Drives the pipeline and hands its records to the outputs.
+pub struct RecordHandler {
     tracker: JobTracker,
     triage: Triage,
     correlator: Correlator,
     clock: Clock,
-    out: Option<BufWriter<W>>,
-    flush_each: bool,
+    outputs: Outputs,
     event_now: Stamp,
     /// Receive time minus `_stamp` of the latest event: the master's clock offset
     /// plus bus lag. The idle tick judges at `wall clock - offset`, on the master's
@@ -90,8 +109,8 @@ pub struct RecordHandler<W: Write> {
     pub emitted: u64,
 }
 
-impl<W: Write> RecordHandler<W> {
-    pub fn new(pipeline: Pipeline, clock: Clock, out: W, output: Output) -> Self {
+impl RecordHandler {
+    pub fn new(pipeline: Pipeline, clock: Clock, outputs: Outputs) -> Self {
         let Pipeline {
             tracker,
             triage,
@@ -102,8 +121,7 @@ impl<W: Write> RecordHandler<W> {
             triage,
             correlator,
             clock,
-            out: (output == Output::Stdout).then(|| BufWriter::new(out)),
-            flush_each: clock == Clock::Wall,
+            outputs,
             event_now: Stamp(i64::MIN),
             offset_micros: 0,
             pending: Vec::new(),
@@ -170,20 +188,14 @@ impl<W: Write> RecordHandler<W> {
             } else {
                 debug!(kind = record.kind, "Record.");
             }
-            if let Some(out) = &mut self.out {
-                stdout::write_record(out, &record)?;
-            }
+            self.outputs.write(&record)?;
         }
-        if self.flush_each {
-            if let Some(out) = &mut self.out {
-                out.flush()?;
-            }
-        }
+        self.outputs.flush()?;
         Ok(())
     }
 }
 
-impl<W: Write> Handler for RecordHandler<W> {
+impl Handler for RecordHandler {
     fn event(&mut self, event: &Event<'_>, frame: &Frame) -> anyhow::Result<()> {
         if let Some(stamp) = event.stamp {
             self.event_now = self.event_now.max(stamp);
@@ -250,20 +262,27 @@ impl<W: Write> Handler for RecordHandler<W> {
         Ok(())
     }
 
-    /// On the wall clock: the next deadline shifted by the master's offset.
+    /// On the wall clock: the next deadline shifted by the master's offset, or
+    /// the next batch to seal by age, whichever comes first.
     fn next_wakeup(&self) -> Option<Stamp> {
+        if self.clock != Clock::Wall {
+            return None;
+        }
         let deadline = self
             .tracker
             .next_deadline()
-            .filter(|_| self.clock == Clock::Wall)?;
-        Some(Stamp(deadline.0.saturating_add(self.offset_micros)))
+            .map(|d| Stamp(d.0.saturating_add(self.offset_micros)));
+        let seal = self.outputs.next_seal_at().map(Stamp::from_system_time);
+        deadline.into_iter().chain(seal).min()
     }
 
     fn tick(&mut self, now: Stamp) -> anyhow::Result<()> {
         let master_now = Stamp(now.0.saturating_sub(self.offset_micros));
         self.tracker.advance(master_now, &mut self.pending);
         self.after_tracker(0);
-        self.write_pending()
+        self.write_pending()?;
+        self.outputs.seal(now.to_system_time(), false);
+        Ok(())
     }
 
     fn finish(&mut self, recording: bool) -> anyhow::Result<()> {
@@ -273,9 +292,7 @@ impl<W: Write> Handler for RecordHandler<W> {
             self.after_tracker(0);
         }
         self.write_pending()?;
-        if let Some(out) = &mut self.out {
-            out.flush()?;
-        }
+        self.outputs.close()?;
         Ok(())
     }
 }

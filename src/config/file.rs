@@ -21,6 +21,11 @@ pub struct FileConfig {
     pub correlate: CorrelateSection,
     #[serde(default)]
     pub log: LogSection,
+    #[serde(default)]
+    pub spool: super::outputs::SpoolSection,
+    /// `[[output]]`: where records go (default: stdout).
+    #[serde(default)]
+    pub output: Vec<super::outputs::OutputSection>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]

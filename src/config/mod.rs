@@ -6,6 +6,7 @@ pub mod duration;
 pub mod file;
 pub mod glob;
 pub mod master;
+pub mod outputs;
 pub mod resolve;
 
 pub use resolve::{

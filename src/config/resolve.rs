@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::duration::parse_duration;
 use super::file::FileConfig;
 use super::master::{DEFAULT_MASTER_CONFIG, MasterBusSettings};
+use super::outputs::{OutputConfig, SpoolConfig, resolve_outputs, resolve_spool};
 use crate::bus::Endpoint;
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/saltsight/saltsight.toml";
@@ -46,6 +47,8 @@ pub struct Config {
     pub triage: TriageConfig,
     pub correlate: CorrelateConfig,
     pub log: LogConfig,
+    pub spool: SpoolConfig,
+    pub outputs: Vec<OutputConfig>,
     /// The saltsight config file read, if any.
     pub file: Option<PathBuf>,
 }
@@ -194,6 +197,8 @@ pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
     };
     let triage = resolve_triage(&file, &jobs, &mut errors);
     let correlate = resolve_correlate(&file, overrides, &jobs, &mut errors, &mut warnings);
+    let spool = resolve_spool(&file.spool, &mut errors);
+    let outputs = resolve_outputs(&file.output, &spool, &mut errors);
     match (bus, log) {
         (Some(bus), Some(log)) if errors.is_empty() => Ok(Config {
             warnings,
@@ -203,6 +208,8 @@ pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
             correlate,
             jobs,
             log,
+            spool,
+            outputs,
             file: file_path,
         }),
         _ => Err(ConfigErrors(errors)),

@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 use crate::bus::{BusGap, GapReason};
 use crate::event::json::to_json;
 use crate::event::{Event, Stamp};
-use crate::record::Record;
 
 /// `{"tag": ..., "data": {...}}`, the data as Salt sent it.
 pub fn event_json(event: &Event<'_>) -> Value {
@@ -28,12 +27,6 @@ pub fn write_pretty(out: &mut impl Write, event: &Event<'_>) -> io::Result<()> {
 /// One JSON object on one line.
 pub fn write_line(out: &mut impl Write, value: &Value) -> io::Result<()> {
     serde_json::to_writer(&mut *out, value).map_err(io::Error::other)?;
-    out.write_all(b"\n")
-}
-
-/// One record as one JSON line.
-pub fn write_record(out: &mut impl Write, record: &Record) -> io::Result<()> {
-    serde_json::to_writer(&mut *out, record).map_err(io::Error::other)?;
     out.write_all(b"\n")
 }
 

@@ -1,0 +1,139 @@
+//! The `file` output: JSON lines appended to a file, rotated by size
+//! (`records.jsonl` → `records.jsonl.1` → ... → `.<keep>`, the oldest removed).
+//! Files are 0600: records may carry what the bus carried.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {action} {}: {source}", path.display())]
+pub struct FileOutputError {
+    action: &'static str,
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+pub struct RotatingFile {
+    path: PathBuf,
+    max_bytes: u64,
+    keep: usize,
+    file: File,
+    written: u64,
+}
+
+fn open_append(path: &Path) -> Result<(File, u64), FileOutputError> {
+    let error = |action| {
+        move |source| FileOutputError {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    };
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(error("create the directory of"))?;
+    }
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(error("open"))?;
+    let written = file.metadata().map_err(error("stat"))?.len();
+    Ok((file, written))
+}
+
+impl RotatingFile {
+    pub fn open(path: &Path, max_bytes: u64, keep: usize) -> Result<Self, FileOutputError> {
+        let (file, written) = open_append(path)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            max_bytes,
+            keep,
+            file,
+            written,
+        })
+    }
+
+    /// Appends whole lines (one `write`); rotates first when they would take the
+    /// file past `max_bytes`.
+    pub fn write(&mut self, lines: &[u8]) -> Result<(), FileOutputError> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        if self.written > 0 && self.written + lines.len() as u64 > self.max_bytes {
+            self.rotate()?;
+        }
+        self.file
+            .write_all(lines)
+            .map_err(|source| FileOutputError {
+                action: "write",
+                path: self.path.clone(),
+                source,
+            })?;
+        self.written += lines.len() as u64;
+        Ok(())
+    }
+
+    fn numbered(&self, n: usize) -> PathBuf {
+        let mut name = self.path.clone().into_os_string();
+        name.push(format!(".{n}"));
+        PathBuf::from(name)
+    }
+
+    fn rotate(&mut self) -> Result<(), FileOutputError> {
+        let _ = fs::remove_file(self.numbered(self.keep));
+        for n in (1..self.keep).rev() {
+            let from = self.numbered(n);
+            if from.exists() {
+                let to = self.numbered(n + 1);
+                fs::rename(&from, &to).map_err(|source| FileOutputError {
+                    action: "rotate",
+                    path: from,
+                    source,
+                })?;
+            }
+        }
+        fs::rename(&self.path, self.numbered(1)).map_err(|source| FileOutputError {
+            action: "rotate",
+            path: self.path.clone(),
+            source,
+        })?;
+        let (file, written) = open_append(&self.path)?;
+        self.file = file;
+        self.written = written;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn rotates_by_size_and_keeps_the_newest_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out/records.jsonl");
+        let mut file = RotatingFile::open(&path, 10, 2).unwrap();
+        for line in [
+            "aaaa\n", "bbbb\n", "cccc\n", "dddd\n", "eeee\n", "ffff\n", "gg\n",
+        ] {
+            file.write(line.as_bytes()).unwrap();
+        }
+        let read = |p: PathBuf| fs::read_to_string(p).unwrap();
+        assert_eq!(read(path.clone()), "gg\n");
+        assert_eq!(read(file.numbered(1)), "eeee\nffff\n");
+        assert_eq!(read(file.numbered(2)), "cccc\ndddd\n");
+        assert!(!file.numbered(3).exists(), "only `keep` old files stay");
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // Reopened, it appends and counts what is there.
+        drop(file);
+        let mut again = RotatingFile::open(&path, 10, 2).unwrap();
+        again.write(b"hh\n").unwrap();
+        assert_eq!(read(path), "gg\nhh\n");
+    }
+}

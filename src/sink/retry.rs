@@ -1,0 +1,157 @@
+//! When to try a batch again: exponential backoff with full jitter, and
+//! `Retry-After` (seconds or an HTTP date) as upstream asks, within a cap.
+
+use std::time::{Duration, SystemTime};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+
+use crate::config::outputs::RetryConfig;
+use crate::event::stamp::days_from_civil;
+
+/// Delays for one batch's retries: the n-th is uniform in `[0, min·2ⁿ]`, with
+/// `min·2ⁿ` capped at `max` ("full jitter": many agents that lost the same
+/// upstream do not come back in step).
+pub struct Backoff {
+    config: RetryConfig,
+    delays: backon::ExponentialBackoff,
+}
+
+impl Backoff {
+    pub fn new(config: RetryConfig) -> Self {
+        Self {
+            config,
+            delays: Self::delays(config),
+        }
+    }
+
+    fn delays(config: RetryConfig) -> backon::ExponentialBackoff {
+        ExponentialBuilder::default()
+            .with_min_delay(config.min)
+            .with_max_delay(config.max)
+            .without_max_times()
+            .build()
+    }
+
+    /// The ceiling of the next delay, before jitter.
+    pub fn next_ceiling(&mut self) -> Duration {
+        self.delays.next().unwrap_or(self.config.max)
+    }
+
+    pub fn next_delay(&mut self) -> Duration {
+        self.next_ceiling().mul_f64(fastrand::f64())
+    }
+
+    /// After a success: the next failure starts from `min` again.
+    pub fn reset(&mut self) {
+        self.delays = Self::delays(self.config);
+    }
+
+    /// `Retry-After` as asked, at most `retry_after_max`.
+    pub fn honour(&self, asked: Duration) -> Duration {
+        asked.min(self.config.retry_after_max)
+    }
+}
+
+/// A `Retry-After` value: delta-seconds, or an IMF-fixdate (`Sun, 06 Nov 1994
+/// 08:49:37 GMT`, RFC 9110 §5.6.7) taken against `now`. A date in the past is 0.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        return value.parse::<u64>().ok().map(Duration::from_secs);
+    }
+    let at = parse_http_date(value)?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+fn parse_http_date(value: &str) -> Option<SystemTime> {
+    // "Sun, 06 Nov 1994 08:49:37 GMT"
+    let rest = value.split_once(", ")?.1;
+    let mut parts = rest.split(' ');
+    let day: i64 = parts.next()?.parse().ok()?;
+    let month = match parts.next()? {
+        "Jan" => 1,
+        "Feb" => 2,
+        "Mar" => 3,
+        "Apr" => 4,
+        "May" => 5,
+        "Jun" => 6,
+        "Jul" => 7,
+        "Aug" => 8,
+        "Sep" => 9,
+        "Oct" => 10,
+        "Nov" => 11,
+        "Dec" => 12,
+        _ => return None,
+    };
+    let year: i64 = parts.next()?.parse().ok()?;
+    let mut clock = parts.next()?.split(':');
+    let hour: i64 = clock.next()?.parse().ok()?;
+    let minute: i64 = clock.next()?.parse().ok()?;
+    let second: i64 = clock.next()?.parse().ok()?;
+    if parts.next()? != "GMT" || parts.next().is_some() || clock.next().is_some() {
+        return None;
+    }
+    if !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 || year < 1970 {
+        return None;
+    }
+    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> RetryConfig {
+        RetryConfig {
+            min: Duration::from_millis(100),
+            max: Duration::from_secs(2),
+            retry_after_max: Duration::from_secs(30),
+        }
+    }
+
+    #[test]
+    fn ceilings_double_to_the_cap_and_start_over_after_a_success() {
+        let mut backoff = Backoff::new(config());
+        let ceilings: Vec<u128> = (0..8).map(|_| backoff.next_ceiling().as_millis()).collect();
+        assert_eq!(ceilings, [100, 200, 400, 800, 1600, 2000, 2000, 2000]);
+        backoff.reset();
+        assert_eq!(backoff.next_ceiling(), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn full_jitter_spreads_over_the_whole_range() {
+        let mut backoff = Backoff::new(config());
+        for _ in 0..5 {
+            backoff.next_ceiling();
+        }
+        // The 6th and later ceilings are 2 s: delays land all over [0, 2 s].
+        let delays: Vec<Duration> = (0..400).map(|_| backoff.next_delay()).collect();
+        assert!(delays.iter().all(|d| *d <= Duration::from_secs(2)));
+        assert!(delays.iter().any(|d| *d < Duration::from_millis(200)));
+        assert!(delays.iter().any(|d| *d > Duration::from_millis(1800)));
+    }
+
+    #[test]
+    fn retry_after_in_seconds_or_as_a_date_within_the_cap() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_770);
+        assert_eq!(parse_retry_after("7", now), Some(Duration::from_secs(7)));
+        // 784111777 is Sun, 06 Nov 1994 08:49:37 GMT (RFC 9110's example).
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            parse_retry_after("Sat, 05 Nov 1994 08:49:37 GMT", now),
+            Some(Duration::ZERO)
+        );
+        for bad in ["", "soon", "-1", "1.5", "Sun, 06 Nov 1994 08:49:37 CET"] {
+            assert_eq!(parse_retry_after(bad, now), None, "{bad:?}");
+        }
+        let backoff = Backoff::new(config());
+        assert_eq!(
+            backoff.honour(Duration::from_secs(3600)),
+            Duration::from_secs(30)
+        );
+    }
+}
