@@ -209,10 +209,10 @@ impl OutputConfig {
 pub fn resolve_spool(section: &SpoolSection, errors: &mut Vec<String>) -> SpoolConfig {
     let defaults = SpoolConfig::default();
     let max_bytes = section.max_bytes.unwrap_or(defaults.max_bytes);
-    if max_bytes < 4 * DEFAULT_BATCH_MAX_BYTES as u64 {
+    // Each output's batch_max_bytes must fit four times (checked per output).
+    if max_bytes < 4096 {
         errors.push(format!(
-            "spool.max_bytes is {max_bytes}; it must be at least {} (4 batches)",
-            4 * DEFAULT_BATCH_MAX_BYTES
+            "spool.max_bytes is {max_bytes}; it must be at least 4096"
         ));
     }
     let dir = section.dir.clone().unwrap_or(defaults.dir);

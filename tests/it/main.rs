@@ -10,3 +10,4 @@ mod support;
 mod tidy;
 mod triage;
 mod triage_live;
+mod upstream;

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant, SystemTime};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+pub mod upstream;
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_saltsight")
 }
