@@ -153,10 +153,8 @@ impl HttpSender {
         if !self.gzip {
             return Bytes::copy_from_slice(body);
         }
-        let mut encoder = GzEncoder::new(
-            Vec::with_capacity(body.len() / 4 + 64),
-            Compression::default(),
-        );
+        let mut encoder =
+            GzEncoder::new(Vec::with_capacity(body.len() / 4 + 64), Compression::fast());
         // Writing into a Vec cannot fail.
         let _ = std::io::Write::write_all(&mut encoder, body);
         Bytes::from(encoder.finish().unwrap_or_default())

@@ -11,3 +11,4 @@ mod tidy;
 mod triage;
 mod triage_live;
 mod upstream;
+mod upstream_live;

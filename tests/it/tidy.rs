@@ -97,7 +97,10 @@ fn stages_import_only_to_their_left() {
             "config/",
             &["event", "jobs", "record", "app", "cli", "sink", "lab"],
         ),
-        ("sink/", &["jobs", "app", "cli", "lab"]),
+        (
+            "sink/",
+            &["jobs", "triage", "correlate", "app", "cli", "lab"],
+        ),
         ("app.rs", &["cli", "lab"]),
     ];
     for (path, text) in src_files() {

@@ -19,8 +19,11 @@ use crate::support::{Saltsight, bin, fixture, wait_line};
 fn replayed(capture: &str) -> Vec<Value> {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("saltsight.toml");
-    std::fs::write(&config, "master_id = \"lab\"\n[correlate]\ndiscover = false\n")
-        .expect("config");
+    std::fs::write(
+        &config,
+        "master_id = \"lab\"\n[correlate]\ndiscover = false\n",
+    )
+    .expect("config");
     let out = Command::new(bin())
         .args(["--endpoint", "tcp:127.0.0.1:1", "--config"])
         .arg(&config)
@@ -28,7 +31,11 @@ fn replayed(capture: &str) -> Vec<Value> {
         .arg(fixture(capture))
         .output()
         .expect("replay runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record line"))
@@ -154,7 +161,10 @@ fn retries_5xx_waits_out_retry_after_and_dead_letters_a_4xx() {
     assert_eq!(why["response_body"], "Cannot parse input: expected ]");
     assert_eq!(why["records"], 5);
     assert!(log.contains("Upstream refused the batch"), "{log}");
-    assert!(log.contains("Upstream did not take the batch; retrying."), "{log}");
+    assert!(
+        log.contains("Upstream did not take the batch; retrying."),
+        "{log}"
+    );
     assert!(!log.contains("t0ken"), "the token was logged: {log}");
     assert!(
         files_with(&dir.path().join("spool/up"), "seg").is_empty(),
@@ -212,7 +222,9 @@ fn a_full_spool_drops_its_oldest_batches_counted_and_keeps_running() {
     );
     assert!(upstream.requests().iter().all(|r| r.answered == 503));
 
-    let status = run.terminate(Duration::from_secs(5)).expect("exits on SIGTERM");
+    let status = run
+        .terminate(Duration::from_secs(5))
+        .expect("exits on SIGTERM");
     assert!(status.success(), "{status:?}");
     let mut rest = Vec::new();
     while let Ok(line) = run.stderr.recv_timeout(Duration::from_secs(2)) {

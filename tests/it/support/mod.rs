@@ -12,6 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+pub mod clickhouse;
 pub mod upstream;
 
 pub fn bin() -> &'static str {
@@ -86,6 +87,14 @@ impl Saltsight {
         let status = self.child.as_mut()?.try_wait().ok()??;
         self.child = None;
         Some(status)
+    }
+
+    /// SIGKILL, by pid, and reaps it. Its output lines stay readable.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// SIGTERM, then waits up to `grace` for a graceful exit.

@@ -1,0 +1,222 @@
+//! Delivery on one core: 10,000 records encoded (ndjson, or ClickHouse rows),
+//! appended to the disk spool in batches of 1,000 (sealed with fsync, the
+//! default, or without), then read back, gzipped and POSTed to a local HTTP
+//! server that answers 200, until the spool is empty. The server runs in the
+//! same process (pinned with it, its cost is counted too).
+//!
+//! Run: `taskset -c 0 cargo bench --bench sink`. Figures are in the README.
+
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group};
+use saltsight::config::outputs::{
+    BatchConfig, Encoding, HttpAuth, HttpOutputConfig, RetryConfig, SpoolConfig,
+};
+use saltsight::event::Stamp;
+use saltsight::record::{
+    JobContext, MinionReturn, Record, RecordBody, RecordFactory, RunKind, StateCounts,
+};
+use saltsight::sink::encode;
+use saltsight::sink::http::HttpSender;
+use saltsight::sink::spool::{Spool, SpoolWriter};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio_util::sync::CancellationToken;
+
+const RECORDS: usize = 10_000;
+
+/// minion_return records as a 1,000-minion state run makes them (~450 bytes each).
+fn records() -> Vec<Record> {
+    let factory = RecordFactory::new("salt-master-eu-1");
+    (0..RECORDS)
+        .map(|i| {
+            let jid = format!("2026112119331690{:04}", i / 1000);
+            let minion = format!("web{:04}.eu-west.example.com", i % 1000);
+            factory.make(
+                Stamp(1_763_753_597_593_904 + i as i64),
+                &[&jid, &minion],
+                RecordBody::MinionReturn(MinionReturn {
+                    jid: jid.clone(),
+                    minion: minion.clone(),
+                    fun: Some("state.apply".into()),
+                    retcode: Some(0),
+                    salt_success: Some(true),
+                    succeeded: true,
+                    context: JobContext {
+                        run_kind: RunKind::Adhoc,
+                        metadata: Some(serde_json::json!({"release": "r2026.11.3"})),
+                        ..JobContext::default()
+                    },
+                    schedule: None,
+                    duration_ms: Some(1_843 + i as u64 % 500),
+                    states: Some(StateCounts {
+                        ok: 212,
+                        changed: 3,
+                        failed: 0,
+                        would_change: 0,
+                    }),
+                }),
+            )
+        })
+        .collect()
+}
+
+/// Answers every request 200 after reading its body.
+async fn serve(listener: tokio::net::TcpListener) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            return;
+        };
+        tokio::spawn(async move {
+            let (read, mut write) = stream.into_split();
+            let mut reader = BufReader::new(read);
+            loop {
+                let mut length = 0usize;
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                if reader.read_exact(&mut body).await.is_err() {
+                    return;
+                }
+                let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+                if write.write_all(ok).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+fn sender(url: &str, encoding: Encoding) -> HttpSender {
+    HttpSender::new(
+        "bench",
+        &HttpOutputConfig {
+            url: url.into(),
+            encoding,
+            table: "saltsight.records".into(),
+            headers: Vec::new(),
+            auth: HttpAuth::None,
+            ca_pem: None,
+            connect_timeout: Duration::from_secs(5),
+            timeout: Duration::from_secs(30),
+            gzip: true,
+            batch: BatchConfig::default(),
+            retry: RetryConfig::default(),
+        },
+    )
+    .expect("sender")
+}
+
+/// Encodes, spools and sends every record; returns when the spool is empty.
+async fn deliver(
+    records: &[Record],
+    spool: &Spool,
+    url: &str,
+    encoding: Encoding,
+    json: &mut Vec<u8>,
+    row: &mut Vec<u8>,
+) {
+    let mut writer = SpoolWriter::new(spool.clone(), BatchConfig::default());
+    for record in records {
+        json.clear();
+        encode::ndjson(record, json);
+        let payload = match encoding {
+            Encoding::Ndjson => &json[..],
+            Encoding::ClickHouse => {
+                row.clear();
+                encode::encode(encoding, record, json, row);
+                &row[..]
+            }
+        };
+        writer.append(payload).expect("append");
+    }
+    writer.seal().expect("seal");
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(sender(url, encoding).run(spool.clone(), cancel.clone()));
+    spool.drained(&CancellationToken::new()).await;
+    cancel.cancel();
+    task.await.expect("sender");
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("addr"));
+    runtime.spawn(serve(listener));
+    let records = records();
+    let bytes: usize = records
+        .iter()
+        .map(|r| serde_json::to_vec(r).expect("json").len() + 1)
+        .sum();
+    eprintln!(
+        "{RECORDS} records, {} bytes as ndjson ({} per record)",
+        bytes,
+        bytes / RECORDS
+    );
+    let batch: Vec<u8> = records[..1000]
+        .iter()
+        .flat_map(|r| {
+            let mut line = Vec::new();
+            encode::ndjson(r, &mut line);
+            line
+        })
+        .collect();
+    let gzipped = runtime.block_on(async { sender(&url, Encoding::Ndjson).prepare(&batch).len() });
+    eprintln!(
+        "a batch of 1000: {} bytes, {} gzipped ({:.1}x)",
+        batch.len(),
+        gzipped,
+        batch.len() as f64 / gzipped as f64
+    );
+    let mut group = c.benchmark_group("sink");
+    group.throughput(Throughput::Elements(RECORDS as u64));
+    group.sample_size(20);
+    for (name, encoding, fsync) in [
+        ("ndjson_gzip_fsync", Encoding::Ndjson, true),
+        ("ndjson_gzip_nofsync", Encoding::Ndjson, false),
+        ("clickhouse_gzip_fsync", Encoding::ClickHouse, true),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = SpoolConfig {
+            dir: dir.path().to_path_buf(),
+            max_bytes: 1 << 30,
+            fsync,
+        };
+        let (spool, _) = Spool::open(dir.path(), name, &config, encoding).expect("spool");
+        let (mut json, mut row) = (Vec::new(), Vec::new());
+        group.bench_function(name, |b| {
+            b.iter_custom(|iterations| {
+                let started = Instant::now();
+                for _ in 0..iterations {
+                    runtime.block_on(deliver(
+                        &records, &spool, &url, encoding, &mut json, &mut row,
+                    ));
+                }
+                started.elapsed()
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
