@@ -9,6 +9,7 @@ use clap::Args;
 use crate::bus::Endpoint;
 use crate::bus::endpoint::current_user;
 use crate::config::Config;
+use crate::config::outputs::OutputKind;
 
 #[derive(Debug, Args)]
 pub struct CheckConfigArgs {
@@ -41,6 +42,19 @@ pub fn run(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
             Err(e) => format!("cannot be checked: {e}"),
         };
         writeln!(out, "socket: {status}")?;
+    }
+    for output in &config.outputs {
+        let what = match &output.kind {
+            OutputKind::Stdout => "stdout (JSON lines)".to_string(),
+            OutputKind::File { path, .. } => format!("file {}", path.display()),
+            OutputKind::Http(http) => format!(
+                "http {} ({}), spool {}",
+                http.url,
+                http.encoding.as_str(),
+                config.spool.dir.join(&output.name).display()
+            ),
+        };
+        writeln!(out, "output {}: {what}", output.name)?;
     }
     for warning in &config.warnings {
         writeln!(out, "warning: {warning}")?;

@@ -106,6 +106,7 @@ pub struct LogSection {
 /// is this text; a test keeps the two the same, so the example cannot drift.
 pub fn example() -> String {
     use super::master::DEFAULT_MASTER_CONFIG;
+    use super::outputs;
     use super::resolve::{
         DEFAULT_DEADLINE, DEFAULT_LATE_WINDOW, DEFAULT_MAX_EXPECTED, DEFAULT_MAX_FRAME_BYTES,
         DEFAULT_MAX_JOBS, DEFAULT_QUEUE_BYTES, DEFAULT_QUEUE_FRAMES, DEFAULT_RECONNECT_MAX,
@@ -195,6 +196,56 @@ max_commits = {}
 # bytes each).
 max_history = {}
 
+[spool]
+# Each HTTP output keeps its batches here (in <dir>/<output name>/, 0700) until
+# upstream answers 2xx: they survive upstream outages and restarts. Refused
+# batches (4xx) go to <dir>/<output name>/dead-letter/ with the response.
+dir = "{spool_dir}"
+# Bound per output, in bytes; past it the oldest batches are dropped (counted
+# and logged). At least 4 times the output's batch_max_bytes.
+max_bytes = {spool_max}
+# fsync each batch when it is sealed (a power loss keeps all but the open batch).
+fsync = true
+
+# Outputs: where records go. None configured means one: stdout (JSON lines).
+# Several at once are fine; `saltsight run --output stdout|none` overrides.
+#
+# [[output]]
+# type = "stdout"
+#
+# [[output]]
+# type = "file"                          # JSON lines, rotated by size
+# path = "/var/log/saltsight/records.jsonl"
+# max_bytes = {file_max}
+# keep = {file_keep}
+#
+# [[output]]
+# type = "http"
+# name = "clickhouse"                    # names the spool directory; unique
+# url = "http://clickhouse.example.com:8123/"
+# encoding = "clickhouse"                # or "ndjson" (Vector, Logstash, Fluent Bit)
+# table = "{table}"          # clickhouse only; see packaging/clickhouse/schema.sql
+# headers = {{ "X-Fleet" = "eu-west" }}
+# Credentials are read from files at start, never written here:
+# bearer_token_file = "/etc/saltsight/upstream.token"
+# basic_auth_user = "saltsight"
+# basic_auth_password_file = "/etc/saltsight/upstream.password"
+# ca_file = "/etc/saltsight/upstream-ca.pem"   # trusted besides the system's roots
+# connect_timeout = "{connect}s"
+# timeout = "{timeout}s"
+# gzip = true
+# A batch is sent when it has batch_max_records, batch_max_bytes, or is
+# batch_max_age old, whichever comes first.
+# batch_max_records = {batch_records}
+# batch_max_bytes = {batch_bytes}
+# batch_max_age = "{batch_age}s"
+# 5xx, 408 and connection errors are retried without limit, waiting a random
+# time up to retry_min doubling to retry_max; 429 and 503 wait as Retry-After
+# says, up to retry_after_max.
+# retry_min = "{retry_min}ms"
+# retry_max = "{retry_max}s"
+# retry_after_max = "{retry_after_max}s"
+
 [log]
 # error, warn, info, debug, trace, or a tracing filter such as
 # "info,saltsight::bus=debug". Flag: --log-level.
@@ -212,6 +263,19 @@ format = "text"
         correlate.git_timeout.as_secs(),
         correlate.max_commits,
         correlate.max_history,
+        spool_dir = outputs::DEFAULT_SPOOL_DIR,
+        spool_max = outputs::DEFAULT_SPOOL_MAX_BYTES,
+        file_max = outputs::DEFAULT_FILE_MAX_BYTES,
+        file_keep = outputs::DEFAULT_FILE_KEEP,
+        table = outputs::DEFAULT_CLICKHOUSE_TABLE,
+        connect = outputs::DEFAULT_CONNECT_TIMEOUT.as_secs(),
+        timeout = outputs::DEFAULT_REQUEST_TIMEOUT.as_secs(),
+        batch_records = outputs::DEFAULT_BATCH_MAX_RECORDS,
+        batch_bytes = outputs::DEFAULT_BATCH_MAX_BYTES,
+        batch_age = outputs::DEFAULT_BATCH_MAX_AGE.as_secs(),
+        retry_min = outputs::DEFAULT_RETRY_MIN.as_millis(),
+        retry_max = outputs::DEFAULT_RETRY_MAX.as_secs(),
+        retry_after_max = outputs::DEFAULT_RETRY_AFTER_MAX.as_secs(),
     )
 }
 
