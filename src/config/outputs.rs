@@ -388,7 +388,15 @@ fn resolve_http(
             problems.push("`url` is missing".into());
             String::new()
         }
-        Some(url) if url.starts_with("http://") || url.starts_with("https://") => url.into(),
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+            let authority = url.split("://").nth(1).unwrap_or("").split('/').next();
+            if authority.is_some_and(|a| a.contains('@')) {
+                problems.push(
+                    "url holds credentials (user:password@); use bearer_token_file or basic_auth_password_file".into(),
+                );
+            }
+            url.into()
+        }
         Some(url) => {
             problems.push(format!("url {url:?} must start with http:// or https://"));
             String::new()
@@ -623,23 +631,25 @@ mod tests {
     #[test]
     fn every_problem_is_named() {
         let errors = resolve(
-            "[[output]]\ntype = \"http\"\nurl = \"ftp://x\"\ntable = \"t\"\nheaders = { Authorization = \"Bearer x\" }\nbearer_token_file = \"/nonexistent/token\"\nbatch_max_age = \"soon\"\n\n[[output]]\ntype = \"file\"\nurl = \"http://x\"\n\n[[output]]\ntype = \"file\"\npath = \"/tmp/x\"\n\n[[output]]\ntype = \"kafka\"\n",
+            "[[output]]\ntype = \"http\"\nname = \"a\"\nurl = \"https://u:hunter2@h/\"\n\n[[output]]\ntype = \"http\"\nurl = \"ftp://x\"\ntable = \"t\"\nheaders = { Authorization = \"Bearer x\" }\nbearer_token_file = \"/nonexistent/token\"\nbatch_max_age = \"soon\"\n\n[[output]]\ntype = \"file\"\nurl = \"http://x\"\n\n[[output]]\ntype = \"file\"\npath = \"/tmp/x\"\n\n[[output]]\ntype = \"kafka\"\n",
         )
         .unwrap_err();
         let all = errors.join("\n");
         for expected in [
             "must start with http:// or https://",
+            "url holds credentials",
             "`table` does not apply",
             "Authorization header may not be written inline",
             "cannot read bearer_token_file /nonexistent/token",
             "batch_max_age",
-            "output[1] (file): `path` is missing",
-            "output[1] (file): `url` does not apply",
+            "output[2] (file): `path` is missing",
+            "output[2] (file): `url` does not apply",
             "two outputs are named \"file\"",
             "type \"kafka\" is not stdout, file or http",
         ] {
             assert!(all.contains(expected), "{expected:?} not in:\n{all}");
         }
+        assert!(!all.contains("hunter2"), "a credential in an error: {all}");
     }
 
     #[test]

@@ -248,3 +248,142 @@ fn a_full_spool_drops_its_oldest_batches_counted_and_keeps_running() {
     let unique: BTreeSet<&String> = kept.iter().collect();
     assert_eq!(unique.len(), kept.len());
 }
+
+/// An HTTPS upstream whose certificate is signed by a CA only `ca_file` vouches
+/// for: without it the handshake fails on the certificate; with it the handshake
+/// succeeds (openssl's test server then never answers the POST: a timeout, which
+/// is a retry, not a certificate error).
+#[test]
+fn ca_file_is_trusted_for_https() {
+    use saltsight::config::outputs::{Encoding, HttpAuth, HttpOutputConfig};
+    use saltsight::sink::http::{Attempt, HttpSender};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let ext = path("leaf.ext");
+    std::fs::write(
+        &ext,
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("ext");
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let (ca, ca_key, cert, key, csr) = (
+        path("ca.pem"),
+        path("ca.key"),
+        path("cert.pem"),
+        path("key.pem"),
+        path("leaf.csr"),
+    );
+    let steps: [Vec<&str>; 3] = [
+        [
+            &["req", "-x509"][..],
+            &ec,
+            &["-days", "1", "-subj", "/CN=saltsight test CA"],
+        ]
+        .concat()
+        .into_iter()
+        .chain(["-keyout", &ca_key, "-out", &ca])
+        .collect(),
+        [&["req"][..], &ec, &["-subj", "/CN=127.0.0.1"]]
+            .concat()
+            .into_iter()
+            .chain(["-keyout", &key, "-out", &csr])
+            .collect(),
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            &ext,
+            "-out",
+            &cert,
+        ],
+    ];
+    for args in steps {
+        let made = Command::new("openssl")
+            .args(&args)
+            .output()
+            .expect("openssl runs");
+        assert!(
+            made.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let mut server = Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-accept"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-cert")
+        .arg(&cert)
+        .arg("-key")
+        .arg(&key)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("openssl s_server");
+    let attempt = |ca: Option<Vec<u8>>| {
+        let config = HttpOutputConfig {
+            url: format!("https://127.0.0.1:{port}/ingest"),
+            encoding: Encoding::Ndjson,
+            table: String::new(),
+            headers: Vec::new(),
+            auth: HttpAuth::None,
+            ca_pem: ca,
+            connect_timeout: Duration::from_secs(5),
+            timeout: Duration::from_secs(2),
+            gzip: true,
+            batch: Default::default(),
+            retry: Default::default(),
+        };
+        let sender = HttpSender::new("tls", &config).expect("sender");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let result = runtime.block_on(sender.attempt(sender.prepare(b"{}\n")));
+            let refused = matches!(&result, Attempt::Retry { error, .. } if error.contains("onnection refused"));
+            if !refused || std::time::Instant::now() > deadline {
+                return result;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let untrusted = attempt(None);
+    let trusted = attempt(Some(std::fs::read(&ca).expect("ca")));
+    let _ = server.kill();
+    let _ = server.wait();
+    match untrusted {
+        Attempt::Retry { error, .. } => {
+            assert!(error.to_lowercase().contains("certificate"), "{error}")
+        }
+        other => panic!("an unknown CA was accepted: {other:?}"),
+    }
+    match trusted {
+        Attempt::Retry { error, .. } => assert!(
+            !error.to_lowercase().contains("certificate"),
+            "the ca_file was not trusted: {error}"
+        ),
+        other => panic!("openssl s_server answered a POST: {other:?}"),
+    }
+}
