@@ -57,7 +57,10 @@ pub enum SinkError {
 }
 
 enum Target {
-    Stdout(BufWriter<Box<dyn Write + Send>>),
+    Stdout {
+        out: BufWriter<Box<dyn Write + Send>>,
+        lines: Vec<u8>,
+    },
     File {
         file: RotatingFile,
         lines: Vec<u8>,
@@ -107,7 +110,10 @@ impl Outputs {
             let target = match &config.kind {
                 OutputKind::Stdout => {
                     let out = stdout.take().unwrap_or_else(|| Box::new(std::io::sink()));
-                    Target::Stdout(BufWriter::new(out))
+                    Target::Stdout {
+                        out: BufWriter::new(out),
+                        lines: Vec::new(),
+                    }
                 }
                 OutputKind::File {
                     path,
@@ -188,8 +194,9 @@ impl Outputs {
         encode::ndjson(record, &mut self.json);
         for output in &mut self.outputs {
             match &mut output.target {
-                Target::Stdout(out) => out.write_all(&self.json).map_err(SinkError::Stdout)?,
-                Target::File { lines, .. } => lines.extend_from_slice(&self.json),
+                Target::Stdout { lines, .. } | Target::File { lines, .. } => {
+                    lines.extend_from_slice(&self.json)
+                }
                 Target::Spool { writer, encoding } => {
                     let payload = match encoding {
                         Encoding::Ndjson => &self.json,
@@ -212,11 +219,24 @@ impl Outputs {
         Ok(())
     }
 
-    /// Writes what was queued: one write per output.
+    /// Writes what was queued: one write per output, spools first, so that no
+    /// record is shown (stdout, file) before it is safe in every spool.
     pub fn flush(&mut self) -> Result<(), SinkError> {
         for output in &mut self.outputs {
+            if let Target::Spool { writer, .. } = &mut output.target {
+                if let Err(e) = writer.flush() {
+                    writer.on_error();
+                    if let Some(suppressed) = self.log.admit("spool_write") {
+                        warn!(output = %output.name, error = %e, suppressed, "Cannot spool records; the batch is lost (counted).");
+                    }
+                }
+            }
+        }
+        for output in &mut self.outputs {
             match &mut output.target {
-                Target::Stdout(out) => {
+                Target::Stdout { out, lines } => {
+                    out.write_all(lines).map_err(SinkError::Stdout)?;
+                    lines.clear();
                     if self.flush_each {
                         out.flush().map_err(SinkError::Stdout)?;
                     }
@@ -230,14 +250,7 @@ impl Outputs {
                     }
                     lines.clear();
                 }
-                Target::Spool { writer, .. } => {
-                    if let Err(e) = writer.flush() {
-                        writer.on_error();
-                        if let Some(suppressed) = self.log.admit("spool_write") {
-                            warn!(output = %output.name, error = %e, suppressed, "Cannot spool records; the batch is lost (counted).");
-                        }
-                    }
-                }
+                Target::Spool { .. } => {}
             }
         }
         Ok(())
@@ -279,7 +292,7 @@ impl Outputs {
         self.flush()?;
         self.seal(SystemTime::now(), true);
         for output in &mut self.outputs {
-            if let Target::Stdout(out) = &mut output.target {
+            if let Target::Stdout { out, .. } = &mut output.target {
                 out.flush().map_err(SinkError::Stdout)?;
             }
         }
