@@ -6,12 +6,10 @@
 //!
 //! Run: `taskset -c 0 cargo bench --bench sink`. Figures are in the README.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use criterion::{Criterion, Throughput, criterion_group};
-use saltsight::config::outputs::{
-    BatchConfig, Encoding, HttpAuth, HttpOutputConfig, RetryConfig, SpoolConfig,
-};
+use saltsight::config::outputs::{BatchConfig, Encoding, HttpOutputConfig, SpoolConfig};
 use saltsight::event::Stamp;
 use saltsight::record::{
     JobContext, MinionReturn, Record, RecordBody, RecordFactory, RunKind, StateCounts,
@@ -98,23 +96,7 @@ async fn serve(listener: tokio::net::TcpListener) {
 }
 
 fn sender(url: &str, encoding: Encoding) -> HttpSender {
-    HttpSender::new(
-        "bench",
-        &HttpOutputConfig {
-            url: url.into(),
-            encoding,
-            table: "saltsight.records".into(),
-            headers: Vec::new(),
-            auth: HttpAuth::None,
-            ca_pem: None,
-            connect_timeout: Duration::from_secs(5),
-            timeout: Duration::from_secs(30),
-            gzip: true,
-            batch: BatchConfig::default(),
-            retry: RetryConfig::default(),
-        },
-    )
-    .expect("sender")
+    HttpSender::new("bench", &HttpOutputConfig::with_defaults(url, encoding)).expect("sender")
 }
 
 /// Encodes, spools and sends every record; returns when the spool is empty.

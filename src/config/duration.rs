@@ -3,6 +3,28 @@
 
 use std::time::Duration;
 
+/// A configured duration that must be above zero: `default` when unset; on a
+/// problem, the problem is pushed (named `key`) and `default` returned.
+pub fn positive_or(
+    key: &str,
+    value: Option<&str>,
+    default: Duration,
+    problems: &mut Vec<String>,
+) -> Duration {
+    match value.map(parse_duration) {
+        None => default,
+        Some(Ok(d)) if !d.is_zero() => d,
+        Some(Ok(_)) => {
+            problems.push(format!("{key} must be above zero"));
+            default
+        }
+        Some(Err(e)) => {
+            problems.push(format!("{key}: {e}"));
+            default
+        }
+    }
+}
+
 /// Parses a duration; the error says what was expected.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::duration::parse_duration;
+use super::duration::positive_or;
 
 pub const DEFAULT_SPOOL_DIR: &str = "/var/lib/saltsight/spool";
 pub const DEFAULT_SPOOL_MAX_BYTES: u64 = 1 << 30;
@@ -177,6 +177,25 @@ pub struct HttpOutputConfig {
     pub gzip: bool,
     pub batch: BatchConfig,
     pub retry: RetryConfig,
+}
+
+impl HttpOutputConfig {
+    /// An output to `url` with every other setting at its default.
+    pub fn with_defaults(url: impl Into<String>, encoding: Encoding) -> Self {
+        Self {
+            url: url.into(),
+            encoding,
+            table: DEFAULT_CLICKHOUSE_TABLE.into(),
+            headers: Vec::new(),
+            auth: HttpAuth::None,
+            ca_pem: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            timeout: DEFAULT_REQUEST_TIMEOUT,
+            gzip: true,
+            batch: BatchConfig::default(),
+            retry: RetryConfig::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -478,19 +497,8 @@ fn resolve_http(
                 None
             }
         });
-    let mut duration = |key: &str, value: &Option<String>, default: Duration| match value {
-        None => default,
-        Some(text) => match parse_duration(text) {
-            Ok(d) if !d.is_zero() => d,
-            Ok(_) => {
-                problems.push(format!("{key} must be above zero"));
-                default
-            }
-            Err(e) => {
-                problems.push(format!("{key}: {e}"));
-                default
-            }
-        },
+    let mut duration = |key: &str, value: &Option<String>, default: Duration| {
+        positive_or(key, value.as_deref(), default, problems)
     };
     let connect_timeout = duration(
         "connect_timeout",

@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::duration::parse_duration;
+use super::duration::{parse_duration, positive_or};
 use super::file::FileConfig;
 use super::master::{DEFAULT_MASTER_CONFIG, MasterBusSettings};
 use super::outputs::{OutputConfig, SpoolConfig, resolve_outputs, resolve_spool};
@@ -346,19 +346,13 @@ fn resolve_bus(
 
 fn resolve_jobs(file: &FileConfig, errors: &mut Vec<String>) -> JobsConfig {
     let j = &file.jobs;
-    let mut duration = |key: &str, value: Option<&String>, default: Duration| match value {
-        None => default,
-        Some(text) => match parse_duration(text) {
-            Ok(d) if !d.is_zero() => d,
-            Ok(_) => {
-                errors.push(format!("jobs.{key} must be above zero"));
-                default
-            }
-            Err(e) => {
-                errors.push(format!("jobs.{key}: {e}"));
-                default
-            }
-        },
+    let mut duration = |key: &str, value: Option<&String>, default: Duration| {
+        positive_or(
+            &format!("jobs.{key}"),
+            value.map(String::as_str),
+            default,
+            errors,
+        )
     };
     let default_deadline = duration(
         "default_deadline",

@@ -437,19 +437,10 @@ mod tests {
 
     #[test]
     fn clickhouse_urls_carry_the_insert_and_no_credentials_are_accepted_inline() {
-        let mut config = HttpOutputConfig {
-            url: "http://127.0.0.1:8123/?database=x".into(),
-            encoding: Encoding::ClickHouse,
-            table: "saltsight.records".into(),
-            headers: vec![],
-            auth: HttpAuth::None,
-            ca_pem: None,
-            connect_timeout: Duration::from_secs(1),
-            timeout: Duration::from_secs(1),
-            gzip: true,
-            batch: Default::default(),
-            retry: Default::default(),
-        };
+        let mut config = HttpOutputConfig::with_defaults(
+            "http://127.0.0.1:8123/?database=x",
+            Encoding::ClickHouse,
+        );
         let sender = HttpSender::new("ch", &config).unwrap();
         let query: Vec<(String, String)> = sender.url.query_pairs().into_owned().collect();
         assert_eq!(
@@ -471,19 +462,7 @@ mod tests {
 
     #[test]
     fn gzip_bodies_decompress_to_the_batch() {
-        let config = HttpOutputConfig {
-            url: "http://127.0.0.1:1/".into(),
-            encoding: Encoding::Ndjson,
-            table: String::new(),
-            headers: vec![],
-            auth: HttpAuth::None,
-            ca_pem: None,
-            connect_timeout: Duration::from_secs(1),
-            timeout: Duration::from_secs(1),
-            gzip: true,
-            batch: Default::default(),
-            retry: Default::default(),
-        };
+        let config = HttpOutputConfig::with_defaults("http://127.0.0.1:1/", Encoding::Ndjson);
         let sender = HttpSender::new("up", &config).unwrap();
         let body = b"{\"a\":1}\n".repeat(100);
         let gz = sender.prepare(&body);

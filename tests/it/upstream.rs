@@ -255,7 +255,7 @@ fn a_full_spool_drops_its_oldest_batches_counted_and_keeps_running() {
 /// is a retry, not a certificate error).
 #[test]
 fn ca_file_is_trusted_for_https() {
-    use saltsight::config::outputs::{Encoding, HttpAuth, HttpOutputConfig};
+    use saltsight::config::outputs::{Encoding, HttpOutputConfig};
     use saltsight::sink::http::{Attempt, HttpSender};
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -341,19 +341,12 @@ fn ca_file_is_trusted_for_https() {
         .spawn()
         .expect("openssl s_server");
     let attempt = |ca: Option<Vec<u8>>| {
-        let config = HttpOutputConfig {
-            url: format!("https://127.0.0.1:{port}/ingest"),
-            encoding: Encoding::Ndjson,
-            table: String::new(),
-            headers: Vec::new(),
-            auth: HttpAuth::None,
-            ca_pem: ca,
-            connect_timeout: Duration::from_secs(5),
-            timeout: Duration::from_secs(2),
-            gzip: true,
-            batch: Default::default(),
-            retry: Default::default(),
-        };
+        let mut config = HttpOutputConfig::with_defaults(
+            format!("https://127.0.0.1:{port}/ingest"),
+            Encoding::Ndjson,
+        );
+        config.ca_pem = ca;
+        config.timeout = Duration::from_secs(2);
         let sender = HttpSender::new("tls", &config).expect("sender");
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
