@@ -11,14 +11,13 @@ use anyhow::Context;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::run::{Clock, Pipeline, RecordHandler};
+use super::run::{Clock, Output, Pipeline, RecordHandler, open_outputs};
 use super::tail::{TailArgs, TailHandler};
 use crate::app::{self, Source};
 use crate::bus::ReaderStats;
 use crate::bus::reader::Delivery;
 use crate::config::{BusConfig, Config, RepoSpec};
 use crate::lab::{Lab, LabOptions};
-use crate::sink::Outputs;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -91,11 +90,9 @@ pub async fn run(
         tokio::spawn(async move { run.await.map(|(summary, _)| summary) })
     } else {
         let pipeline = Pipeline::from_config(&config);
-        let handler = RecordHandler::new(
-            pipeline,
-            Clock::Wall,
-            Outputs::stdout(Box::new(std::io::stdout())),
-        );
+        // Stdout only: no spool, so no senders to start.
+        let (outputs, _) = open_outputs(&config, Output::Stdout, Clock::Wall)?;
+        let handler = RecordHandler::new(pipeline, Clock::Wall, outputs);
         let run = app::run(source, queue, handler, cancel.clone(), stats);
         tokio::spawn(async move { run.await.map(|(summary, _)| summary) })
     };

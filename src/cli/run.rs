@@ -52,15 +52,19 @@ pub fn open_outputs(
     output: Output,
     clock: Clock,
 ) -> Result<(Outputs, Senders), SinkError> {
-    let stdout = Box::new(std::io::stdout());
+    let stdout_only = [OutputConfig::stdout()];
+    let configs: &[OutputConfig] = match output {
+        Output::Config => &config.outputs,
+        Output::Stdout => &stdout_only,
+        Output::None => &[],
+    };
     let flush_each = clock == Clock::Wall;
-    match output {
-        Output::Config => Outputs::open(&config.outputs, &config.spool, stdout, flush_each),
-        Output::Stdout => {
-            Outputs::open(&[OutputConfig::stdout()], &config.spool, stdout, flush_each)
-        }
-        Output::None => Outputs::open(&[], &config.spool, stdout, flush_each),
-    }
+    Outputs::open(
+        configs,
+        &config.spool,
+        Box::new(std::io::stdout()),
+        flush_each,
+    )
 }
 
 /// Which time the tracker runs on.

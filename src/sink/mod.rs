@@ -161,30 +161,6 @@ impl Outputs {
         ))
     }
 
-    /// No output at all (`--output none`).
-    pub fn none() -> Outputs {
-        Self::open(
-            &[],
-            &SpoolConfig::default(),
-            Box::new(std::io::sink()),
-            false,
-        )
-        .map(|(outputs, _)| outputs)
-        .unwrap_or_else(|_| unreachable!("no output cannot fail to open"))
-    }
-
-    /// One stdout output (the demo).
-    pub fn stdout(out: Box<dyn Write + Send>) -> Outputs {
-        Self::open(
-            &[OutputConfig::stdout()],
-            &SpoolConfig::default(),
-            out,
-            true,
-        )
-        .map(|(outputs, _)| outputs)
-        .unwrap_or_else(|_| unreachable!("stdout cannot fail to open"))
-    }
-
     /// Queues `record` on every output; [`Outputs::flush`] writes.
     pub fn write(&mut self, record: &Record) -> Result<(), SinkError> {
         if self.outputs.is_empty() {
@@ -207,11 +183,9 @@ impl Outputs {
                         }
                     };
                     if let Err(e) = writer.append(payload) {
-                        writer.on_error();
+                        // The record itself is lost too; the spool counts its batch.
                         self.lost_records += 1;
-                        if let Some(suppressed) = self.log.admit("spool_write") {
-                            warn!(output = %output.name, error = %e, suppressed, "Cannot spool records; the batch is lost (counted).");
-                        }
+                        spool_failed(writer, &mut self.log, &output.name, &e);
                     }
                 }
             }
@@ -225,10 +199,7 @@ impl Outputs {
         for output in &mut self.outputs {
             if let Target::Spool { writer, .. } = &mut output.target {
                 if let Err(e) = writer.flush() {
-                    writer.on_error();
-                    if let Some(suppressed) = self.log.admit("spool_write") {
-                        warn!(output = %output.name, error = %e, suppressed, "Cannot spool records; the batch is lost (counted).");
-                    }
+                    spool_failed(writer, &mut self.log, &output.name, &e);
                 }
             }
         }
@@ -278,10 +249,7 @@ impl Outputs {
                     writer.seal_if_due(now)
                 };
                 if let Err(e) = result {
-                    writer.on_error();
-                    if let Some(suppressed) = self.log.admit("spool_seal") {
-                        warn!(output = %output.name, error = %e, suppressed, "Cannot seal a batch; it is lost (counted).");
-                    }
+                    spool_failed(writer, &mut self.log, &output.name, &e);
                 }
             }
         }
@@ -300,6 +268,20 @@ impl Outputs {
     }
 }
 
+/// A spool write or seal failed: its open batch is lost (the spool counts it),
+/// logged at most once per interval.
+fn spool_failed(
+    writer: &mut SpoolWriter,
+    log: &mut LogLimiter,
+    output: &str,
+    error: &spool::SpoolError,
+) {
+    writer.on_error();
+    if let Some(suppressed) = log.admit("spool_write") {
+        warn!(output, error = %error, suppressed, "Cannot spool records; the open batch is lost (counted).");
+    }
+}
+
 /// The running senders.
 pub struct Sending {
     tasks: Vec<JoinHandle<()>>,
@@ -308,10 +290,6 @@ pub struct Sending {
 }
 
 impl Senders {
-    pub fn is_empty(&self) -> bool {
-        self.senders.is_empty()
-    }
-
     /// Starts one task per HTTP output; they stop with [`Sending::stop`].
     pub fn spawn(self) -> Sending {
         let cancel = CancellationToken::new();
@@ -330,10 +308,6 @@ impl Senders {
 }
 
 impl Sending {
-    pub fn spools(&self) -> &[Spool] {
-        &self.spools
-    }
-
     /// Waits until every spool is empty (a one-shot replay), or `cancel`.
     pub async fn drain(&self, cancel: &CancellationToken) -> bool {
         for spool in &self.spools {

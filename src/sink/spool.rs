@@ -340,10 +340,6 @@ impl Spool {
         &self.inner.dir
     }
 
-    pub fn encoding(&self) -> Encoding {
-        self.inner.encoding
-    }
-
     pub fn stats(&self) -> &SpoolStats {
         &self.inner.stats
     }
@@ -357,12 +353,6 @@ impl Spool {
     /// Sealed batches waiting.
     pub fn pending(&self) -> usize {
         self.index().sealed.len()
-    }
-
-    /// When the oldest waiting batch was opened (its seq is that time).
-    pub fn oldest(&self) -> Option<SystemTime> {
-        let seq = *self.index().sealed.keys().next()?;
-        Some(UNIX_EPOCH + Duration::from_micros(seq))
     }
 
     /// The oldest sealed batch; waits for one, or for `cancel`.
