@@ -22,6 +22,7 @@ use crate::bus::recording::{RecordingFormat, RecordingReader};
 use crate::bus::{BusGap, BusMessage, BusReader, Endpoint, Frame, ReaderConfig, ReaderStats};
 use crate::config::BusConfig;
 use crate::event::{self, DecodeError, Event, Stamp};
+use crate::metrics::catalog::EventMetrics;
 use crate::ratelimit::LogLimiter;
 
 /// Where frames come from.
@@ -108,6 +109,7 @@ pub async fn run<H: Handler>(
     mut handler: H,
     cancel: CancellationToken,
     reader_stats: Arc<ReaderStats>,
+    metrics: EventMetrics,
 ) -> anyhow::Result<(Summary, H)> {
     let (tx, mut rx) = mpsc::channel::<BusMessage>(queue.max(1));
     let live = matches!(source, Source::Live(_));
@@ -171,6 +173,10 @@ pub async fn run<H: Handler>(
                             .events_by_class
                             .entry(event.class.as_str())
                             .or_default() += 1;
+                        let lag = event.stamp.zip(frame.received_at).map(|(stamp, received)| {
+                            Stamp::from_system_time(received).micros_since(stamp)
+                        });
+                        metrics.event(event.class, event.malformed_field.is_some(), lag);
                         if let Some(field) = event.malformed_field {
                             summary.malformed_fields += 1;
                             if let Some(suppressed) = decode_log.admit("malformed_field") {
@@ -185,7 +191,10 @@ pub async fn run<H: Handler>(
                         debug!(tag = event.tag, class = event.class.as_str(), "Event.");
                         handler.event(&event, &frame)?;
                     }
-                    Err(error) => note_decode_error(&mut summary, &mut decode_log, &error),
+                    Err(error) => {
+                        metrics.decode_error(error.reason());
+                        note_decode_error(&mut summary, &mut decode_log, &error)
+                    }
                 }
             }
             BusMessage::Chunk(chunk) => {

@@ -13,11 +13,13 @@
 //! - [`correlate`]: failures → the git commits of the state tree, and per-minion history.
 //! - [`record`]: the records emitted, with stable ids (docs/records.md).
 //! - [`config`]: saltsight's TOML, the Salt master's YAML, resolved into one validated [`config::Config`].
+//! - [`metrics`]: the Prometheus catalog and the `/metrics` endpoint (docs/metrics.md).
 //! - [`app`]: wires sources, stages and outputs with bounded channels; shuts down from the head.
 //! - [`cli`]: the subcommands (`run`, `tail`, `capture`, `replay`, `check-config`).
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod base64;
 pub mod bus;
 pub mod cli;
 pub mod config;
@@ -25,6 +27,7 @@ pub mod correlate;
 pub mod event;
 pub mod jobs;
 pub mod lab;
+pub mod metrics;
 pub mod ratelimit;
 pub mod record;
 pub mod shutdown;

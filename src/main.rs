@@ -14,6 +14,9 @@ use saltsight::cli::run::{Clock, Pipeline, RecordHandler, open_outputs};
 use saltsight::cli::tail::TailHandler;
 use saltsight::cli::{Cli, Command, Outcome, check_config, exit};
 use saltsight::config::{self, Config, LogFormat};
+use saltsight::metrics::catalog::EventMetrics;
+use saltsight::metrics::server::MetricsServer;
+use saltsight::metrics::{Metrics, Observer};
 use saltsight::shutdown;
 use tokio_util::sync::CancellationToken;
 
@@ -90,15 +93,40 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
     let summary = match command {
         Command::Run(args) => {
             let (outputs, senders) = open_outputs(&config, args.output, Clock::Wall)?;
+            let metrics = Metrics::new(&config.metrics, stats.clone(), senders.spools());
+            // Bound before the pipeline starts: a port in use is an error now.
+            let server = if config.metrics.enabled {
+                let server =
+                    MetricsServer::bind(&config.metrics, metrics.registry.clone(), stats.clone())
+                        .await?;
+                Some(tokio::spawn(server.serve(cancel.clone())))
+            } else {
+                None
+            };
             let sending = senders.spawn();
-            let handler = RecordHandler::new(Pipeline::from_config(&config), Clock::Wall, outputs);
+            let handler = RecordHandler::new(
+                Pipeline::from_config(&config),
+                Clock::Wall,
+                outputs,
+                metrics.observer,
+            );
             let source = Source::live(&config.bus, Delivery::Frames);
             let result = shutdown::within_grace(
                 &cancel,
-                app::run(source, queue, handler, cancel.clone(), stats),
+                app::run(
+                    source,
+                    queue,
+                    handler,
+                    cancel.clone(),
+                    stats,
+                    metrics.events.clone(),
+                ),
             )
             .await;
             sending.stop().await;
+            if let Some(server) = server {
+                server.abort();
+            }
             result?.0
         }
         Command::Tail(args) => {
@@ -113,7 +141,14 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
             };
             shutdown::within_grace(
                 &cancel,
-                app::run(source, queue, handler, cancel.clone(), stats),
+                app::run(
+                    source,
+                    queue,
+                    handler,
+                    cancel.clone(),
+                    stats,
+                    EventMetrics::default(),
+                ),
             )
             .await?
             .0
@@ -127,7 +162,14 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
             let source = Source::live(&config.bus, Delivery::RawChunks);
             let (summary, handler) = shutdown::within_grace(
                 &cancel,
-                app::run(source, queue, handler, cancel.clone(), stats.clone()),
+                app::run(
+                    source,
+                    queue,
+                    handler,
+                    cancel.clone(),
+                    stats.clone(),
+                    EventMetrics::default(),
+                ),
             )
             .await?;
             eprintln!(
@@ -140,8 +182,12 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
         Command::Replay(args) => {
             let (outputs, senders) = open_outputs(&config, args.output, Clock::EventTime)?;
             let sending = senders.spawn();
-            let handler =
-                RecordHandler::new(Pipeline::from_config(&config), Clock::EventTime, outputs);
+            let handler = RecordHandler::new(
+                Pipeline::from_config(&config),
+                Clock::EventTime,
+                outputs,
+                Observer::unregistered(&config.metrics),
+            );
             let source = Source::Recording {
                 path: args.file.clone(),
                 max_frame_bytes: config.bus.max_frame_bytes,
@@ -149,7 +195,14 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
             };
             let result = shutdown::within_grace(
                 &cancel,
-                app::run(source, queue, handler, cancel.clone(), stats),
+                app::run(
+                    source,
+                    queue,
+                    handler,
+                    cancel.clone(),
+                    stats,
+                    EventMetrics::default(),
+                ),
             )
             .await;
             // A replay into an HTTP output ends when upstream has it all (or on a

@@ -61,6 +61,14 @@ pub enum GapReason {
 }
 
 impl GapReason {
+    pub const ALL: [GapReason; 5] = [
+        GapReason::Disconnected,
+        GapReason::ReadError,
+        GapReason::Desync,
+        GapReason::QueueFull,
+        GapReason::Shutdown,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             GapReason::Disconnected => "disconnected",

@@ -18,6 +18,8 @@ use crate::bus::ReaderStats;
 use crate::bus::reader::Delivery;
 use crate::config::{BusConfig, Config, RepoSpec};
 use crate::lab::{Lab, LabOptions};
+use crate::metrics::Observer;
+use crate::metrics::catalog::EventMetrics;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -86,14 +88,29 @@ pub async fn run(
             count: None,
         };
         let handler = TailHandler::new(std::io::stdout(), &tail_args, cancel.clone());
-        let run = app::run(source, queue, handler, cancel.clone(), stats);
+        let run = app::run(
+            source,
+            queue,
+            handler,
+            cancel.clone(),
+            stats,
+            EventMetrics::default(),
+        );
         tokio::spawn(async move { run.await.map(|(summary, _)| summary) })
     } else {
         let pipeline = Pipeline::from_config(&config);
         // Stdout only: no spool, so no senders to start.
         let (outputs, _) = open_outputs(&config, Output::Stdout, Clock::Wall)?;
-        let handler = RecordHandler::new(pipeline, Clock::Wall, outputs);
-        let run = app::run(source, queue, handler, cancel.clone(), stats);
+        let observer = Observer::unregistered(&config.metrics);
+        let handler = RecordHandler::new(pipeline, Clock::Wall, outputs, observer);
+        let run = app::run(
+            source,
+            queue,
+            handler,
+            cancel.clone(),
+            stats,
+            EventMetrics::default(),
+        );
         tokio::spawn(async move { run.await.map(|(summary, _)| summary) })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;

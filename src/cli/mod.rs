@@ -67,6 +67,24 @@ pub struct GlobalArgs {
         value_name = "FORMAT"
     )]
     pub log_format: Option<String>,
+    /// Where /metrics is served: host:port, [v6]:port, or :port for every
+    /// interface [default: :10097]
+    #[arg(
+        long = "web.listen-address",
+        global = true,
+        env = "SALTSIGHT_WEB_LISTEN_ADDRESS",
+        value_name = "ADDRESS"
+    )]
+    pub web_listen_address: Option<String>,
+    /// TLS and basic auth for /metrics, in the Prometheus exporter-toolkit
+    /// web-config format
+    #[arg(
+        long = "web.config.file",
+        global = true,
+        env = "SALTSIGHT_WEB_CONFIG_FILE",
+        value_name = "FILE"
+    )]
+    pub web_config_file: Option<PathBuf>,
 }
 
 impl GlobalArgs {
@@ -78,6 +96,8 @@ impl GlobalArgs {
             max_frame_bytes: self.max_frame_bytes,
             log_level: self.log_level.clone(),
             log_format: self.log_format.clone(),
+            web_listen_address: self.web_listen_address.clone(),
+            web_config_file: self.web_config_file.clone(),
         }
     }
 }

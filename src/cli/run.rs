@@ -24,6 +24,7 @@ use crate::correlate::Correlator;
 use crate::event::{Body, Event, Stamp};
 use crate::jobs::tracker::context_of_return;
 use crate::jobs::{JobTracker, TrackerConfig};
+use crate::metrics::Observer;
 use crate::record::{JobContext, Record, RecordBody, RecordFactory, RunKind};
 use crate::sink::{Outputs, Senders, SinkError};
 use crate::triage::{Findings, Triage};
@@ -104,6 +105,7 @@ pub struct RecordHandler {
     correlator: Correlator,
     clock: Clock,
     outputs: Outputs,
+    metrics: Observer,
     event_now: Stamp,
     /// Receive time minus `_stamp` of the latest event: the master's clock offset
     /// plus bus lag. The idle tick judges at `wall clock - offset`, on the master's
@@ -114,7 +116,7 @@ pub struct RecordHandler {
 }
 
 impl RecordHandler {
-    pub fn new(pipeline: Pipeline, clock: Clock, outputs: Outputs) -> Self {
+    pub fn new(pipeline: Pipeline, clock: Clock, outputs: Outputs, metrics: Observer) -> Self {
         let Pipeline {
             tracker,
             triage,
@@ -126,6 +128,7 @@ impl RecordHandler {
             correlator,
             clock,
             outputs,
+            metrics,
             event_now: Stamp(i64::MIN),
             offset_micros: 0,
             pending: Vec::new(),
@@ -192,10 +195,33 @@ impl RecordHandler {
             } else {
                 debug!(kind = record.kind, "Record.");
             }
+            self.metrics.record(&record);
             self.outputs.write(&record)?;
         }
         self.outputs.flush()?;
+        self.sync_metrics();
         Ok(())
+    }
+
+    /// The stages' own counts, copied for the next scrape (a few stores).
+    fn sync_metrics(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.metrics.jobs_tracked(self.tracker.open_jobs());
+        let counts = self.metrics.pipeline();
+        let tracker = &self.tracker.stats;
+        counts
+            .unknown_job_returns
+            .store(tracker.unknown_job_returns, Relaxed);
+        counts
+            .duplicate_returns
+            .store(tracker.duplicate_returns, Relaxed);
+        counts.evicted_jobs.store(tracker.evicted_jobs, Relaxed);
+        let correlate = &self.correlator.stats;
+        counts.git_calls.store(correlate.git_calls, Relaxed);
+        counts.git_errors.store(correlate.git_errors, Relaxed);
+        counts
+            .lost_records
+            .store(self.outputs.lost_records, Relaxed);
     }
 }
 
@@ -210,6 +236,7 @@ impl Handler for RecordHandler {
         // Verdicts due before this event are given first, on event time, live as in
         // replay: a backlog of queued events is judged by when they happened, not
         // by when they were read.
+        self.metrics.event(event);
         let now = self.event_now;
         self.tracker.advance(now, &mut self.pending);
         self.after_tracker(0);

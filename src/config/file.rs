@@ -26,6 +26,8 @@ pub struct FileConfig {
     /// `[[output]]`: where records go (default: stdout).
     #[serde(default)]
     pub output: Vec<super::outputs::OutputSection>,
+    #[serde(default)]
+    pub metrics: super::metrics::MetricsSection,
 }
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
@@ -246,6 +248,25 @@ fsync = true
 # retry_max = "{retry_max}s"
 # retry_after_max = "{retry_after_max}s"
 
+[metrics]
+# Prometheus metrics (docs/metrics.md) at /metrics, with /, /healthz and /readyz,
+# while `run` runs.
+enabled = true
+# host:port, [v6]:port, or :port for every interface. Flag: --web.listen-address.
+listen_address = ":{metrics_port}"
+# TLS and basic auth, in the Prometheus exporter-toolkit format (as node_exporter's
+# --web.config.file). Flag: --web.config.file.
+# web_config_file = "/etc/saltsight/web.yml"
+# Functions with their own `function` label value; every other one is "other".
+functions = [{functions}]
+# Per-minion series (saltsight_minion_*): off, as fleets have thousands of minions.
+per_minion = false
+# Minions given per-minion series at most; later ones are refused and counted in
+# saltsight_metric_series_refused_total.
+max_minions = {max_minions}
+# Also expose salt-exporter's metrics (salt_new_job_total, ...) for its dashboards.
+salt_exporter_compat = false
+
 [log]
 # error, warn, info, debug, trace, or a tracing filter such as
 # "info,saltsight::bus=debug". Flag: --log-level.
@@ -276,6 +297,13 @@ format = "text"
         retry_min = outputs::DEFAULT_RETRY_MIN.as_millis(),
         retry_max = outputs::DEFAULT_RETRY_MAX.as_secs(),
         retry_after_max = outputs::DEFAULT_RETRY_AFTER_MAX.as_secs(),
+        metrics_port = super::metrics::DEFAULT_PORT,
+        functions = super::metrics::DEFAULT_FUNCTIONS
+            .iter()
+            .map(|f| format!("{f:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        max_minions = super::metrics::DEFAULT_MAX_MINIONS,
     )
 }
 

@@ -6,8 +6,10 @@ pub mod duration;
 pub mod file;
 pub mod glob;
 pub mod master;
+pub mod metrics;
 pub mod outputs;
 pub mod resolve;
+pub mod web;
 
 pub use resolve::{
     BusConfig, Config, ConfigErrors, CorrelateConfig, JobsConfig, LogConfig, LogFormat, Overrides,

@@ -34,6 +34,8 @@ pub struct Overrides {
     pub max_frame_bytes: Option<u64>,
     pub log_level: Option<String>,
     pub log_format: Option<String>,
+    pub web_listen_address: Option<String>,
+    pub web_config_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +51,7 @@ pub struct Config {
     pub log: LogConfig,
     pub spool: SpoolConfig,
     pub outputs: Vec<OutputConfig>,
+    pub metrics: super::metrics::MetricsConfig,
     /// The saltsight config file read, if any.
     pub file: Option<PathBuf>,
 }
@@ -199,6 +202,12 @@ pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
     let correlate = resolve_correlate(&file, overrides, &jobs, &mut errors, &mut warnings);
     let spool = resolve_spool(&file.spool, &mut errors);
     let outputs = resolve_outputs(&file.output, &spool, &mut errors);
+    let metrics = super::metrics::resolve(
+        &file.metrics,
+        overrides.web_listen_address.as_deref(),
+        overrides.web_config_file.as_ref(),
+        &mut errors,
+    );
     match (bus, log) {
         (Some(bus), Some(log)) if errors.is_empty() => Ok(Config {
             warnings,
@@ -210,6 +219,7 @@ pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
             log,
             spool,
             outputs,
+            metrics,
             file: file_path,
         }),
         _ => Err(ConfigErrors(errors)),

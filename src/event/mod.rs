@@ -171,6 +171,15 @@ pub enum DecodeError {
 
 impl DecodeError {
     /// A short, bounded label for metrics and logs.
+    /// Every [`DecodeError::reason`].
+    pub const REASONS: [&'static str; 5] = [
+        "envelope",
+        "no_tag_separator",
+        "tag_not_utf8",
+        "data_not_a_map",
+        "missing_field",
+    ];
+
     pub fn reason(&self) -> &'static str {
         match self {
             DecodeError::Envelope { .. } => "envelope",

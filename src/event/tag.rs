@@ -26,6 +26,24 @@ pub enum TagClass {
 }
 
 impl TagClass {
+    /// Every class, in declaration order (`class as usize` indexes it).
+    pub const ALL: [TagClass; 14] = [
+        TagClass::JobNew,
+        TagClass::JobPublish,
+        TagClass::JobReturn,
+        TagClass::JobProgress,
+        TagClass::JobMinions,
+        TagClass::RunNew,
+        TagClass::RunReturn,
+        TagClass::RunArgs,
+        TagClass::MinionStart,
+        TagClass::Auth,
+        TagClass::Key,
+        TagClass::Presence,
+        TagClass::Beacon,
+        TagClass::Other,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             TagClass::JobNew => "job_new",

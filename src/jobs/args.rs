@@ -31,7 +31,7 @@ pub fn first_arg(arg: Option<Raw<'_>>) -> Option<String> {
 
 /// A kwarg as published: `{"__kwarg__": true, name: value}` in `arg` (and in a
 /// return's `fun_args`).
-fn kwarg(arg: Option<Raw<'_>>, name: &str) -> Option<serde_json::Value> {
+pub fn kwarg(arg: Option<Raw<'_>>, name: &str) -> Option<serde_json::Value> {
     let serde_json::Value::Array(items) = to_json(arg?.0).ok()? else {
         return None;
     };

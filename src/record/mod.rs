@@ -38,6 +38,20 @@ pub enum RecordBody {
 }
 
 impl RecordBody {
+    /// Every kind, in declaration order (what [`RecordBody::kind`] returns).
+    pub const KINDS: [&'static str; 10] = [
+        "job_published",
+        "minion_return",
+        "minion_missing",
+        "job_completed",
+        "late_return",
+        "bus_gap",
+        "state_failure",
+        "render_failure",
+        "failure_group",
+        "config_change",
+    ];
+
     pub fn kind(&self) -> &'static str {
         match self {
             RecordBody::JobPublished(_) => "job_published",
@@ -155,6 +169,16 @@ pub enum MissingReason {
 }
 
 impl MissingReason {
+    /// Every reason, in declaration order (`reason as usize` indexes it).
+    pub const ALL: [MissingReason; 6] = [
+        MissingReason::NotConnected,
+        MissingReason::MinionRestarted,
+        MissingReason::Lost,
+        MissingReason::RunningPastDeadline,
+        MissingReason::NoResponse,
+        MissingReason::UnknownGap,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             MissingReason::NotConnected => "not_connected",
@@ -226,6 +250,19 @@ pub enum Category {
 }
 
 impl Category {
+    /// Every category, in declaration order (`category as usize` indexes it).
+    pub const ALL: [Category; 9] = [
+        Category::Render,
+        Category::DependencyPackage,
+        Category::NetworkDns,
+        Category::NetworkConnect,
+        Category::SourceMissing,
+        Category::Command,
+        Category::Permission,
+        Category::Timeout,
+        Category::Other,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Category::Render => "render",

@@ -350,35 +350,13 @@ async fn sleep_or_cancel(wait: Duration, cancel: &CancellationToken) -> bool {
 }
 
 fn basic_auth_value(user: &str, password: &str) -> Result<HeaderValue, HttpSetupError> {
-    let encoded = base64(format!("{user}:{password}").as_bytes());
+    let encoded = crate::base64::encode(format!("{user}:{password}").as_bytes());
     HeaderValue::from_str(&format!("Basic {encoded}")).map_err(|_| {
         HttpSetupError::Header(
             "Authorization".into(),
             "the user name holds characters a header cannot".into(),
         )
     })
-}
-
-/// Standard base64 with padding (RFC 4648 §4), for basic auth.
-fn base64(input: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-    for chunk in input.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> shift) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 async fn read_capped(mut response: reqwest::Response) -> String {
@@ -419,21 +397,6 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_rfc_4648() {
-        for (input, expected) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64(input.as_bytes()), expected);
-        }
-    }
 
     #[test]
     fn clickhouse_urls_carry_the_insert_and_no_credentials_are_accepted_inline() {

@@ -290,6 +290,14 @@ pub struct Sending {
 }
 
 impl Senders {
+    /// Each HTTP output's spool (for metrics read at scrape time).
+    pub fn spools(&self) -> Vec<Spool> {
+        self.senders
+            .iter()
+            .map(|(_, spool)| spool.clone())
+            .collect()
+    }
+
     /// Starts one task per HTTP output; they stop with [`Sending::stop`].
     pub fn spawn(self) -> Sending {
         let cancel = CancellationToken::new();

@@ -87,6 +87,8 @@ struct Index {
     sealed: BTreeMap<u64, Sealed>,
     sealed_bytes: u64,
     open_bytes: u64,
+    /// The open batch (its records are not sent yet either).
+    open_seq: Option<u64>,
     last_seq: u64,
 }
 
@@ -350,6 +352,14 @@ impl Spool {
         index.sealed_bytes + index.open_bytes
     }
 
+    /// When the oldest record not yet delivered was spooled: the sequence number
+    /// (open time, unix micros) of the oldest sealed batch, or of the open one.
+    pub fn oldest_unsent(&self) -> Option<u64> {
+        let index = self.index();
+        let sealed = index.sealed.keys().next().copied();
+        sealed.into_iter().chain(index.open_seq).min()
+    }
+
     /// Sealed batches waiting.
     pub fn pending(&self) -> usize {
         self.index().sealed.len()
@@ -559,7 +569,9 @@ impl SpoolWriter {
                 .map_err(io("write", &open.path))?;
             self.unwritten.clear();
         }
-        self.spool.index().open_bytes = open.bytes as u64;
+        let mut index = self.spool.index();
+        index.open_bytes = open.bytes as u64;
+        index.open_seq = Some(open.seq);
         Ok(())
     }
 
@@ -607,6 +619,7 @@ impl SpoolWriter {
         {
             let mut index = self.spool.index();
             index.open_bytes = 0;
+            index.open_seq = None;
             index.sealed.insert(
                 open.seq,
                 Sealed {
@@ -655,7 +668,10 @@ impl SpoolWriter {
         let inner = &self.spool.inner;
         add(&inner.stats.write_errors, 1);
         add(&inner.stats.dropped_records, u64::from(open.records));
-        self.spool.index().open_bytes = 0;
+        let mut index = self.spool.index();
+        index.open_bytes = 0;
+        index.open_seq = None;
+        drop(index);
         let _ = fs::remove_file(&open.path);
     }
 

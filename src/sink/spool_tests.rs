@@ -63,6 +63,29 @@ fn batches_seal_by_count_and_by_bytes() {
 }
 
 #[test]
+fn the_oldest_unsent_batch_is_the_open_one_until_a_sealed_one_waits() {
+    let root = tempfile::tempdir().unwrap();
+    let (spool, _) = open(root.path(), 1 << 30);
+    let mut writer = SpoolWriter::new(spool.clone(), batch(1, 1 << 20));
+    assert_eq!(spool.oldest_unsent(), None);
+    writer.append(b"a\n").unwrap();
+    writer.flush().unwrap();
+    let first = spool.oldest_unsent().expect("the open batch is unsent");
+    // The second record seals the first batch and opens another: still the first.
+    writer.append(b"b\n").unwrap();
+    writer.flush().unwrap();
+    assert_eq!(spool.oldest_unsent(), Some(first));
+    let sealed = spool.index().sealed.values().next().copied().unwrap();
+    spool.delivered(sealed);
+    let second = spool.oldest_unsent().expect("the open batch");
+    assert!(second > first);
+    writer.seal().unwrap();
+    let sealed = spool.index().sealed.values().next().copied().unwrap();
+    spool.delivered(sealed);
+    assert_eq!(spool.oldest_unsent(), None);
+}
+
+#[test]
 fn a_batch_seals_at_its_age() {
     let root = tempfile::tempdir().unwrap();
     let (spool, _) = open(root.path(), 1 << 30);

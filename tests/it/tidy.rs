@@ -84,22 +84,48 @@ fn stages_import_only_to_their_left() {
         (
             "bus/",
             &[
-                "event", "jobs", "record", "app", "cli", "sink", "lab", "shutdown",
+                "event", "jobs", "record", "app", "cli", "sink", "metrics", "lab", "shutdown",
             ],
         ),
         (
             "event/",
-            &["jobs", "record", "app", "cli", "sink", "lab", "shutdown"],
+            &[
+                "jobs", "record", "app", "cli", "sink", "metrics", "lab", "shutdown",
+            ],
         ),
-        ("jobs/", &["app", "cli", "sink", "lab", "shutdown"]),
-        ("record/", &["bus", "jobs", "app", "cli", "sink", "lab"]),
+        (
+            "jobs/",
+            &["app", "cli", "sink", "metrics", "lab", "shutdown"],
+        ),
+        ("triage/", &["app", "cli", "sink", "metrics", "lab"]),
+        ("correlate/", &["app", "cli", "sink", "metrics", "lab"]),
+        (
+            "record/",
+            &["bus", "jobs", "app", "cli", "sink", "metrics", "lab"],
+        ),
         (
             "config/",
-            &["event", "jobs", "record", "app", "cli", "sink", "lab"],
+            &[
+                "event", "jobs", "record", "app", "cli", "sink", "metrics", "lab",
+            ],
         ),
         (
             "sink/",
-            &["jobs", "triage", "correlate", "app", "cli", "lab"],
+            &[
+                "jobs",
+                "triage",
+                "correlate",
+                "app",
+                "cli",
+                "metrics",
+                "lab",
+            ],
+        ),
+        // Metrics see events and records (and read the reader's and spools'
+        // atomics), never the stages that judge them.
+        (
+            "metrics/",
+            &["triage", "correlate", "app", "cli", "lab", "shutdown"],
         ),
         ("app.rs", &["cli", "lab"]),
     ];

@@ -1,0 +1,435 @@
+//! Every metric family saltsight updates as it runs, defined once; docs/metrics.md
+//! is the reference. Label values come from closed enums (tag classes, missing
+//! reasons, categories, record kinds) or from the configured function allow-list
+//! plus `other`, so the series count is fixed at start: every series is created
+//! at 0 then, which also lets `increase()` see a family's first event.
+//!
+//! Updates are atomic adds on handles resolved ahead of time (no label hashing on
+//! the hot path), from the consumer task: [`EventMetrics`] per event (in `app`),
+//! [`RecordMetrics`] per record (in the `run` handler). Counts that live in
+//! other tasks' atomics are read at scrape time (`collect`).
+
+use std::collections::HashMap;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::bus::GapReason;
+use crate::event::{DecodeError, TagClass};
+use crate::record::{Category, MissingReason, Record, RecordBody};
+
+/// Job durations: seconds to an hour (highstates are long).
+const DURATION_BUCKETS: [f64; 13] = [
+    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+/// First-return latency: a minion's answer to a publish.
+const FIRST_RETURN_BUCKETS: [f64; 12] = [
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+/// Bus lag: receipt minus `_stamp`, milliseconds normally, seconds under load.
+const LAG_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// A return's outcome label values, by `succeeded`.
+const OUTCOMES: [&str; 2] = ["success", "failure"];
+/// A completed job: every expected minion returned and succeeded; some return
+/// failed; none failed but some minion never returned.
+const JOB_OUTCOMES: [&str; 3] = ["success", "failure", "incomplete"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FunctionLabel {
+    function: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FunctionOutcome {
+    function: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FunctionReason {
+    function: String,
+    reason: &'static str,
+}
+
+/// A family with one label of closed values, every series made at start.
+fn closed<const N: usize>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    label: &'static str,
+    values: [&'static str; N],
+) -> [Counter; N] {
+    let family = Family::<[(&'static str, &'static str); 1], Counter>::default();
+    registry.register(name, help, family.clone());
+    values.map(|value| family.get_or_create_owned(&[(label, value)]))
+}
+
+/// The `function` label: a configured name, or `other`.
+#[derive(Debug, Clone)]
+pub struct FunctionLabels {
+    names: Vec<String>,
+    index: HashMap<String, usize>,
+}
+
+impl FunctionLabels {
+    pub fn new(functions: &[String]) -> Self {
+        let mut names: Vec<String> = functions.to_vec();
+        names.push("other".into());
+        let index = functions
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.clone(), i))
+            .collect();
+        Self { names, index }
+    }
+
+    /// The label value's index: the function's, or `other`'s (the last).
+    pub fn of(&self, function: &str) -> usize {
+        self.index
+            .get(function)
+            .copied()
+            .unwrap_or(self.names.len() - 1)
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// Per-event counts, updated by `app::run` for every frame it decodes.
+#[derive(Clone, Debug)]
+pub struct EventMetrics {
+    events: [Counter; TagClass::ALL.len()],
+    decode_errors: [Counter; DecodeError::REASONS.len()],
+    malformed_fields: Counter,
+    lag: Histogram,
+}
+
+impl Default for EventMetrics {
+    /// Handles not registered anywhere (subcommands that serve no metrics).
+    fn default() -> Self {
+        Self::register(&mut Registry::default())
+    }
+}
+
+impl EventMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let lag = Histogram::new(LAG_BUCKETS);
+        registry.register(
+            "saltsight_bus_lag_seconds",
+            "Receipt time minus the event's _stamp (a master under load shows it first)",
+            lag.clone(),
+        );
+        Self {
+            events: closed(
+                registry,
+                "saltsight_events",
+                "Events decoded, by tag class",
+                "class",
+                TagClass::ALL.map(TagClass::as_str),
+            ),
+            decode_errors: closed(
+                registry,
+                "saltsight_decode_errors",
+                "Frames skipped as undecodable, by reason",
+                "reason",
+                DecodeError::REASONS,
+            ),
+            malformed_fields: {
+                let c = Counter::default();
+                registry.register(
+                    "saltsight_malformed_fields",
+                    "Events with a field of an unexpected type (left empty, the event kept)",
+                    c.clone(),
+                );
+                c
+            },
+            lag,
+        }
+    }
+
+    /// One decoded event; `lag_micros` when its receipt time and `_stamp` are known.
+    pub fn event(&self, class: TagClass, malformed: bool, lag_micros: Option<i64>) {
+        self.events[class as usize].inc();
+        if malformed {
+            self.malformed_fields.inc();
+        }
+        if let Some(lag) = lag_micros {
+            self.lag.observe(lag.max(0) as f64 / 1e6);
+        }
+    }
+
+    pub fn decode_error(&self, reason: &str) {
+        if let Some(i) = DecodeError::REASONS.iter().position(|r| *r == reason) {
+            self.decode_errors[i].inc();
+        }
+    }
+}
+
+/// Per-record counts, updated by the `run` handler for every record it emits.
+#[derive(Debug)]
+pub struct RecordMetrics {
+    functions: FunctionLabels,
+    jobs_published: Vec<Counter>,
+    jobs_completed: Vec<[Counter; JOB_OUTCOMES.len()]>,
+    returns: Vec<[Counter; OUTCOMES.len()]>,
+    late_returns: Vec<Counter>,
+    missing: Vec<[Counter; MissingReason::ALL.len()]>,
+    job_duration: Vec<Histogram>,
+    first_return: Vec<Histogram>,
+    state_failures: [Counter; Category::ALL.len()],
+    fallout: Counter,
+    render_failures: Counter,
+    gaps: [Counter; GapReason::ALL.len()],
+    records: [Counter; RecordBody::KINDS.len()],
+    pub jobs_tracked: Gauge,
+}
+
+impl RecordMetrics {
+    pub fn register(registry: &mut Registry, functions: FunctionLabels) -> Self {
+        let names = functions.names().to_vec();
+        let per_function = |registry: &mut Registry, name: &str, help: &str| {
+            let family = Family::<FunctionLabel, Counter>::default();
+            registry.register(name, help, family.clone());
+            names
+                .iter()
+                .map(|f| {
+                    family.get_or_create_owned(&FunctionLabel {
+                        function: f.clone(),
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        let jobs_published = per_function(
+            registry,
+            "saltsight_jobs_published",
+            "Jobs published to minions, by function",
+        );
+        let late_returns = per_function(
+            registry,
+            "saltsight_late_returns",
+            "Returns that came after their job's deadline, by function",
+        );
+        let by_outcome =
+            |registry: &mut Registry, name: &str, help: &str, outcomes: &[&'static str]| {
+                let family = Family::<FunctionOutcome, Counter>::default();
+                registry.register(name, help, family.clone());
+                names
+                    .iter()
+                    .map(|f| {
+                        outcomes
+                            .iter()
+                            .map(|o| {
+                                family.get_or_create_owned(&FunctionOutcome {
+                                    function: f.clone(),
+                                    outcome: o,
+                                })
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .collect::<Vec<_>>()
+            };
+        let returns = by_outcome(
+            registry,
+            "saltsight_returns",
+            "Minion returns to tracked jobs, by function and outcome (success: retcode 0, success not false, no state failed)",
+            &OUTCOMES,
+        )
+        .into_iter()
+        .map(|v| [v[0].clone(), v[1].clone()])
+        .collect();
+        let jobs_completed = by_outcome(
+            registry,
+            "saltsight_jobs_completed",
+            "Jobs judged at their deadline or last return, by function and outcome (success, failure, incomplete: none failed, some never returned)",
+            &JOB_OUTCOMES,
+        )
+        .into_iter()
+        .map(|v| [v[0].clone(), v[1].clone(), v[2].clone()])
+        .collect();
+        let missing_family = Family::<FunctionReason, Counter>::default();
+        registry.register(
+            "saltsight_missing_returns",
+            "Expected minions that did not return by the deadline, by function and reason",
+            missing_family.clone(),
+        );
+        let missing = names
+            .iter()
+            .map(|f| {
+                MissingReason::ALL.map(|r| {
+                    missing_family.get_or_create_owned(&FunctionReason {
+                        function: f.clone(),
+                        reason: r.as_str(),
+                    })
+                })
+            })
+            .collect();
+        let histograms = |registry: &mut Registry, name: &str, help: &str, buckets: &[f64]| {
+            let buckets = buckets.to_vec();
+            let family = Family::<FunctionLabel, Histogram, _>::new_with_constructor(move || {
+                Histogram::new(buckets.iter().copied())
+            });
+            registry.register(name, help, family.clone());
+            names
+                .iter()
+                .map(|f| {
+                    family.get_or_create_owned(&FunctionLabel {
+                        function: f.clone(),
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        let job_duration = histograms(
+            registry,
+            "saltsight_job_duration_seconds",
+            "Publication to last return (or to the deadline), by function",
+            &DURATION_BUCKETS,
+        );
+        let first_return = histograms(
+            registry,
+            "saltsight_job_first_return_seconds",
+            "Publication to the first return, by function",
+            &FIRST_RETURN_BUCKETS,
+        );
+        let single = |registry: &mut Registry, name: &str, help: &str| {
+            let c = Counter::default();
+            registry.register(name, help, c.clone());
+            c
+        };
+        let jobs_tracked = Gauge::default();
+        registry.register(
+            "saltsight_jobs_tracked",
+            "Jobs open in the tracker (waiting for returns or their deadline)",
+            jobs_tracked.clone(),
+        );
+        Self {
+            jobs_published,
+            jobs_completed,
+            returns,
+            late_returns,
+            missing,
+            job_duration,
+            first_return,
+            state_failures: closed(
+                registry,
+                "saltsight_state_failures",
+                "Root-cause state failures (requisite fallout excluded), by category",
+                "category",
+                Category::ALL.map(Category::as_str),
+            ),
+            fallout: single(
+                registry,
+                "saltsight_state_fallout",
+                "States that failed only because a requisite did",
+            ),
+            render_failures: single(
+                registry,
+                "saltsight_render_failures",
+                "SLS render failures, one per minion and job",
+            ),
+            gaps: closed(
+                registry,
+                "saltsight_bus_gaps",
+                "Stretches in which events may have been missed, by reason",
+                "reason",
+                GapReason::ALL.map(GapReason::as_str),
+            ),
+            records: closed(
+                registry,
+                "saltsight_records",
+                "Records emitted, by kind",
+                "kind",
+                RecordBody::KINDS,
+            ),
+            jobs_tracked,
+            functions,
+        }
+    }
+
+    pub fn record(&self, record: &Record) {
+        if let Some(i) = RecordBody::KINDS.iter().position(|k| *k == record.kind) {
+            self.records[i].inc();
+        }
+        match &record.body {
+            RecordBody::JobPublished(p) => {
+                self.jobs_published[self.functions.of(&p.fun)].inc();
+            }
+            RecordBody::MinionReturn(r) => {
+                let f = self.functions.of(r.fun.as_deref().unwrap_or_default());
+                self.returns[f][usize::from(!r.succeeded)].inc();
+            }
+            RecordBody::LateReturn(r) => {
+                let f = self.functions.of(r.fun.as_deref().unwrap_or_default());
+                self.late_returns[f].inc();
+                self.returns[f][usize::from(!r.succeeded)].inc();
+            }
+            RecordBody::MinionMissing(m) => {
+                self.missing[self.functions.of(&m.fun)][m.reason as usize].inc();
+            }
+            // Amendments (late returns) are counted as returns, not as jobs again.
+            RecordBody::JobCompleted(c) if c.revision == 0 => {
+                let f = self.functions.of(&c.fun);
+                let outcome = if c.failed > 0 {
+                    1
+                } else if c.returned < c.expected {
+                    2
+                } else {
+                    0
+                };
+                self.jobs_completed[f][outcome].inc();
+                self.job_duration[f].observe(c.duration_ms as f64 / 1e3);
+                if let Some(first) = c.first_return_ms {
+                    self.first_return[f].observe(first as f64 / 1e3);
+                }
+            }
+            RecordBody::StateFailure(s) => {
+                self.state_failures[s.cause.category as usize].inc();
+                self.fallout.inc_by(u64::from(s.fallout));
+            }
+            RecordBody::RenderFailure(_) => {
+                self.render_failures.inc();
+            }
+            RecordBody::BusGap(g) => {
+                if let Some(i) = GapReason::ALL.iter().position(|r| r.as_str() == g.reason) {
+                    self.gaps[i].inc();
+                }
+            }
+            RecordBody::JobCompleted(_)
+            | RecordBody::FailureGroup(_)
+            | RecordBody::ConfigChange(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closed_label_sets_index_by_discriminant() {
+        for (i, class) in TagClass::ALL.iter().enumerate() {
+            assert_eq!(*class as usize, i);
+        }
+        for (i, category) in Category::ALL.iter().enumerate() {
+            assert_eq!(*category as usize, i);
+        }
+        for (i, reason) in MissingReason::ALL.iter().enumerate() {
+            assert_eq!(*reason as usize, i);
+        }
+    }
+
+    #[test]
+    fn functions_not_listed_are_other() {
+        let labels = FunctionLabels::new(&["state.apply".into(), "cmd.run".into()]);
+        assert_eq!(labels.of("cmd.run"), 1);
+        assert_eq!(labels.of("pillar.items"), 2);
+        assert_eq!(labels.names()[labels.of("x")], "other");
+    }
+}

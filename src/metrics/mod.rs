@@ -1,0 +1,148 @@
+//! Prometheus metrics (docs/metrics.md): the catalog updated as events and
+//! records go by, counts read at scrape time, and the HTTP endpoint.
+//!
+//! ```text
+//! app (per event) ──▶ EventMetrics ─┐
+//! run handler ──────▶ Observer ─────┼─▶ Registry ◀── /metrics (server, its own task)
+//!   (records, minions, salt-exporter)│
+//! ReaderStats, spools (atomics) ─────┘ read by SelfCollector at scrape
+//! ```
+//!
+//! Metrics sit at the end of the data flow with the sink: they see events and
+//! records, never the stages' internals, and nothing flows back.
+
+pub mod catalog;
+pub mod collect;
+pub mod minions;
+pub mod salt_exporter;
+pub mod server;
+pub mod web;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
+
+use crate::bus::ReaderStats;
+use crate::config::metrics::MetricsConfig;
+use crate::event::{Body, Event};
+use crate::record::Record;
+use crate::sink::spool::Spool;
+use catalog::{EventMetrics, FunctionLabels, RecordMetrics};
+use collect::{PipelineCounters, SelfCollector};
+use minions::MinionMetrics;
+use salt_exporter::SaltExporterMetrics;
+
+/// Distinct minions remembered for `saltsight_minions_seen` at most.
+const MAX_MINIONS_SEEN: usize = 1_000_000;
+
+/// The registry and the handles that feed it.
+pub struct Metrics {
+    pub registry: Arc<Registry>,
+    pub events: EventMetrics,
+    pub observer: Observer,
+}
+
+impl Metrics {
+    pub fn new(config: &MetricsConfig, reader: Arc<ReaderStats>, spools: Vec<Spool>) -> Metrics {
+        let mut registry = Registry::default();
+        let events = EventMetrics::register(&mut registry);
+        let observer = Observer::register(&mut registry, config);
+        registry.register_collector(Box::new(SelfCollector {
+            reader,
+            spools,
+            pipeline: observer.pipeline.clone(),
+        }));
+        Metrics {
+            registry: Arc::new(registry),
+            events,
+            observer,
+        }
+    }
+}
+
+/// What the `run` handler feeds: records, the minions it sees, and (opt-in)
+/// per-minion and salt-exporter series.
+#[derive(Debug)]
+pub struct Observer {
+    records: RecordMetrics,
+    minions: Option<MinionMetrics>,
+    salt_exporter: Option<SaltExporterMetrics>,
+    pipeline: Arc<PipelineCounters>,
+    seen: HashSet<Box<str>>,
+}
+
+impl Observer {
+    fn register(registry: &mut Registry, config: &MetricsConfig) -> Observer {
+        let functions = FunctionLabels::new(&config.functions);
+        let records = RecordMetrics::register(registry, functions.clone());
+        let minions = config
+            .per_minion
+            .then(|| MinionMetrics::register(registry, config.max_minions));
+        let salt_exporter = config.salt_exporter_compat.then(|| {
+            // Refusals are one count, whichever part refused.
+            let refused = match &minions {
+                Some(m) => m.refused_counter(),
+                None => {
+                    let refused = Counter::default();
+                    registry.register(
+                        "saltsight_metric_series_refused",
+                        "Per-minion series not created because metrics.max_minions minions have series",
+                        refused.clone(),
+                    );
+                    refused
+                }
+            };
+            SaltExporterMetrics::register(registry, functions, config.max_minions, refused)
+        });
+        Observer {
+            records,
+            minions,
+            salt_exporter,
+            pipeline: Arc::new(PipelineCounters::default()),
+            seen: HashSet::new(),
+        }
+    }
+
+    /// Handles registered nowhere, for runs that serve no metrics (replay, demo).
+    pub fn unregistered(config: &MetricsConfig) -> Observer {
+        Observer::register(&mut Registry::default(), config)
+    }
+
+    pub fn event(&mut self, event: &Event<'_>) {
+        let minion = match &event.body {
+            Body::JobReturn(r) => Some(r.minion.as_str()),
+            Body::MinionStart(s) => Some(s.minion.as_str()),
+            _ => None,
+        };
+        if let Some(minion) = minion {
+            if self.seen.len() < MAX_MINIONS_SEEN && !self.seen.contains(minion) {
+                self.seen.insert(minion.into());
+                self.pipeline
+                    .minions_seen
+                    .store(self.seen.len() as u64, Ordering::Relaxed);
+            }
+        }
+        if let Some(compat) = &mut self.salt_exporter {
+            compat.event(event);
+        }
+    }
+
+    pub fn record(&mut self, record: &Record) {
+        self.records.record(record);
+        if let Some(minions) = &mut self.minions {
+            minions.record(record);
+        }
+    }
+
+    pub fn jobs_tracked(&self, open: usize) {
+        self.records.jobs_tracked.set(open as i64);
+    }
+
+    /// The stages' own counts, copied for the scrape (monotonic, so a store).
+    pub fn pipeline(&self) -> &PipelineCounters {
+        &self.pipeline
+    }
+}

@@ -1,0 +1,369 @@
+//! The HTTP endpoint: `/metrics` (OpenMetrics text), `/` (a landing page),
+//! `/healthz` (the process answers) and `/readyz` (connected to the bus), over
+//! HTTP/1.1, with TLS and basic auth when a web config asks for them.
+//!
+//! Bounded like everything else: at most [`MAX_CONNECTIONS`] connections at once
+//! (more are closed at accept), a header read timeout, a TLS handshake timeout.
+//! Only GET and HEAD are answered. The listener is bound before the pipeline
+//! starts, so a port in use is an error at start, not a silent absence.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::web::{self, BasicAuth, WebError};
+use crate::bus::ReaderStats;
+use crate::config::metrics::MetricsConfig;
+
+pub const MAX_CONNECTIONS: usize = 64;
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {address} for metrics: {source}")]
+    Bind {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("web config: {0}")]
+    Web(#[from] WebError),
+}
+
+/// What every request needs.
+struct Site {
+    registry: Arc<Registry>,
+    reader: Arc<ReaderStats>,
+    auth: Option<BasicAuth>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+pub struct MetricsServer {
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    site: Arc<Site>,
+}
+
+impl MetricsServer {
+    /// Binds the listener and prepares TLS and auth; serving starts with [`serve`].
+    pub async fn bind(
+        config: &MetricsConfig,
+        registry: Arc<Registry>,
+        reader: Arc<ReaderStats>,
+    ) -> Result<MetricsServer, ServeError> {
+        let address = config.listen.socket_addr();
+        let listener = match TcpListener::bind(address).await {
+            Ok(listener) => listener,
+            // `:port` on a host without IPv6: every IPv4 interface.
+            Err(_) if matches!(config.listen, crate::config::metrics::ListenAddress::Any(_)) => {
+                TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], address.port())))
+                    .await
+                    .map_err(|source| ServeError::Bind {
+                        address: config.listen.to_string(),
+                        source,
+                    })?
+            }
+            Err(source) => {
+                return Err(ServeError::Bind {
+                    address: config.listen.to_string(),
+                    source,
+                });
+            }
+        };
+        let web = config.web.as_ref();
+        let tls = web
+            .and_then(|w| w.tls.as_ref())
+            .map(web::acceptor)
+            .transpose()?;
+        let auth = web.and_then(|w| BasicAuth::new(w.basic_auth_users.clone()));
+        let headers = web
+            .map(|w| {
+                w.headers
+                    .iter()
+                    .filter_map(|(name, value)| {
+                        Some((
+                            HeaderName::from_bytes(name.as_bytes()).ok()?,
+                            HeaderValue::from_str(value).ok()?,
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(MetricsServer {
+            listener,
+            tls,
+            site: Arc::new(Site {
+                registry,
+                reader,
+                auth,
+                headers,
+            }),
+        })
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// Accepts until `cancel`.
+    pub async fn serve(self, cancel: CancellationToken) {
+        let address = self.local_addr();
+        info!(
+            address = %address.map_or_else(|| "?".into(), |a| a.to_string()),
+            tls = self.tls.is_some(),
+            basic_auth = self.site.auth.is_some(),
+            "Serving metrics."
+        );
+        let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let accepted = tokio::select! {
+                accepted = self.listener.accept() => accepted,
+                () = cancel.cancelled() => break,
+            };
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    warn!(%error, "Metrics endpoint: accept failed.");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = permits.clone().try_acquire_owned() else {
+                debug!(%peer, "Metrics endpoint: too many connections; closed one.");
+                continue;
+            };
+            let site = self.site.clone();
+            let tls = self.tls.clone();
+            tokio::spawn(async move {
+                let _permit = permit;
+                match tls {
+                    None => connection(stream, site).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
+                        {
+                            Ok(Ok(stream)) => connection(stream, site).await,
+                            Ok(Err(error)) => {
+                                debug!(%peer, %error, "Metrics endpoint: TLS handshake failed.")
+                            }
+                            Err(_) => debug!(%peer, "Metrics endpoint: TLS handshake timed out."),
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
+async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
+    site: Arc<Site>,
+) {
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let site = site.clone();
+        async move { Ok::<_, Infallible>(respond(&site, &request)) }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+    if let Err(error) = served {
+        debug!(%error, "Metrics endpoint: connection ended with an error.");
+    }
+}
+
+fn respond<B>(site: &Site, request: &Request<B>) -> Response<Full<Bytes>> {
+    let mut response = route(site, request);
+    for (name, value) in &site.headers {
+        response.headers_mut().insert(name.clone(), value.clone());
+    }
+    if request.method() == Method::HEAD {
+        *response.body_mut() = Full::new(Bytes::new());
+    }
+    response
+}
+
+fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    if let Ok(value) = HeaderValue::from_str(content_type) {
+        response.headers_mut().insert(header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+const LANDING: &str = "<!doctype html>\n<html><head><title>saltsight</title></head><body>\n<h1>saltsight</h1>\n<p>Watches a Salt master's event bus: failed jobs, missing returns, root-cause states.</p>\n<ul>\n<li><a href=\"metrics\">metrics</a></li>\n<li><a href=\"healthz\">healthz</a> (the process answers)</li>\n<li><a href=\"readyz\">readyz</a> (connected to the event bus)</li>\n</ul>\n</body></html>\n";
+
+fn route<B>(site: &Site, request: &Request<B>) -> Response<Full<Bytes>> {
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        let mut response = reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "only GET and HEAD\n",
+        );
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    if let Some(auth) = &site.auth {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        if !auth.admits(given) {
+            let mut response = reply(StatusCode::UNAUTHORIZED, "text/plain", "Unauthorized\n");
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"saltsight\""),
+            );
+            return response;
+        }
+    }
+    match request.uri().path() {
+        "/metrics" => {
+            let mut body = String::new();
+            match prometheus_client::encoding::text::encode(&mut body, &site.registry) {
+                Ok(()) => reply(StatusCode::OK, OPENMETRICS, body),
+                Err(_) => reply(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    "encoding failed\n",
+                ),
+            }
+        }
+        "/" => reply(StatusCode::OK, "text/html; charset=utf-8", LANDING),
+        "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n"),
+        "/readyz" if site.reader.connected.load(Ordering::Relaxed) => reply(
+            StatusCode::OK,
+            "text/plain",
+            "ready: connected to the event bus\n",
+        ),
+        "/readyz" => reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "not ready: not connected to the event bus\n",
+        ),
+        _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(auth: Option<BasicAuth>) -> Site {
+        let mut registry = Registry::default();
+        let c = prometheus_client::metrics::counter::Counter::<u64>::default();
+        registry.register("saltsight_test", "help", c.clone());
+        c.inc();
+        Site {
+            registry: Arc::new(registry),
+            reader: Arc::new(ReaderStats::default()),
+            auth,
+            headers: vec![(
+                HeaderName::from_static("x-frame-options"),
+                HeaderValue::from_static("deny"),
+            )],
+        }
+    }
+
+    fn get(site: &Site, method: Method, path: &str, auth: Option<&str>) -> (StatusCode, String) {
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        let response = respond(site, &request.body(()).unwrap());
+        assert_eq!(response.headers()["x-frame-options"], "deny");
+        let status = response.status();
+        let body = futures_body(response);
+        (status, body)
+    }
+
+    fn futures_body(response: Response<Full<Bytes>>) -> String {
+        use http_body_util::BodyExt;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let bytes = runtime
+            .block_on(response.into_body().collect())
+            .unwrap()
+            .to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn routes_answer_as_exporters_do() {
+        let site = site(None);
+        let (status, body) = get(&site, Method::GET, "/metrics", None);
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            body.contains("saltsight_test_total 1\n") && body.ends_with("# EOF\n"),
+            "{body}"
+        );
+        assert_eq!(get(&site, Method::GET, "/healthz", None).0, StatusCode::OK);
+        assert_eq!(
+            get(&site, Method::GET, "/readyz", None).0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        site.reader.connected.store(true, Ordering::Relaxed);
+        assert_eq!(get(&site, Method::GET, "/readyz", None).0, StatusCode::OK);
+        assert!(
+            get(&site, Method::GET, "/", None)
+                .1
+                .contains("href=\"metrics\"")
+        );
+        assert_eq!(
+            get(&site, Method::GET, "/nope", None).0,
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            get(&site, Method::POST, "/metrics", None).0,
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        assert_eq!(
+            get(&site, Method::HEAD, "/metrics", None),
+            (StatusCode::OK, String::new())
+        );
+    }
+
+    #[test]
+    fn basic_auth_guards_every_path() {
+        let users =
+            std::collections::BTreeMap::from([("p".to_owned(), bcrypt::hash("pw", 4).unwrap())]);
+        let site = site(BasicAuth::new(users));
+        for path in ["/metrics", "/", "/healthz"] {
+            assert_eq!(
+                get(&site, Method::GET, path, None).0,
+                StatusCode::UNAUTHORIZED
+            );
+        }
+        let good = format!("Basic {}", crate::base64::encode(b"p:pw"));
+        assert_eq!(
+            get(&site, Method::GET, "/metrics", Some(&good)).0,
+            StatusCode::OK
+        );
+        let bad = format!("Basic {}", crate::base64::encode(b"p:nope"));
+        assert_eq!(
+            get(&site, Method::GET, "/metrics", Some(&bad)).0,
+            StatusCode::UNAUTHORIZED
+        );
+    }
+}
