@@ -1,10 +1,12 @@
 //! The one integration test binary: captures through the CLI, the CLI's contract,
 //! and saltsight against a real Salt master (see `support::lab`).
 
+mod alerts;
 mod captures;
 mod cli;
 mod jobs;
 mod jobs_live;
+mod metrics_live;
 mod salt_live;
 mod support;
 mod tidy;

@@ -1,0 +1,121 @@
+//! The shipped Prometheus rules and Grafana dashboard: `promtool check rules` and
+//! `promtool test rules` (Debian's prometheus package) on every rule, the
+//! dashboard well formed, and the metric names both reference (checked against a
+//! live `/metrics` in `metrics_live`).
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use crate::support::prometheus::{PROMTOOL, packaging};
+
+fn promtool(args: &[&str]) -> String {
+    let out = Command::new(PROMTOOL)
+        .args(args)
+        .current_dir(packaging("prometheus"))
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("{PROMTOOL} ({e}): install Debian's prometheus (scripts/setup-debs does)")
+        });
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool {args:?} failed:\n{text}");
+    text
+}
+
+/// The metric names in PromQL expressions: `saltsight_*`, `salt_*`, `process_*`.
+pub fn metric_names(exprs: &[String]) -> BTreeSet<String> {
+    let re = regex::Regex::new(r"\b((?:saltsight|salt|process)_[a-z0-9_]+)\b").expect("regex");
+    exprs
+        .iter()
+        .flat_map(|e| {
+            re.find_iter(e)
+                .map(|m| m.as_str().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Every `expr:` of the shipped rules (the YAML's block scalars included).
+pub fn rule_exprs() -> Vec<String> {
+    let text = std::fs::read_to_string(packaging("prometheus/saltsight-rules.yml")).expect("rules");
+    let mut exprs = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some(rest) = line.trim_start().strip_prefix("expr:") else {
+            continue;
+        };
+        let indent = line.len() - line.trim_start().len();
+        let mut expr = rest.trim().trim_start_matches('|').to_owned();
+        while let Some(next) = lines.peek() {
+            let next_indent = next.len() - next.trim_start().len();
+            if next.trim().is_empty() || next_indent <= indent {
+                break;
+            }
+            expr.push('\n');
+            expr.push_str(next.trim());
+            lines.next();
+        }
+        exprs.push(expr);
+    }
+    exprs
+}
+
+/// Every query of the shipped dashboard (panels and template variables).
+pub fn dashboard_exprs() -> Vec<String> {
+    let text = std::fs::read_to_string(packaging("grafana/saltsight.json")).expect("dashboard");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut exprs = Vec::new();
+    fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    match (k.as_str(), v) {
+                        ("expr" | "definition", serde_json::Value::String(s)) => {
+                            out.push(s.clone())
+                        }
+                        _ => walk(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
+            _ => {}
+        }
+    }
+    walk(&json, &mut exprs);
+    exprs
+}
+
+#[test]
+fn the_rules_pass_promtool_check_and_their_unit_tests() {
+    let checked = promtool(&["check", "rules", "saltsight-rules.yml"]);
+    assert!(checked.contains("SUCCESS: 11 rules found"), "{checked}");
+    let tested = promtool(&["test", "rules", "saltsight-rules.test.yml"]);
+    assert!(tested.contains("SUCCESS"), "{tested}");
+}
+
+#[test]
+fn the_rules_and_dashboard_reference_saltsight_metrics_only() {
+    let rules = metric_names(&rule_exprs());
+    let dashboard = metric_names(&dashboard_exprs());
+    assert_eq!(rule_exprs().len(), 11, "one expr per rule");
+    assert!(
+        rules.contains("saltsight_missing_returns_total"),
+        "{rules:?}"
+    );
+    assert!(dashboard.len() >= 20, "{dashboard:?}");
+    for name in rules.iter().chain(&dashboard) {
+        assert!(
+            name.starts_with("saltsight_") || name.starts_with("process_"),
+            "{name}: the shipped rules and dashboard use saltsight's own names"
+        );
+    }
+    // Every panel queries the chosen data source and instance.
+    for expr in dashboard_exprs() {
+        if expr.contains("saltsight_") && !expr.starts_with("label_values") {
+            assert!(expr.contains("$instance"), "{expr}");
+        }
+    }
+}
