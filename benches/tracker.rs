@@ -1,5 +1,7 @@
 //! The job tracker on one core: returns/s with 100,000 expected returns
-//! outstanding (10 jobs x 10,000 minions), and the heap that state takes.
+//! outstanding (10 jobs x 10,000 minions), and the heap that state takes; and the
+//! same with every metric update `run` makes (per event and per record), for the
+//! metrics' cost.
 //!
 //! Run: `taskset -c 0 cargo bench --bench tracker`. Figures are in the README.
 
@@ -10,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group};
 use saltsight::event::{Stamp, decode, encode_frame};
 use saltsight::jobs::{JobTracker, TrackerConfig};
+use saltsight::metrics::Metrics;
 use saltsight::record::RecordFactory;
 use serde_json::json;
 
@@ -101,6 +104,30 @@ fn feed(tracker: &mut JobTracker, frames: &[Vec<u8>]) -> usize {
     records
 }
 
+/// `feed`, plus the metric updates the `run` handler and `app` make: the event's
+/// class and lag, minions seen, and each record.
+fn feed_with_metrics(tracker: &mut JobTracker, frames: &[Vec<u8>], metrics: &mut Metrics) -> usize {
+    let mut out = Vec::with_capacity(64);
+    let mut records = 0;
+    let received = Stamp(1_000_000);
+    for f in frames {
+        let event = decode(f).expect("decode");
+        let lag = event.stamp.map(|s| received.micros_since(s));
+        metrics
+            .events
+            .event(event.class, event.malformed_field.is_some(), lag);
+        metrics.observer.event(&event);
+        tracker.on_event(&event, Stamp(0), &mut out);
+        for record in &out {
+            metrics.observer.record(record);
+        }
+        metrics.observer.jobs_tracked(tracker.open_jobs());
+        records += out.len();
+        out.clear();
+    }
+    records
+}
+
 fn bench(c: &mut Criterion) {
     let publications = publications();
     let returns = returns();
@@ -137,6 +164,18 @@ fn bench(c: &mut Criterion) {
             BatchSize::PerIteration,
         )
     });
+    let mut metrics = Metrics::new(
+        &saltsight::config::metrics::MetricsConfig::default(),
+        std::sync::Arc::new(saltsight::bus::ReaderStats::default()),
+        Vec::new(),
+    );
+    group.bench_function("decode_and_track_with_metrics", |b| {
+        b.iter_batched(
+            || published_tracker(&publications),
+            |mut tracker| black_box(feed_with_metrics(&mut tracker, &returns, &mut metrics)),
+            BatchSize::PerIteration,
+        )
+    });
     group.finish();
 }
 
@@ -156,10 +195,49 @@ fn memory() {
     drop(tracker);
 }
 
+/// The metrics' cost, measured A/B interleaved in one process (criterion's
+/// separate runs drift more than 5% on a shared machine): the median time of
+/// decode + track with and without every metric update, the fastest of 31
+/// rounds each (the least disturbed by other work on the machine).
+fn metrics_cost() {
+    let publications = publications();
+    let returns = returns();
+    let mut metrics = Metrics::new(
+        &saltsight::config::metrics::MetricsConfig::default(),
+        std::sync::Arc::new(saltsight::bus::ReaderStats::default()),
+        Vec::new(),
+    );
+    let (mut plain, mut measured) = (Vec::new(), Vec::new());
+    for round in 0..62 {
+        for with_metrics in [round % 2 == 0, round % 2 != 0] {
+            let mut tracker = published_tracker(&publications);
+            let started = std::time::Instant::now();
+            if with_metrics {
+                black_box(feed_with_metrics(&mut tracker, &returns, &mut metrics));
+                measured.push(started.elapsed());
+            } else {
+                black_box(feed(&mut tracker, &returns));
+                plain.push(started.elapsed());
+            }
+        }
+    }
+    plain.sort();
+    measured.sort();
+    let (a, b) = (plain[0], measured[0]);
+    let per = |d: std::time::Duration| returns.len() as f64 / d.as_secs_f64() / 1e6;
+    println!(
+        "\nmetrics cost (fastest of 31 interleaved rounds each): decode + track {:.2} M returns/s, with metrics {:.2} M returns/s: {:+.1}%",
+        per(a),
+        per(b),
+        (b.as_secs_f64() / a.as_secs_f64() - 1.0) * 100.0
+    );
+}
+
 criterion_group!(benches, bench);
 
 fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
     memory();
+    metrics_cost();
 }

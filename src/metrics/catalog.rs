@@ -10,6 +10,7 @@
 //! other tasks' atomics are read at scrape time (`collect`).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -75,7 +76,30 @@ fn closed<const N: usize>(
 #[derive(Debug, Clone)]
 pub struct FunctionLabels {
     names: Vec<String>,
-    index: HashMap<String, usize>,
+    index: HashMap<String, usize, BuildHasherDefault<Fnv1a>>,
+}
+
+/// FNV-1a: label lookups hash short strings on every record, where SipHash's
+/// DoS resistance buys nothing (the keys are the configured names).
+#[derive(Debug, Clone, Copy)]
+pub struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv1a {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 impl FunctionLabels {
@@ -354,9 +378,7 @@ impl RecordMetrics {
     }
 
     pub fn record(&self, record: &Record) {
-        if let Some(i) = RecordBody::KINDS.iter().position(|k| *k == record.kind) {
-            self.records[i].inc();
-        }
+        self.records[record.body.kind_index()].inc();
         match &record.body {
             RecordBody::JobPublished(p) => {
                 self.jobs_published[self.functions.of(&p.fun)].inc();

@@ -19,6 +19,7 @@ pub mod server;
 pub mod web;
 
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -30,7 +31,7 @@ use crate::config::metrics::MetricsConfig;
 use crate::event::{Body, Event};
 use crate::record::Record;
 use crate::sink::spool::Spool;
-use catalog::{EventMetrics, FunctionLabels, RecordMetrics};
+use catalog::{EventMetrics, Fnv1a, FunctionLabels, RecordMetrics};
 use collect::{PipelineCounters, SelfCollector};
 use minions::MinionMetrics;
 use salt_exporter::SaltExporterMetrics;
@@ -71,7 +72,29 @@ pub struct Observer {
     minions: Option<MinionMetrics>,
     salt_exporter: Option<SaltExporterMetrics>,
     pipeline: Arc<PipelineCounters>,
-    seen: HashSet<Box<str>>,
+    /// FNV-1a hashes of the minion ids seen (8 bytes each, no pointer to chase;
+    /// a collision among a million ids is a one-in-30-million chance, for a gauge).
+    seen: HashSet<u64, BuildHasherDefault<Identity>>,
+}
+
+/// The keys are hashes already.
+#[derive(Debug, Default, Clone, Copy)]
+struct Identity(u64);
+
+impl Hasher for Identity {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 impl Observer {
@@ -102,7 +125,7 @@ impl Observer {
             minions,
             salt_exporter,
             pipeline: Arc::new(PipelineCounters::default()),
-            seen: HashSet::new(),
+            seen: HashSet::default(),
         }
     }
 
@@ -118,8 +141,9 @@ impl Observer {
             _ => None,
         };
         if let Some(minion) = minion {
-            if self.seen.len() < MAX_MINIONS_SEEN && !self.seen.contains(minion) {
-                self.seen.insert(minion.into());
+            let mut hash = Fnv1a::default();
+            hash.write(minion.as_bytes());
+            if self.seen.len() < MAX_MINIONS_SEEN && self.seen.insert(hash.finish()) {
                 self.pipeline
                     .minions_seen
                     .store(self.seen.len() as u64, Ordering::Relaxed);

@@ -52,6 +52,22 @@ impl RecordBody {
         "config_change",
     ];
 
+    /// The kind's position in [`RecordBody::KINDS`].
+    pub fn kind_index(&self) -> usize {
+        match self {
+            RecordBody::JobPublished(_) => 0,
+            RecordBody::MinionReturn(_) => 1,
+            RecordBody::MinionMissing(_) => 2,
+            RecordBody::JobCompleted(_) => 3,
+            RecordBody::LateReturn(_) => 4,
+            RecordBody::BusGap(_) => 5,
+            RecordBody::StateFailure(_) => 6,
+            RecordBody::RenderFailure(_) => 7,
+            RecordBody::FailureGroup(_) => 8,
+            RecordBody::ConfigChange(_) => 9,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             RecordBody::JobPublished(_) => "job_published",
