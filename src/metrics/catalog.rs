@@ -197,6 +197,22 @@ impl EventMetrics {
     }
 }
 
+/// One series per function label value, made now.
+fn each_function<M, C>(family: &Family<FunctionLabel, M, C>, names: &[String]) -> Vec<M>
+where
+    M: Clone,
+    C: prometheus_client::metrics::family::MetricConstructor<M>,
+{
+    names
+        .iter()
+        .map(|f| {
+            family.get_or_create_owned(&FunctionLabel {
+                function: f.clone(),
+            })
+        })
+        .collect()
+}
+
 /// Per-record counts, updated by the `run` handler for every record it emits.
 #[derive(Debug)]
 pub struct RecordMetrics {
@@ -222,14 +238,7 @@ impl RecordMetrics {
         let per_function = |registry: &mut Registry, name: &str, help: &str| {
             let family = Family::<FunctionLabel, Counter>::default();
             registry.register(name, help, family.clone());
-            names
-                .iter()
-                .map(|f| {
-                    family.get_or_create_owned(&FunctionLabel {
-                        function: f.clone(),
-                    })
-                })
-                .collect::<Vec<_>>()
+            each_function(&family, &names)
         };
         let jobs_published = per_function(
             registry,
@@ -301,14 +310,7 @@ impl RecordMetrics {
                 Histogram::new(buckets.iter().copied())
             });
             registry.register(name, help, family.clone());
-            names
-                .iter()
-                .map(|f| {
-                    family.get_or_create_owned(&FunctionLabel {
-                        function: f.clone(),
-                    })
-                })
-                .collect::<Vec<_>>()
+            each_function(&family, &names)
         };
         let job_duration = histograms(
             registry,
