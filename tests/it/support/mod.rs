@@ -58,6 +58,8 @@ impl Saltsight {
         let mut child = Command::new(bin())
             .args(args)
             .env_remove("SALTSIGHT_CONFIG")
+            // Tests listen on loopback only, on a port the kernel picks.
+            .env("SALTSIGHT_WEB_LISTEN_ADDRESS", "127.0.0.1:0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
