@@ -40,7 +40,8 @@ pub struct MinionMetrics {
 }
 
 impl MinionMetrics {
-    pub fn register(registry: &mut Registry, max_minions: usize) -> Self {
+    /// `refused` is registered by the caller (salt-exporter's series share it).
+    pub fn register(registry: &mut Registry, max_minions: usize, refused: Counter) -> Self {
         let returns = Family::default();
         registry.register(
             "saltsight_minion_returns",
@@ -52,12 +53,6 @@ impl MinionMetrics {
             "saltsight_minion_missing_returns",
             "Missing returns per minion (opt-in: metrics.per_minion)",
             missing.clone(),
-        );
-        let refused = Counter::default();
-        registry.register(
-            "saltsight_metric_series_refused",
-            "Per-minion series not created because metrics.max_minions minions have series",
-            refused.clone(),
         );
         Self {
             returns,
@@ -105,10 +100,5 @@ impl MinionMetrics {
             }
             _ => {}
         }
-    }
-
-    /// The refusal counter, shared with the salt-exporter series.
-    pub fn refused_counter(&self) -> Counter {
-        self.refused.clone()
     }
 }

@@ -101,23 +101,19 @@ impl Observer {
     fn register(registry: &mut Registry, config: &MetricsConfig) -> Observer {
         let functions = FunctionLabels::new(&config.functions);
         let records = RecordMetrics::register(registry, functions.clone());
+        // Refusals are one count, whichever per-minion part refused.
+        let refused = Counter::default();
+        if config.per_minion || config.salt_exporter_compat {
+            registry.register(
+                "saltsight_metric_series_refused",
+                "Per-minion series not created because metrics.max_minions minions have series",
+                refused.clone(),
+            );
+        }
         let minions = config
             .per_minion
-            .then(|| MinionMetrics::register(registry, config.max_minions));
+            .then(|| MinionMetrics::register(registry, config.max_minions, refused.clone()));
         let salt_exporter = config.salt_exporter_compat.then(|| {
-            // Refusals are one count, whichever part refused.
-            let refused = match &minions {
-                Some(m) => m.refused_counter(),
-                None => {
-                    let refused = Counter::default();
-                    registry.register(
-                        "saltsight_metric_series_refused",
-                        "Per-minion series not created because metrics.max_minions minions have series",
-                        refused.clone(),
-                    );
-                    refused
-                }
-            };
             SaltExporterMetrics::register(registry, functions, config.max_minions, refused)
         });
         Observer {
