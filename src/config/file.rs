@@ -28,6 +28,8 @@ pub struct FileConfig {
     pub output: Vec<super::outputs::OutputSection>,
     #[serde(default)]
     pub metrics: super::metrics::MetricsSection,
+    #[serde(default)]
+    pub redact: super::redact::RedactSection,
 }
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
@@ -267,6 +269,22 @@ max_minions = {max_minions}
 # Also expose salt-exporter's metrics (salt_new_job_total, ...) for its dashboards.
 salt_exporter_compat = false
 
+[redact]
+# Before any output (stdout, files, upstream, logs, tail), secrets are masked as
+# "[redacted]" (docs/security.md): values of map keys matching key_pattern (a
+# case-insensitive regex; a key matches when it contains one), the `pillar`
+# kwarg, returns of secret_functions (a summary is kept), and in free text:
+# credentials in URLs, -p<secret> and --password= flags, key=value with a secret
+# key, bearer tokens, PEM private keys, AWS keys, and extra_patterns.
+key_pattern = "{key_pattern}"
+secret_functions = [{secret_functions}]
+# Every text is cut to this many bytes, ending with its original length.
+max_field_bytes = {max_field_bytes}
+# More patterns to mask, name = regex; a group named `s` masks only that group.
+# The name is the `rule` label of saltsight_redactions_total.
+# [redact.extra_patterns]
+# vault_token = 'hvs\.[A-Za-z0-9]{{20,}}'
+
 [log]
 # error, warn, info, debug, trace, or a tracing filter such as
 # "info,saltsight::bus=debug". Flag: --log-level.
@@ -304,6 +322,13 @@ format = "text"
             .collect::<Vec<_>>()
             .join(", "),
         max_minions = super::metrics::DEFAULT_MAX_MINIONS,
+        key_pattern = super::redact::DEFAULT_KEY_PATTERN,
+        secret_functions = super::redact::DEFAULT_SECRET_FUNCTIONS
+            .iter()
+            .map(|f| format!("{f:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        max_field_bytes = super::redact::DEFAULT_MAX_FIELD_BYTES,
     )
 }
 

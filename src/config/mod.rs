@@ -8,6 +8,7 @@ pub mod glob;
 pub mod master;
 pub mod metrics;
 pub mod outputs;
+pub mod redact;
 pub mod resolve;
 pub mod web;
 

@@ -52,6 +52,7 @@ pub struct Config {
     pub spool: SpoolConfig,
     pub outputs: Vec<OutputConfig>,
     pub metrics: super::metrics::MetricsConfig,
+    pub redact: super::redact::RedactConfig,
     /// The saltsight config file read, if any.
     pub file: Option<PathBuf>,
 }
@@ -208,6 +209,7 @@ pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
         overrides.web_config_file.as_ref(),
         &mut errors,
     );
+    let redact = super::redact::resolve(&file.redact, &mut errors);
     match (bus, log) {
         (Some(bus), Some(log)) if errors.is_empty() => Ok(Config {
             warnings,
@@ -220,6 +222,7 @@ pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
             spool,
             outputs,
             metrics,
+            redact,
             file: file_path,
         }),
         _ => Err(ConfigErrors(errors)),

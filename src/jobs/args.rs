@@ -62,6 +62,7 @@ pub fn test_kwarg(arg: Option<Raw<'_>>) -> bool {
     }
 }
 
-pub fn metadata_json(raw: Option<Raw<'_>>) -> Option<serde_json::Value> {
+/// A raw field (metadata, arguments) as JSON; nil and undecodable values are none.
+pub fn raw_to_json(raw: Option<Raw<'_>>) -> Option<serde_json::Value> {
     raw.filter(|r| !r.is_nil()).and_then(|r| to_json(r.0).ok())
 }

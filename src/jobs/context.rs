@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::args::{metadata_json, test_kwarg, texts};
+use super::args::{raw_to_json, test_kwarg, texts};
 use crate::event::{JobPublication, JobReturn, RunArgs, Stamp, Text};
 use crate::record::{JobContext, RunKind};
 
@@ -70,7 +70,7 @@ impl ContextRules {
         JobContext {
             run_kind,
             orchestration_jid: step.map(|(_, jid, _)| jid.into_string()),
-            metadata: metadata_json(p.metadata),
+            metadata: raw_to_json(p.metadata),
             test: test_kwarg(p.arg),
         }
     }
@@ -101,7 +101,7 @@ pub fn context_of_return(r: &JobReturn<'_>) -> JobContext {
             RunKind::Unknown
         },
         orchestration_jid: None,
-        metadata: metadata_json(r.metadata),
+        metadata: raw_to_json(r.metadata),
         test: test_kwarg(r.fun_args),
     }
 }

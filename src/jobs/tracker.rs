@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
-use super::args::{first_arg, is_internal, metadata_json, texts, timeout_kwarg};
+use super::args::{first_arg, is_internal, raw_to_json, texts, timeout_kwarg};
 use super::context::ContextRules;
 pub use super::context::context_of_return;
 use super::deadlines::{Deadlines, prune};
@@ -158,7 +158,7 @@ impl JobTracker {
             Body::JobNew(p) => self.on_new(p, at, out),
             Body::JobPublish(p) => {
                 if let (Some(job), Some(meta)) =
-                    (self.open.get_mut(p.jid.as_str()), metadata_json(p.metadata))
+                    (self.open.get_mut(p.jid.as_str()), raw_to_json(p.metadata))
                 {
                     job.context.metadata = Some(meta);
                 }
@@ -219,6 +219,7 @@ impl JobTracker {
             RecordBody::JobPublished(JobPublished {
                 jid: jid.to_owned(),
                 fun: fun.to_owned(),
+                arg: raw_to_json(p.arg),
                 tgt: tgt.clone(),
                 tgt_type: p.tgt_type.as_ref().map(|t| t.as_str().to_owned()),
                 user: p.user.as_ref().map(|t| t.as_str().to_owned()),
@@ -443,6 +444,7 @@ impl JobTracker {
             RecordBody::JobPublished(JobPublished {
                 jid: jid.to_owned(),
                 fun: fun.to_owned(),
+                arg: None,
                 tgt: Vec::new(),
                 tgt_type: None,
                 user: None,

@@ -1,6 +1,9 @@
 //! The records saltsight emits: data only, serialisable, versioned. docs/records.md
 //! is the schema; a record's `id` is stable for the same facts, so duplicates from
-//! at-least-once delivery collapse upstream.
+//! at-least-once delivery collapse upstream. [`redact`] is the gate every record
+//! passes before any output.
+
+pub mod redact;
 
 use serde::Serialize;
 
@@ -20,6 +23,10 @@ pub struct Record {
     pub at: Stamp,
     #[serde(flatten)]
     pub body: RecordBody,
+    /// The redaction rules that masked or cut something in this record (names
+    /// only; docs/security.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -124,6 +131,10 @@ pub struct JobContext {
 pub struct JobPublished {
     pub jid: String,
     pub fun: String,
+    /// The job's arguments as published (kwargs as Salt's `{"__kwarg__": true}`
+    /// map), after redaction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arg: Option<serde_json::Value>,
     pub tgt: Vec<String>,
     pub tgt_type: Option<String>,
     pub user: Option<String>,
@@ -510,6 +521,7 @@ impl RecordFactory {
             master: self.master.clone(),
             at,
             body,
+            redacted: Vec::new(),
         }
     }
 }

@@ -1,0 +1,490 @@
+//! The one gate between what the bus carries and anything saltsight writes.
+//!
+//! Outputs take [`Redacted`] values only, and only a [`Redactor`] makes one (the
+//! one exception, [`Redacted::waived`], is `tail --no-redact` asking for the bus as
+//! it is). The rules (docs/security.md):
+//!
+//! - map keys matching `redact.key_pattern` have their values masked, at any depth
+//!   (state-result keys, `mod_|-id_|-name_|-fun`, are walked, not masked);
+//! - the `pillar` kwarg is masked whole;
+//! - a return of a function that prints secrets by design (`pillar.*`,
+//!   `config.*`, ...) is replaced by a summary;
+//! - free text (values, keys, tags) is scanned for credentials in URLs, `-p<secret>`
+//!   and `--password=` flags, `key=value` / `key: value` with a secret key,
+//!   bearer and `Authorization` values, PEM private keys, AWS access key ids, and
+//!   the configured extra patterns: the match is masked, the text around it kept;
+//! - every text is cut to `redact.max_field_bytes`, ending with the length it had.
+//!
+//! Redaction is idempotent: each text is redacted until it no longer changes (at
+//! most three rounds, else it is masked whole), so redacting again changes nothing.
+//! Every rule counts how often it fired; no value is ever kept.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use serde_json::{Map, Value};
+
+use super::Record;
+use crate::config::glob;
+use crate::config::redact::RedactConfig;
+
+/// What a masked value becomes.
+pub const MASK: &str = "[redacted]";
+
+/// The built-in rules, in counter order; extra patterns follow under their names.
+pub const RULES: [&str; 10] = [
+    "key",
+    "pillar",
+    "function_return",
+    "url_credentials",
+    "password_flag",
+    "key_value",
+    "auth_header",
+    "private_key",
+    "aws_access_key",
+    "field_cap",
+];
+const KEY: usize = 0;
+const PILLAR: usize = 1;
+const FUNCTION_RETURN: usize = 2;
+const URL: usize = 3;
+const FLAG: usize = 4;
+const KEY_VALUE: usize = 5;
+const AUTH: usize = 6;
+const PEM: usize = 7;
+const AWS: usize = 8;
+const FIELD_CAP: usize = 9;
+
+/// A value that went through the [`Redactor`] (or that an operator asked to see
+/// unredacted, locally). Outputs accept nothing else.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Redacted<T>(T);
+
+impl<T> Redacted<T> {
+    pub fn get(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::Deref for Redacted<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// An event as `tail` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventJson {
+    pub tag: String,
+    pub data: Value,
+}
+
+impl Redacted<EventJson> {
+    /// The event as the bus carried it: `tail --no-redact` only (an operator at
+    /// the master's own terminal).
+    pub fn waived(tag: &str, data: Value) -> Self {
+        Redacted(EventJson {
+            tag: tag.to_owned(),
+            data,
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("redact.{what} is not a valid regex: {source}")]
+pub struct RedactError {
+    what: String,
+    source: regex::Error,
+}
+
+/// A text pattern; its named group `s` is masked, or the whole match without one.
+struct Pattern {
+    rule: usize,
+    regex: Regex,
+    group: bool,
+}
+
+pub(super) struct Inner {
+    key: Regex,
+    secret_functions: Vec<String>,
+    max_field_bytes: usize,
+    /// One entry per pattern: a text none matches is left at one scan.
+    set: RegexSet,
+    patterns: Vec<Pattern>,
+    names: Vec<String>,
+    counts: Vec<AtomicU64>,
+}
+
+/// Redacts records, events and log lines by the configured rules. Cheap to clone
+/// (shared), counts shared too.
+#[derive(Clone)]
+pub struct Redactor(Arc<Inner>);
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redactor")
+            .field("rules", &self.0.names)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which rules fired, as bits (built-ins and at most 32 extras fit in 64); a
+/// quiet one (a re-check) counts nothing.
+#[derive(Default, Clone, Copy)]
+pub(super) struct Fired {
+    bits: u64,
+    quiet: bool,
+}
+
+fn build(what: &str, pattern: &str) -> Result<Regex, RedactError> {
+    RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|source| RedactError {
+            what: what.to_owned(),
+            source,
+        })
+}
+
+impl Redactor {
+    pub fn new(config: &RedactConfig) -> Result<Self, RedactError> {
+        let key = build("key_pattern", &format!("(?i:{})", config.key_pattern))?;
+        let k = &config.key_pattern;
+        // ASCII word boundaries: Unicode ones make the lazy DFA give up on
+        // non-ASCII text.
+        let builtin: [(usize, String); 9] = [
+            (
+                URL,
+                r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]*://(?P<s>[^/?#\s@]+)@".into(),
+            ),
+            // `-p<secret>` as mysql takes it; 4 characters at least, so that
+            // bundled short flags (`cp -pr`, `tar -pxzf`) are not taken for one.
+            (FLAG, r#"(?:^|[\s'"=])-p(?P<s>[^\s'"\-][^\s'"]{3,})"#.into()),
+            (
+                FLAG,
+                r#"(?i)(?:^|[\s'"])--?(?:password|passwd|pass|secret|token|api-?key)(?:=|\s+)(?P<s>[^\s'"]+)"#
+                    .into(),
+            ),
+            (
+                KEY_VALUE,
+                format!(
+                    r#"(?i)(?-u:\b)[a-z0-9_.\-]*(?:{k})["']?\s*[=:]\s*["']?(?P<s>[^\s"',;&]+)"#
+                ),
+            ),
+            (
+                AUTH,
+                r"(?i)(?-u:\b)bearer\s+(?P<s>[a-z0-9._~+/\-]+=*)".into(),
+            ),
+            (
+                AUTH,
+                r#"(?i)authorization["']?\s*[:=]\s*["']?(?:[a-z]+\s+)?(?P<s>[^\s"',;]+)"#.into(),
+            ),
+            (
+                PEM,
+                r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?P<s>(?s:.*?))(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\z)"
+                    .into(),
+            ),
+            (
+                AWS,
+                r"(?-u:\b)(?P<s>(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[A-Z0-9]{16})(?-u:\b)"
+                    .into(),
+            ),
+            (
+                AWS,
+                r#"(?i)aws_?secret_?access_?key["']?\s*[=:]\s*["']?(?P<s>[A-Za-z0-9/+=]{40})"#.into(),
+            ),
+        ];
+        let mut names: Vec<String> = RULES.iter().map(|r| (*r).to_owned()).collect();
+        let mut patterns = Vec::new();
+        for (rule, text) in builtin {
+            let regex = build(&format!("rule {}", RULES[rule]), &text)?;
+            patterns.push(Pattern {
+                rule,
+                group: true,
+                regex,
+            });
+        }
+        for (name, text) in &config.extra_patterns {
+            let regex = build(&format!("extra_patterns.{name}"), text)?;
+            if regex.is_match(MASK) {
+                return Err(RedactError {
+                    what: format!("extra_patterns.{name}"),
+                    source: regex::Error::Syntax(format!(
+                        "it matches the mask {MASK:?} itself, so redacting could never settle"
+                    )),
+                });
+            }
+            patterns.push(Pattern {
+                rule: names.len(),
+                group: regex.capture_names().any(|n| n == Some("s")),
+                regex,
+            });
+            names.push(name.clone());
+        }
+        let set = RegexSetBuilder::new(patterns.iter().map(|p| p.regex.as_str()))
+            .size_limit(8 << 20)
+            .build()
+            .map_err(|source| RedactError {
+                what: "patterns (together)".into(),
+                source,
+            })?;
+        let counts = names.iter().map(|_| AtomicU64::new(0)).collect();
+        Ok(Redactor(Arc::new(Inner {
+            key,
+            secret_functions: config.secret_functions.clone(),
+            max_field_bytes: config.max_field_bytes,
+            set,
+            patterns,
+            names,
+            counts,
+        })))
+    }
+
+    /// Every rule's name and how often it fired, for `/metrics`.
+    pub fn counts(&self) -> impl Iterator<Item = (&str, u64)> {
+        let inner = &self.0;
+        inner
+            .names
+            .iter()
+            .zip(&inner.counts)
+            .map(|(n, c)| (n.as_str(), c.load(Relaxed)))
+    }
+
+    /// The gate for records. Rules that fired are listed in `redacted`.
+    pub fn record(&self, mut record: Record) -> Redacted<Record> {
+        let mut fired = Fired::default();
+        walk::Scrub::scrub(&mut record, &self.0, &mut fired);
+        let inner = &self.0;
+        for (i, name) in inner.names.iter().enumerate() {
+            if fired.bits & (1 << i) != 0 && !record.redacted.contains(name) {
+                record.redacted.push(name.clone());
+            }
+        }
+        record.redacted.sort();
+        Redacted(record)
+    }
+
+    /// The gate for events (`tail`, the demo): returns of secret functions become
+    /// a summary, then every key and text is redacted.
+    pub fn event(&self, tag: &str, mut data: Value) -> Redacted<EventJson> {
+        let inner = &self.0;
+        let mut fired = Fired::default();
+        let fun = data.get("fun").and_then(Value::as_str).map(str::to_owned);
+        if let Some(fun) = fun.filter(|f| inner.secret_function(f)) {
+            if let Some(map) = data.as_object_mut() {
+                inner.summarise_return(map, &fun, &mut fired);
+                if let Some(Value::Object(inner_data)) = map.get_mut("data") {
+                    inner.summarise_return(inner_data, &fun, &mut fired);
+                }
+            }
+        }
+        inner.value(&mut data, &mut fired, 0);
+        let mut tag = tag.to_owned();
+        inner.text(&mut tag, &mut fired);
+        Redacted(EventJson { tag, data })
+    }
+
+    /// A log line: the text rules, no cap.
+    pub fn line<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut fired = Fired::default();
+        match self.0.scrub(text, &mut fired) {
+            Some(clean) => Cow::Owned(clean),
+            None => Cow::Borrowed(text),
+        }
+    }
+}
+
+impl Inner {
+    fn fire(&self, rule: usize, n: u64, fired: &mut Fired) {
+        fired.bits |= 1 << rule;
+        if fired.quiet {
+            return;
+        }
+        if let Some(c) = self.counts.get(rule) {
+            c.fetch_add(n, Relaxed);
+        }
+    }
+
+    fn secret_function(&self, fun: &str) -> bool {
+        self.secret_functions.iter().any(|g| glob::matches(g, fun))
+    }
+
+    fn summarise_return(&self, map: &mut Map<String, Value>, fun: &str, fired: &mut Fired) {
+        let Some(ret) = map.get_mut("return") else {
+            return;
+        };
+        let size = match &*ret {
+            Value::Object(m) => format!("{} keys", m.len()),
+            Value::Array(a) => format!("{} items", a.len()),
+            Value::String(s) if s.starts_with("[redacted") => return,
+            Value::String(s) => format!("{} bytes", s.len()),
+            Value::Null => return,
+            _ => "a scalar".into(),
+        };
+        *ret = Value::String(format!("[redacted: the return of {fun}, {size}]"));
+        self.fire(FUNCTION_RETURN, 1, fired);
+    }
+
+    /// Masks what the text patterns find; `None` when nothing matched.
+    fn scrub(&self, text: &str, fired: &mut Fired) -> Option<String> {
+        let matched = self.set.matches(text);
+        if !matched.matched_any() {
+            return None;
+        }
+        let mut current: Option<String> = None;
+        for (i, pattern) in self.patterns.iter().enumerate() {
+            if !matched.matched(i) {
+                continue;
+            }
+            let source = current.as_deref().unwrap_or(text);
+            if let Some((masked, n)) = mask(pattern, source) {
+                self.fire(pattern.rule, n, fired);
+                current = Some(masked);
+            }
+        }
+        current
+    }
+
+    /// One round: scrub, then cut.
+    fn round(&self, text: &str, original_len: usize, fired: &mut Fired) -> Option<String> {
+        let scrubbed = self.scrub(text, fired);
+        let now = scrubbed.as_deref().unwrap_or(text);
+        if now.len() <= self.max_field_bytes {
+            return scrubbed;
+        }
+        self.fire(FIELD_CAP, 1, fired);
+        Some(cut(now, self.max_field_bytes, original_len))
+    }
+
+    /// `text` redacted until it settles (`None`: unchanged). A text that still
+    /// changes after three rounds is masked whole.
+    fn settle(&self, text: &str, fired: &mut Fired) -> Option<String> {
+        let original_len = text.len();
+        let mut current: Option<String> = None;
+        for _ in 0..3 {
+            let now = current.as_deref().unwrap_or(text);
+            match self.round(now, original_len, fired) {
+                Some(next) => current = Some(next),
+                None => return current,
+            }
+        }
+        let now = current.as_deref().unwrap_or(text);
+        let mut quiet = Fired {
+            bits: 0,
+            quiet: true,
+        };
+        match self.round(now, original_len, &mut quiet) {
+            None => current,
+            Some(_) => Some(MASK.to_owned()),
+        }
+    }
+
+    pub(super) fn text(&self, text: &mut String, fired: &mut Fired) {
+        if let Some(settled) = self.settle(text, fired) {
+            *text = settled;
+        }
+    }
+
+    pub(super) fn value(&self, value: &mut Value, fired: &mut Fired, depth: usize) {
+        match value {
+            Value::String(s) => self.text(s, fired),
+            Value::Array(items) => {
+                for item in items {
+                    self.value(item, fired, depth + 1);
+                }
+            }
+            Value::Object(map) => self.map(map, fired, depth),
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+
+    fn map(&self, map: &mut Map<String, Value>, fired: &mut Fired, depth: usize) {
+        let mut renamed: Vec<(String, String)> = map
+            .keys()
+            .filter_map(|k| self.settle(k, fired).map(|new| (k.clone(), new)))
+            .collect();
+        if !renamed.is_empty() {
+            renamed.sort();
+            for (key, value) in std::mem::take(map) {
+                let key = match renamed.binary_search_by(|(old, _)| old.as_str().cmp(&key)) {
+                    Ok(i) => renamed[i].1.clone(),
+                    Err(_) => key,
+                };
+                map.insert(key, value);
+            }
+        }
+        for (key, value) in map.iter_mut() {
+            let rule = if key == "pillar" {
+                Some(PILLAR)
+            } else if self.key.is_match(key) && !key.contains("_|-") {
+                Some(KEY)
+            } else {
+                None
+            };
+            match rule {
+                Some(_) if matches!(value, Value::Null | Value::Bool(_)) => {}
+                Some(_) if value.as_str() == Some(MASK) => {}
+                Some(rule) => {
+                    *value = Value::String(MASK.to_owned());
+                    self.fire(rule, 1, fired);
+                }
+                None => self.value(value, fired, depth + 1),
+            }
+        }
+    }
+}
+
+/// Masks every match of `pattern` (its group `s`, or all of it) not already the
+/// mask; the new text and how many were masked.
+fn mask(pattern: &Pattern, text: &str) -> Option<(String, u64)> {
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    let mut n = 0;
+    let mut span = |start: usize, end: usize, out: &mut String| {
+        if start == end || &text[start..end] == MASK {
+            return;
+        }
+        out.push_str(&text[last..start]);
+        out.push_str(MASK);
+        last = end;
+        n += 1;
+    };
+    if pattern.group {
+        for caps in pattern.regex.captures_iter(text) {
+            if let Some(m) = caps.name("s") {
+                span(m.start(), m.end(), &mut out);
+            }
+        }
+    } else {
+        for m in pattern.regex.find_iter(text) {
+            span(m.start(), m.end(), &mut out);
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    out.push_str(&text[last..]);
+    Some((out, n))
+}
+
+/// `text` cut to at most `max` bytes (on a char boundary), ending with a marker
+/// that says how long it was.
+fn cut(text: &str, max: usize, original_len: usize) -> String {
+    let marker = format!(" [saltsight cut {original_len} bytes]");
+    let mut end = max.saturating_sub(marker.len()).min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = String::with_capacity(end + marker.len());
+    out.push_str(&text[..end]);
+    out.push_str(&marker);
+    out
+}
+
+mod walk;
+
+#[cfg(test)]
+mod tests;

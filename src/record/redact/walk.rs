@@ -1,0 +1,323 @@
+//! The typed walk over a record's texts: each impl names every field of its
+//! struct, so a field (or a record kind) added later does not compile until it
+//! is decided here whether it is scanned.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::{Fired, Inner};
+use crate::record::{
+    BusGapRecord, Classification, Commit, ConfigChange, Correlation, FailureGroup, IntroducedBy,
+    JobCompleted, JobContext, JobPublished, MinionMissing, MinionReturn, Record, RecordBody,
+    RenderFailure, StateFailure, SuspectCommits,
+};
+
+/// Walks every text a record carries. Each impl names every field, so a field
+/// added to a record does not compile until it is decided here.
+pub(super) trait Scrub {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired);
+}
+
+macro_rules! scrub_all {
+    ($r:expr, $fired:expr; $($field:expr),+ $(,)?) => {
+        $( Scrub::scrub($field, $r, $fired); )+
+    };
+}
+
+impl Scrub for String {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        r.text(self, fired);
+    }
+}
+
+impl Scrub for Value {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        r.value(self, fired, 0);
+    }
+}
+
+impl<T: Scrub> Scrub for Option<T> {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        if let Some(v) = self {
+            v.scrub(r, fired);
+        }
+    }
+}
+
+impl<T: Scrub> Scrub for Vec<T> {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        for v in self {
+            v.scrub(r, fired);
+        }
+    }
+}
+
+/// Repo name → commit id: the ids are scanned (repo names come from the config).
+impl Scrub for BTreeMap<String, String> {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        for v in self.values_mut() {
+            v.scrub(r, fired);
+        }
+    }
+}
+
+impl Scrub for Record {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let Record {
+            kind: _,
+            schema_version: _,
+            id: _,
+            master,
+            at: _,
+            body,
+            redacted: _,
+        } = self;
+        scrub_all!(r, fired; master);
+        match body {
+            RecordBody::JobPublished(b) => b.scrub(r, fired),
+            RecordBody::MinionReturn(b) | RecordBody::LateReturn(b) => b.scrub(r, fired),
+            RecordBody::MinionMissing(b) => b.scrub(r, fired),
+            RecordBody::JobCompleted(b) => b.scrub(r, fired),
+            RecordBody::BusGap(BusGapRecord {
+                reason: _,
+                started_at: _,
+                ended_at: _,
+                duration_ms: _,
+                dropped_frames: _,
+            }) => {}
+            RecordBody::StateFailure(b) => b.scrub(r, fired),
+            RecordBody::RenderFailure(b) => b.scrub(r, fired),
+            RecordBody::FailureGroup(b) => b.scrub(r, fired),
+            RecordBody::ConfigChange(b) => b.scrub(r, fired),
+        }
+    }
+}
+
+impl Scrub for JobContext {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let JobContext {
+            run_kind: _,
+            orchestration_jid,
+            metadata,
+            test: _,
+        } = self;
+        scrub_all!(r, fired; orchestration_jid, metadata);
+    }
+}
+
+impl Scrub for JobPublished {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let JobPublished {
+            jid,
+            fun,
+            arg,
+            tgt,
+            tgt_type,
+            user,
+            expected,
+            not_connected,
+            deadline: _,
+            context,
+            commits,
+        } = self;
+        scrub_all!(r, fired; jid, fun, arg, tgt, tgt_type, user, expected, not_connected, context, commits);
+    }
+}
+
+impl Scrub for MinionReturn {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let MinionReturn {
+            jid,
+            minion,
+            fun,
+            retcode: _,
+            salt_success: _,
+            succeeded: _,
+            context,
+            schedule,
+            duration_ms: _,
+            states: _,
+        } = self;
+        scrub_all!(r, fired; jid, minion, fun, context, schedule);
+    }
+}
+
+impl Scrub for MinionMissing {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let MinionMissing {
+            jid,
+            minion,
+            fun,
+            reason: _,
+            published_at: _,
+            deadline: _,
+            context,
+        } = self;
+        scrub_all!(r, fired; jid, minion, fun, context);
+    }
+}
+
+impl Scrub for JobCompleted {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let JobCompleted {
+            jid,
+            fun,
+            tgt,
+            expected: _,
+            returned: _,
+            succeeded: _,
+            failed: _,
+            missing: _,
+            published_at: _,
+            duration_ms: _,
+            first_return_ms: _,
+            revision: _,
+            evicted: _,
+            context,
+        } = self;
+        scrub_all!(r, fired; jid, fun, tgt, context);
+    }
+}
+
+impl Scrub for Classification {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let Classification {
+            category: _,
+            rule: _,
+            evidence,
+            host,
+            url,
+            package,
+        } = self;
+        scrub_all!(r, fired; evidence, host, url, package);
+    }
+}
+
+impl Scrub for Commit {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let Commit {
+            id,
+            author,
+            time,
+            subject,
+        } = self;
+        scrub_all!(r, fired; id, author, time, subject);
+    }
+}
+
+impl Scrub for IntroducedBy {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let IntroducedBy { repo, path, commit } = self;
+        scrub_all!(r, fired; repo, path, commit);
+    }
+}
+
+impl Scrub for SuspectCommits {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let SuspectCommits {
+            repo,
+            last_ok,
+            first_failed,
+            commits,
+            truncated: _,
+        } = self;
+        scrub_all!(r, fired; repo, last_ok, first_failed, commits);
+    }
+}
+
+impl Scrub for Correlation {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let Correlation {
+            commits,
+            introduced_by,
+            suspect_commits,
+        } = self;
+        scrub_all!(r, fired; commits, introduced_by, suspect_commits);
+    }
+}
+
+impl Scrub for StateFailure {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let StateFailure {
+            jid,
+            minion,
+            fun,
+            sls,
+            state_id,
+            function,
+            name,
+            comment,
+            comment_len: _,
+            run_num: _,
+            duration_ms: _,
+            start_time,
+            cause,
+            fallout: _,
+            fingerprint: _,
+            first_failing: _,
+            context,
+            correlation,
+        } = self;
+        scrub_all!(r, fired; jid, minion, fun, sls, state_id, function, name, comment, start_time, cause, context, correlation);
+    }
+}
+
+impl Scrub for RenderFailure {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let RenderFailure {
+            jid,
+            minion,
+            fun,
+            saltenv,
+            sls,
+            line: _,
+            column: _,
+            message,
+            message_len: _,
+            cause,
+            fingerprint: _,
+            context,
+            correlation,
+        } = self;
+        scrub_all!(r, fired; jid, minion, fun, saltenv, sls, message, cause, context, correlation);
+    }
+}
+
+impl Scrub for FailureGroup {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let FailureGroup {
+            jid,
+            fingerprint: _,
+            sls,
+            state_id,
+            function,
+            cause,
+            comment,
+            comment_len: _,
+            normalised,
+            count: _,
+            minions,
+            first_seen_jid,
+            first_seen_at: _,
+            revision: _,
+            context,
+            correlation,
+        } = self;
+        scrub_all!(r, fired; jid, sls, state_id, function, cause, comment, normalised, minions, first_seen_jid, context, correlation);
+    }
+}
+
+impl Scrub for ConfigChange {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let ConfigChange {
+            repo,
+            path,
+            old,
+            new,
+            commits,
+            truncated: _,
+        } = self;
+        scrub_all!(r, fired; repo, path, old, new, commits);
+    }
+}
