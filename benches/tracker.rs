@@ -168,6 +168,7 @@ fn bench(c: &mut Criterion) {
         &saltsight::config::metrics::MetricsConfig::default(),
         std::sync::Arc::new(saltsight::bus::ReaderStats::default()),
         Vec::new(),
+        saltsight::record::redact::Redactor::new(&Default::default()).expect("default rules"),
     );
     group.bench_function("decode_and_track_with_metrics", |b| {
         b.iter_batched(
@@ -206,6 +207,7 @@ fn metrics_cost() {
         &saltsight::config::metrics::MetricsConfig::default(),
         std::sync::Arc::new(saltsight::bus::ReaderStats::default()),
         Vec::new(),
+        saltsight::record::redact::Redactor::new(&Default::default()).expect("default rules"),
     );
     let (mut plain, mut measured) = (Vec::new(), Vec::new());
     for round in 0..62 {

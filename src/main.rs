@@ -12,11 +12,12 @@ use saltsight::bus::reader::Delivery;
 use saltsight::cli::capture::CaptureHandler;
 use saltsight::cli::run::{Clock, Pipeline, RecordHandler, open_outputs};
 use saltsight::cli::tail::TailHandler;
-use saltsight::cli::{Cli, Command, Outcome, check_config, exit};
-use saltsight::config::{self, Config, LogFormat};
+use saltsight::cli::{Cli, Command, Outcome, check_config, exit, log, privilege};
+use saltsight::config::{self, Config};
 use saltsight::metrics::catalog::EventMetrics;
 use saltsight::metrics::server::MetricsServer;
 use saltsight::metrics::{Metrics, Observer};
+use saltsight::record::redact::Redactor;
 use saltsight::shutdown;
 use tokio_util::sync::CancellationToken;
 
@@ -31,11 +32,26 @@ fn main() -> ExitCode {
     let config = match config::load(&cli.global.overrides()) {
         Ok(config) => config,
         Err(errors) => {
-            eprintln!("saltsight: {errors}");
+            // A config error may quote a value (an upstream URL with its password).
+            let text = errors.to_string();
+            eprintln!("saltsight: {}", default_redactor().line(&text));
             return ExitCode::from(exit::CONFIG as u8);
         }
     };
-    init_logging(&config);
+    let redactor = match Redactor::new(&config.redact) {
+        Ok(redactor) => redactor,
+        Err(e) => {
+            eprintln!("saltsight: {e}");
+            return ExitCode::from(exit::CONFIG as u8);
+        }
+    };
+    log::init(&config, &redactor);
+    if let Command::Run(args) = &cli.command {
+        if let Some(why) = privilege::refuse_root(&config.bus.endpoint, args.allow_root) {
+            tracing::error!("{why}");
+            return ExitCode::from(exit::NO_PERMISSION as u8);
+        }
+    }
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
@@ -59,41 +75,38 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::RUNTIME as u8);
         }
     };
-    match runtime.block_on(dispatch(cli.command, config)) {
+    match runtime.block_on(dispatch(cli.command, config, redactor.clone())) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::BadInput) => ExitCode::from(exit::BAD_INPUT as u8),
         Err(error) => {
-            tracing::error!(error = format!("{error:#}"), "Exiting on error.");
-            eprintln!("saltsight: {error:#}");
+            let text = format!("{error:#}");
+            let text = redactor.line(&text);
+            tracing::error!(error = %text, "Exiting on error.");
+            eprintln!("saltsight: {text}");
             ExitCode::from(exit::RUNTIME as u8)
         }
     }
 }
 
-fn init_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::new(&config.log.level);
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
-    // Under systemd the journal stamps every line already.
-    let journal = std::env::var_os("JOURNAL_STREAM").is_some();
-    match (config.log.format, journal) {
-        (LogFormat::Json, _) => builder.json().init(),
-        (LogFormat::Text, true) => builder.without_time().init(),
-        (LogFormat::Text, false) => builder.init(),
-    }
+/// The built-in rules, for what is said before the config is read.
+fn default_redactor() -> Redactor {
+    Redactor::new(&config::redact::RedactConfig::default())
+        .expect("the built-in redaction rules compile (a unit test builds them)")
 }
 
-async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
+async fn dispatch(command: Command, config: Config, redactor: Redactor) -> anyhow::Result<Outcome> {
     let cancel = shutdown::on_signals().context("cannot install signal handlers")?;
     let stats = Arc::new(ReaderStats::default());
     let queue = config.bus.queue_frames;
     let summary = match command {
         Command::Run(args) => {
             let (outputs, senders) = open_outputs(&config, args.output, Clock::Wall)?;
-            let metrics = Metrics::new(&config.metrics, stats.clone(), senders.spools());
+            let metrics = Metrics::new(
+                &config.metrics,
+                stats.clone(),
+                senders.spools(),
+                redactor.clone(),
+            );
             // Bound before the pipeline starts: a port in use is an error now.
             let server = if config.metrics.enabled {
                 let server =
@@ -108,6 +121,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
                 Pipeline::from_config(&config),
                 Clock::Wall,
                 outputs,
+                redactor,
                 metrics.observer,
             );
             let source = Source::live(&config.bus, Delivery::Frames);
@@ -130,7 +144,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
             result?.0
         }
         Command::Tail(args) => {
-            let handler = TailHandler::new(std::io::stdout(), &args, cancel.clone());
+            let handler = TailHandler::new(std::io::stdout(), &args, cancel.clone(), &redactor);
             let source = match &args.from {
                 Some(path) => Source::Recording {
                     path: path.clone(),
@@ -186,6 +200,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
                 Pipeline::from_config(&config),
                 Clock::EventTime,
                 outputs,
+                redactor,
                 Observer::unregistered(&config.metrics),
             );
             let source = Source::Recording {
@@ -216,7 +231,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<Outcome> {
             summary
         }
         Command::Demo(args) => {
-            saltsight::cli::demo::run(args, &config, cancel).await?;
+            saltsight::cli::demo::run(args, &config, &redactor, cancel).await?;
             return Ok(Outcome::Ok);
         }
         Command::CheckConfig(_) => return Ok(Outcome::Ok),

@@ -20,6 +20,7 @@ use crate::config::{BusConfig, Config, RepoSpec};
 use crate::lab::{Lab, LabOptions};
 use crate::metrics::Observer;
 use crate::metrics::catalog::EventMetrics;
+use crate::record::redact::Redactor;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -46,6 +47,7 @@ const JOBS: &[&[&str]] = &[
 pub async fn run(
     args: DemoArgs,
     template: &Config,
+    redactor: &Redactor,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
     eprintln!("Starting a Salt master and 3 minions on loopback (about 10 s)...");
@@ -86,8 +88,9 @@ pub async fn run(
             tags: Vec::new(),
             from: None,
             count: None,
+            no_redact: false,
         };
-        let handler = TailHandler::new(std::io::stdout(), &tail_args, cancel.clone());
+        let handler = TailHandler::new(std::io::stdout(), &tail_args, cancel.clone(), redactor);
         let run = app::run(
             source,
             queue,
@@ -102,7 +105,8 @@ pub async fn run(
         // Stdout only: no spool, so no senders to start.
         let (outputs, _) = open_outputs(&config, Output::Stdout, Clock::Wall)?;
         let observer = Observer::unregistered(&config.metrics);
-        let handler = RecordHandler::new(pipeline, Clock::Wall, outputs, observer);
+        let handler =
+            RecordHandler::new(pipeline, Clock::Wall, outputs, redactor.clone(), observer);
         let run = app::run(
             source,
             queue,

@@ -25,6 +25,7 @@ use crate::event::{Body, Event, Stamp};
 use crate::jobs::tracker::context_of_return;
 use crate::jobs::{JobTracker, TrackerConfig};
 use crate::metrics::Observer;
+use crate::record::redact::Redactor;
 use crate::record::{JobContext, Record, RecordBody, RecordFactory, RunKind};
 use crate::sink::{Outputs, Senders, SinkError};
 use crate::triage::{Findings, Triage};
@@ -44,6 +45,10 @@ pub struct RunArgs {
     /// Where records go
     #[arg(long, value_enum, default_value = "config")]
     pub output: Output,
+    /// Run as root anyway (saltsight needs only read access to the bus socket:
+    /// run it as the master's user or a member of its group)
+    #[arg(long, env = "SALTSIGHT_ALLOW_ROOT")]
+    pub allow_root: bool,
 }
 
 /// Opens the outputs `output` selects. Live (`Clock::Wall`), stdout is flushed
@@ -105,6 +110,8 @@ pub struct RecordHandler {
     correlator: Correlator,
     clock: Clock,
     outputs: Outputs,
+    /// The gate before the outputs, the log and the metrics.
+    redactor: Redactor,
     metrics: Observer,
     event_now: Stamp,
     /// Receive time minus `_stamp` of the latest event: the master's clock offset
@@ -116,7 +123,13 @@ pub struct RecordHandler {
 }
 
 impl RecordHandler {
-    pub fn new(pipeline: Pipeline, clock: Clock, outputs: Outputs, metrics: Observer) -> Self {
+    pub fn new(
+        pipeline: Pipeline,
+        clock: Clock,
+        outputs: Outputs,
+        redactor: Redactor,
+        metrics: Observer,
+    ) -> Self {
         let Pipeline {
             tracker,
             triage,
@@ -128,6 +141,7 @@ impl RecordHandler {
             correlator,
             clock,
             outputs,
+            redactor,
             metrics,
             event_now: Stamp(i64::MIN),
             offset_micros: 0,
@@ -190,6 +204,7 @@ impl RecordHandler {
     fn write_pending(&mut self) -> anyhow::Result<()> {
         for record in self.pending.drain(..) {
             self.emitted += 1;
+            let record = self.redactor.record(record);
             if let RecordBody::MinionMissing(m) = &record.body {
                 info!(jid = %m.jid, minion = %m.minion, fun = %m.fun, reason = m.reason.as_str(), "Minion did not return.");
             } else {

@@ -1,5 +1,6 @@
 //! `saltsight tail`: live events on the terminal, readable by default or as JSON
-//! lines; from the bus, or from a recording with `--from`.
+//! lines; from the bus, or from a recording with `--from`. Redacted as records
+//! are, unless `--no-redact`.
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use crate::app::Handler;
 use crate::bus::{BusGap, Endpoint, Frame};
 use crate::config::glob;
 use crate::event::Event;
+use crate::record::redact::{Redacted, Redactor};
 use crate::sink::stdout;
 
 #[derive(Debug, Args)]
@@ -27,6 +29,10 @@ pub struct TailArgs {
     /// Stop after this many matching events
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
+    /// Show secrets as the bus carries them (passwords in args, pillar returns...);
+    /// by default they are masked as in records (docs/security.md)
+    #[arg(long)]
+    pub no_redact: bool,
 }
 
 /// Prints matching events; cancels the source once `count` is reached.
@@ -38,11 +44,14 @@ pub struct TailHandler<W: Write> {
     stop: CancellationToken,
     /// Flush after every event (live); a recording flushes at the end.
     flush_each: bool,
+    /// `None` with `--no-redact`.
+    redactor: Option<Redactor>,
 }
 
 impl<W: Write> TailHandler<W> {
-    pub fn new(out: W, args: &TailArgs, stop: CancellationToken) -> Self {
+    pub fn new(out: W, args: &TailArgs, stop: CancellationToken, redactor: &Redactor) -> Self {
         Self {
+            redactor: (!args.no_redact).then(|| redactor.clone()),
             out: BufWriter::new(out),
             json: args.json,
             tags: args.tags.clone(),
@@ -61,10 +70,15 @@ impl<W: Write> Handler for TailHandler<W> {
         if !self.tags.is_empty() && !self.tags.iter().any(|g| glob::matches(g, event.tag)) {
             return Ok(());
         }
+        let data = stdout::event_data(event);
+        let shown = match &self.redactor {
+            Some(redactor) => redactor.event(event.tag, data),
+            None => Redacted::waived(event.tag, data),
+        };
         if self.json {
-            stdout::write_line(&mut self.out, &stdout::event_json(event))?;
+            stdout::write_event_line(&mut self.out, &shown)?;
         } else {
-            stdout::write_pretty(&mut self.out, event)?;
+            stdout::write_pretty(&mut self.out, &shown)?;
         }
         if self.flush_each {
             self.out.flush()?;

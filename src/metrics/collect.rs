@@ -14,6 +14,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::bus::ReaderStats;
+use crate::record::redact::Redactor;
 use crate::sink::spool::Spool;
 
 /// Counts the pipeline stages keep in plain fields, copied here after each event
@@ -33,6 +34,8 @@ pub struct SelfCollector {
     pub reader: Arc<ReaderStats>,
     pub spools: Vec<Spool>,
     pub pipeline: Arc<PipelineCounters>,
+    /// Its rules' counts (names only, never values).
+    pub redactor: Redactor,
 }
 
 impl fmt::Debug for SelfCollector {
@@ -199,6 +202,14 @@ impl SelfCollector {
             "saltsight_minions_seen",
             "Distinct minions that returned or started since saltsight started",
             load(&p.minions_seen) as i64,
+        )?;
+        let redactions: Vec<(&str, u64)> = self.redactor.counts().collect();
+        counters(
+            e,
+            "saltsight_redactions",
+            "Times a redaction rule masked or cut something before an output (docs/security.md)",
+            "rule",
+            &redactions,
         )
     }
 

@@ -30,6 +30,7 @@ use crate::bus::ReaderStats;
 use crate::config::metrics::MetricsConfig;
 use crate::event::{Body, Event};
 use crate::record::Record;
+use crate::record::redact::Redactor;
 use crate::sink::spool::Spool;
 use catalog::{EventMetrics, Fnv1a, FunctionLabels, RecordMetrics};
 use collect::{PipelineCounters, SelfCollector};
@@ -47,7 +48,12 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(config: &MetricsConfig, reader: Arc<ReaderStats>, spools: Vec<Spool>) -> Metrics {
+    pub fn new(
+        config: &MetricsConfig,
+        reader: Arc<ReaderStats>,
+        spools: Vec<Spool>,
+        redactor: Redactor,
+    ) -> Metrics {
         let mut registry = Registry::default();
         let events = EventMetrics::register(&mut registry);
         let observer = Observer::register(&mut registry, config);
@@ -55,6 +61,7 @@ impl Metrics {
             reader,
             spools,
             pipeline: observer.pipeline.clone(),
+            redactor,
         }));
         Metrics {
             registry: Arc::new(registry),

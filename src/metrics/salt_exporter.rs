@@ -80,15 +80,25 @@ pub fn state_label(fun: &str, arg: Option<Raw<'_>>) -> String {
             _ => None,
         })
     };
+    // A label holds an SLS list, nothing else: a first argument that is not one
+    // (a typo, or a secret passed where it does not belong) is "other".
+    let sls = |text: String| {
+        let plausible = text.len() <= 200
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-,/".contains(c));
+        if plausible { text } else { "other".into() }
+    };
     match fun {
-        "state.sls" => mods().unwrap_or_default(),
-        "state.apply" => mods().unwrap_or_else(|| "highstate".into()),
+        "state.sls" => mods().map(sls).unwrap_or_default(),
+        "state.apply" => mods().map_or_else(|| "highstate".into(), sls),
         "state.highstate" => "highstate".into(),
         "state.single" => args::first_arg(arg)
             .or_else(|| match args::kwarg(arg, "fun") {
                 Some(serde_json::Value::String(s)) => Some(s),
                 _ => None,
             })
+            .map(sls)
             .unwrap_or_default(),
         _ => String::new(),
     }

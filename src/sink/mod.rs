@@ -31,6 +31,7 @@ use tracing::{info, warn};
 use crate::config::outputs::{Encoding, OutputConfig, OutputKind, SpoolConfig};
 use crate::ratelimit::LogLimiter;
 use crate::record::Record;
+use crate::record::redact::Redacted;
 use file::RotatingFile;
 use http::HttpSender;
 use spool::{Spool, SpoolWriter};
@@ -161,11 +162,13 @@ impl Outputs {
         ))
     }
 
-    /// Queues `record` on every output; [`Outputs::flush`] writes.
-    pub fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+    /// Queues `record` on every output; [`Outputs::flush`] writes. Only a
+    /// redacted record gets here (`record::redact`).
+    pub fn write(&mut self, record: &Redacted<Record>) -> Result<(), SinkError> {
         if self.outputs.is_empty() {
             return Ok(());
         }
+        let record = record.get();
         self.json.clear();
         encode::ndjson(record, &mut self.json);
         for output in &mut self.outputs {

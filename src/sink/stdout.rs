@@ -1,4 +1,4 @@
-//! Events and records on standard output: one JSON object per line, or the
+//! Events (redacted) and records on standard output: one JSON object per line, or the
 //! readable form of `salt-run state.event pretty=True` (the tag, then the data
 //! indented, keys sorted).
 
@@ -9,18 +9,22 @@ use serde_json::{Value, json};
 use crate::bus::{BusGap, GapReason};
 use crate::event::json::to_json;
 use crate::event::{Event, Stamp};
+use crate::record::redact::{EventJson, Redacted};
 
-/// `{"tag": ..., "data": {...}}`, the data as Salt sent it.
-pub fn event_json(event: &Event<'_>) -> Value {
-    let data = to_json(event.data).unwrap_or_else(|e| json!({"saltsight_error": e.to_string()}));
-    json!({"tag": event.tag, "data": data})
+/// The event's data as JSON, as Salt sent it (to be redacted before it is shown).
+pub fn event_data(event: &Event<'_>) -> Value {
+    to_json(event.data).unwrap_or_else(|e| json!({"saltsight_error": e.to_string()}))
+}
+
+/// `{"tag": ..., "data": {...}}` on one line.
+pub fn write_event_line(out: &mut impl Write, event: &Redacted<EventJson>) -> io::Result<()> {
+    write_line(out, &json!({"tag": event.tag, "data": event.data}))
 }
 
 /// The readable form: the tag on its own line, then the data, indented, keys sorted.
-pub fn write_pretty(out: &mut impl Write, event: &Event<'_>) -> io::Result<()> {
-    let data = to_json(event.data).unwrap_or_else(|e| json!({"saltsight_error": e.to_string()}));
+pub fn write_pretty(out: &mut impl Write, event: &Redacted<EventJson>) -> io::Result<()> {
     // serde_json's maps are ordered by key unless `preserve_order` is on: sorted.
-    let text = serde_json::to_string_pretty(&data).map_err(io::Error::other)?;
+    let text = serde_json::to_string_pretty(&event.data).map_err(io::Error::other)?;
     writeln!(out, "{}\t{text}", event.tag)
 }
 
