@@ -29,8 +29,16 @@ pub struct CaptureHandler {
 }
 
 impl CaptureHandler {
+    /// Creates the file 0600: a capture is the bus as it is, secrets included
+    /// (docs/security.md), for the operator who made it.
     pub fn create(path: &std::path::Path) -> std::io::Result<Self> {
-        let file = File::create(path)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)?;
         Ok(Self {
             writer: CaptureWriter::new(BufWriter::with_capacity(1 << 20, file))?,
             bytes: 0,

@@ -3,6 +3,8 @@
 pub mod capture;
 pub mod check_config;
 pub mod demo;
+pub mod log;
+pub mod privilege;
 pub mod replay;
 pub mod run;
 pub mod tail;
@@ -127,9 +129,11 @@ pub enum Outcome {
 }
 
 /// Exit codes: 0 ok; 1 runtime failure; 2 usage (clap); 3 ran but saw bad input;
-/// 64 invalid configuration.
+/// 64 invalid configuration; 77 refused to run as root.
 pub mod exit {
     pub const RUNTIME: i32 = 1;
     pub const BAD_INPUT: i32 = 3;
+    /// `run` as root without `--allow-root` (sysexits' EX_NOPERM).
+    pub const NO_PERMISSION: i32 = 77;
     pub const CONFIG: i32 = 64;
 }

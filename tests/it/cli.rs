@@ -126,3 +126,67 @@ fn a_missing_recording_is_a_clear_error() {
             .contains("cannot open recording /nonexistent/capture.bin")
     );
 }
+
+/// `run` as root is refused (exit 77) with advice naming who can read the
+/// socket; `--allow-root` gets past it. The suite runs as root (real Salt needs
+/// it), so this is checked on every CI run.
+#[test]
+fn run_as_root_is_refused_naming_the_socket_owner_and_group() {
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "the integration tests run as root (the Salt lab needs it)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("master_event_pub.ipc");
+    let endpoint = format!("unix:{}", socket.display());
+    // No socket yet: the advice is the master's user.
+    let out = saltsight(&["--endpoint", &endpoint, "run"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(77), "{err}");
+    assert!(
+        err.contains("does not run as root") && err.contains("master's user"),
+        "{err}"
+    );
+    // 3007+'s 0660: owner or group; 3006's 0600: the owner only.
+    std::fs::write(&socket, b"").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for (mode, advice) in [
+        (0o660, "run it as `root` or as a user in group `root`"),
+        (
+            0o600,
+            "0600 (Salt 3006 makes it 0600; 3007+ 0660): run it as `root`",
+        ),
+    ] {
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = saltsight(&["--endpoint", &endpoint, "run"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(77), "{err}");
+        assert!(err.contains(advice), "{advice:?} not in {err}");
+    }
+    // Allowed, it gets as far as the bus (a plain file, not a socket: it keeps
+    // retrying) and is stopped by SIGTERM, by pid.
+    let child = Command::new(bin())
+        .args([
+            "--endpoint",
+            &endpoint,
+            "run",
+            "--allow-root",
+            "--output",
+            "none",
+        ])
+        .env_remove("SALTSIGHT_CONFIG")
+        .env("SALTSIGHT_WEB_LISTEN_ADDRESS", "127.0.0.1:0")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("does not run as root"), "{err}");
+    assert_ne!(out.status.code(), Some(77), "{err}");
+}

@@ -60,6 +60,9 @@ impl Saltsight {
             .env_remove("SALTSIGHT_CONFIG")
             // Tests listen on loopback only, on a port the kernel picks.
             .env("SALTSIGHT_WEB_LISTEN_ADDRESS", "127.0.0.1:0")
+            // Real Salt runs as root here, and so do the tests (tests/it/cli.rs
+            // checks the refusal itself).
+            .env("SALTSIGHT_ALLOW_ROOT", "true")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
