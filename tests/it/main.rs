@@ -7,6 +7,7 @@ mod cli;
 mod jobs;
 mod jobs_live;
 mod metrics_live;
+mod redact_live;
 mod salt_live;
 mod support;
 mod tidy;

@@ -100,11 +100,28 @@ pub struct RedactError {
     source: regex::Error,
 }
 
-/// A text pattern; its named group `s` is masked, or the whole match without one.
+/// A text pattern; its groups named `s...` (`s`, `s2`...) are masked, or the
+/// whole match without one.
 struct Pattern {
     rule: usize,
     regex: Regex,
-    group: bool,
+    groups: Vec<usize>,
+}
+
+impl Pattern {
+    fn new(rule: usize, regex: Regex) -> Self {
+        let groups = regex
+            .capture_names()
+            .enumerate()
+            .filter(|(_, n)| n.is_some_and(|n| n.starts_with('s')))
+            .map(|(i, _)| i)
+            .collect();
+        Pattern {
+            rule,
+            regex,
+            groups,
+        }
+    }
 }
 
 pub(super) struct Inner {
@@ -158,7 +175,7 @@ impl Redactor {
         let builtin: [(usize, String); 9] = [
             (
                 URL,
-                r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]*://(?P<s>[^/?#\s@]+)@".into(),
+                r#"(?i)(?-u:\b)[a-z][a-z0-9+.\-]*://(?P<s>[^/?#\s@"']+)@"#.into(),
             ),
             // `-p<secret>` as mysql takes it; 4 characters at least, so that
             // bundled short flags (`cp -pr`, `tar -pxzf`) are not taken for one.
@@ -171,7 +188,7 @@ impl Redactor {
             (
                 KEY_VALUE,
                 format!(
-                    r#"(?i)(?-u:\b)[a-z0-9_.\-]*(?:{k})["']?\s*[=:]\s*["']?(?P<s>[^\s"',;&]+)"#
+                    r#"(?i)(?-u:\b)[a-z0-9_.\-]*(?:{k})\\?["']?\s*[=:]\s*(?:\\?"(?P<s>[^"\\]+)\\?"|'(?P<s2>[^']+)'|(?P<s3>[^\s"',;&}}\]]+))"#
                 ),
             ),
             (
@@ -184,7 +201,7 @@ impl Redactor {
             ),
             (
                 PEM,
-                r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?P<s>(?s:.*?))(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\z)"
+                r#"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?P<s>[^"]*?)(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|"|\z)"#
                     .into(),
             ),
             (
@@ -201,11 +218,7 @@ impl Redactor {
         let mut patterns = Vec::new();
         for (rule, text) in builtin {
             let regex = build(&format!("rule {}", RULES[rule]), &text)?;
-            patterns.push(Pattern {
-                rule,
-                group: true,
-                regex,
-            });
+            patterns.push(Pattern::new(rule, regex));
         }
         for (name, text) in &config.extra_patterns {
             let regex = build(&format!("extra_patterns.{name}"), text)?;
@@ -217,11 +230,7 @@ impl Redactor {
                     )),
                 });
             }
-            patterns.push(Pattern {
-                rule: names.len(),
-                group: regex.capture_names().any(|n| n == Some("s")),
-                regex,
-            });
+            patterns.push(Pattern::new(names.len(), regex));
             names.push(name.clone());
         }
         let set = RegexSetBuilder::new(patterns.iter().map(|p| p.regex.as_str()))
@@ -444,7 +453,13 @@ fn mask(pattern: &Pattern, text: &str) -> Option<(String, u64)> {
     let mut last = 0;
     let mut n = 0;
     let mut span = |start: usize, end: usize, out: &mut String| {
-        if start == end || &text[start..end] == MASK {
+        let value = &text[start..end];
+        // `auth: false` in a log line, or the mask itself: nothing to hide.
+        let harmless = ["true", "false", "null", "none"]
+            .iter()
+            .any(|w| value.eq_ignore_ascii_case(w));
+        // A span starting at a mask is the mask seen through a narrower class.
+        if start == end || text[start..].starts_with(MASK) || harmless {
             return;
         }
         out.push_str(&text[last..start]);
@@ -452,9 +467,9 @@ fn mask(pattern: &Pattern, text: &str) -> Option<(String, u64)> {
         last = end;
         n += 1;
     };
-    if pattern.group {
+    if !pattern.groups.is_empty() {
         for caps in pattern.regex.captures_iter(text) {
-            if let Some(m) = caps.name("s") {
+            for m in pattern.groups.iter().filter_map(|&i| caps.get(i)) {
                 span(m.start(), m.end(), &mut out);
             }
         }

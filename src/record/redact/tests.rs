@@ -320,8 +320,19 @@ fn records_keep_their_context_and_name_the_rules_that_fired() {
 }
 
 #[test]
-fn log_lines_are_scrubbed() {
+fn log_lines_are_scrubbed_and_stay_json() {
     let r = redactor();
+    let json_line = r#"{"fields":{"message":"Serving metrics.","basic_auth":false,"tls":true}}"#;
+    assert_eq!(r.line(json_line), json_line);
+    assert_eq!(
+        r.line(r#"{"fields":{"password":"abc","error":"body {\"token\": \"t0k\"} x"}}"#),
+        r#"{"fields":{"password":"[redacted]","error":"body {\"token\": \"[redacted]\"} x"}}"#
+    );
+    let pem = r#"{"m":"-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE","n":1}"#;
+    assert_eq!(
+        r.line(pem),
+        r#"{"m":"-----BEGIN EC PRIVATE KEY-----[redacted]","n":1}"#
+    );
     assert_eq!(
         r.line("upstream https://default:pw@127.0.0.1:8123/ refused"),
         "upstream https://[redacted]@127.0.0.1:8123/ refused"
