@@ -130,6 +130,8 @@ pub(super) struct Inner {
     max_field_bytes: usize,
     /// One entry per pattern: a text none matches is left at one scan.
     set: RegexSet,
+    /// Extra patterns are configured: [`may_match`] knows the built-ins only.
+    extras: bool,
     patterns: Vec<Pattern>,
     names: Vec<String>,
     counts: Vec<AtomicU64>,
@@ -246,6 +248,7 @@ impl Redactor {
             secret_functions: config.secret_functions.clone(),
             max_field_bytes: config.max_field_bytes,
             set,
+            extras: !config.extra_patterns.is_empty(),
             patterns,
             names,
             counts,
@@ -339,6 +342,9 @@ impl Inner {
 
     /// Masks what the text patterns find; `None` when nothing matched.
     fn scrub(&self, text: &str, fired: &mut Fired) -> Option<String> {
+        if !self.extras && !may_match(text) {
+            return None;
+        }
         let matched = self.set.matches(text);
         if !matched.matched_any() {
             return None;
@@ -444,6 +450,29 @@ impl Inner {
             }
         }
     }
+}
+
+/// Whether a built-in pattern could match `text`: each needs one of these
+/// triggers (`:` or `=` for URLs, key=value and Authorization; `-` before p, s,
+/// t, a or `-` for flags and PEM blocks; `@` for URL userinfo; an AWS key id
+/// prefix; `bearer`). Most texts (jids, minion ids, function names) have none,
+/// and skip the regex set. A property test holds it to the set.
+fn may_match(text: &str) -> bool {
+    let b = text.as_bytes();
+    let at = |i: usize, n: usize| b.get(i..i + n).unwrap_or_default();
+    (0..b.len()).any(|i| match b[i] {
+        b':' | b'=' | b'@' => true,
+        b'-' => matches!(
+            b.get(i + 1).map(u8::to_ascii_lowercase),
+            Some(b'p' | b's' | b't' | b'a' | b'-')
+        ),
+        b'A' => matches!(
+            at(i, 4),
+            b"AKIA" | b"ASIA" | b"AGPA" | b"AIDA" | b"AROA" | b"AIPA" | b"ANPA" | b"ANVA"
+        ),
+        b'b' | b'B' => at(i + 1, 5).eq_ignore_ascii_case(b"earer"),
+        _ => false,
+    })
 }
 
 /// Masks every match of `pattern` (its group `s`, or all of it) not already the

@@ -357,6 +357,10 @@ fn tricky_text() -> impl Strategy<Value = String> {
         Just("Bearer ".to_owned()),
         Just("Authorization: ".to_owned()),
         Just("[redacted]".to_owned()),
+        Just("-token ".to_owned()),
+        Just("bEaReR ".to_owned()),
+        Just("aws_secret_access_key=".to_owned()),
+        Just("ASIAABCDEFGHIJKLMNOP".to_owned()),
         Just(" [saltsight cut 9 bytes]".to_owned()),
         Just("é".to_owned()),
         Just("\n".to_owned()),
@@ -425,6 +429,16 @@ proptest! {
         let once = r.event("salt/job/1/ret/m", v);
         let twice = r.event(&once.tag, once.data.clone());
         prop_assert_eq!(twice, once);
+    }
+
+    #[test]
+    fn the_prefilter_never_skips_a_text_a_rule_would_match(s in tricky_text(), t in any::<String>()) {
+        let r = small_cap();
+        for text in [&s, &t] {
+            if r.0.set.is_match(text) {
+                prop_assert!(may_match(text), "{:?}", text);
+            }
+        }
     }
 
     #[test]
