@@ -316,20 +316,21 @@ format = "text"
         retry_max = outputs::DEFAULT_RETRY_MAX.as_secs(),
         retry_after_max = outputs::DEFAULT_RETRY_AFTER_MAX.as_secs(),
         metrics_port = super::metrics::DEFAULT_PORT,
-        functions = super::metrics::DEFAULT_FUNCTIONS
-            .iter()
-            .map(|f| format!("{f:?}"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        functions = toml_list(super::metrics::DEFAULT_FUNCTIONS),
         max_minions = super::metrics::DEFAULT_MAX_MINIONS,
         key_pattern = super::redact::DEFAULT_KEY_PATTERN,
-        secret_functions = super::redact::DEFAULT_SECRET_FUNCTIONS
-            .iter()
-            .map(|f| format!("{f:?}"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        secret_functions = toml_list(super::redact::DEFAULT_SECRET_FUNCTIONS),
         max_field_bytes = super::redact::DEFAULT_MAX_FIELD_BYTES,
     )
+}
+
+/// `"a", "b"`: the inside of a TOML array of strings.
+fn toml_list(items: &[&str]) -> String {
+    items
+        .iter()
+        .map(|f| format!("{f:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

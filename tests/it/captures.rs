@@ -24,9 +24,10 @@ fn expected(jsonl: &std::path::Path) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// The events as decoded, unredacted: the decoder's fidelity is what is compared.
 fn tail_json(bin_path: &std::path::Path) -> Vec<(String, Value)> {
     let out = Command::new(bin())
-        .args(["tail", "--json", "--from"])
+        .args(["tail", "--json", "--no-redact", "--from"])
         .arg(bin_path)
         .output()
         .expect("run tail");

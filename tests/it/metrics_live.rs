@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::alerts::{dashboard_exprs, metric_names, rule_exprs};
 use crate::support::prometheus::{alertmanager, packaging, prometheus};
 use crate::support::upstream::{Reply, Upstream, get};
-use crate::support::{CONNECTED, Saltsight, lab_lock, read_records, wait_line};
+use crate::support::{CONNECTED, Saltsight, lab_lock, metrics_address, read_records, wait_line};
 
 fn write_config(lab: &Lab, dir: &Path, upstream: &str) -> String {
     let config = dir.join("saltsight.toml");
@@ -74,15 +74,7 @@ fn a_minion_killed_mid_job_reaches_alertmanager_as_a_missing_returns_alert() {
     let config = write_config(&lab, dir.path(), &records_upstream.url());
     let mut run = Saltsight::spawn(&["--config", &config, "--log-format", "json", "run"]);
     let mut log = Vec::new();
-    wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
-        l.contains("Serving metrics.")
-    })
-    .expect("the metrics endpoint is up");
-    let serving: Value = serde_json::from_str(log.last().expect("line")).expect("JSON log");
-    let addr: SocketAddr = serving["fields"]["address"]
-        .as_str()
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {serving}"));
+    let addr = metrics_address(&run, &mut log);
     wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
         l.contains(CONNECTED)
     })

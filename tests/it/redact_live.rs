@@ -6,7 +6,6 @@
 //! `tail` in both forms) is searched for each: zero hits, while the context
 //! (jid, minion, state id, SLS) is intact.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -15,7 +14,9 @@ use serde_json::Value;
 
 use crate::support::clickhouse::ClickHouse;
 use crate::support::upstream::get;
-use crate::support::{CONNECTED, Line, Received, Saltsight, lab_lock, read_records, wait_line};
+use crate::support::{
+    CONNECTED, Line, Received, Saltsight, lab_lock, metrics_address, read_records, wait_line,
+};
 
 /// Each planted secret, and where it was planted.
 const SECRETS: &[(&str, &str)] = &[
@@ -92,15 +93,7 @@ fn planted_secrets_reach_no_output_and_the_context_stays() {
         "run",
     ]);
     let mut log = Vec::new();
-    wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
-        l.contains("Serving metrics.")
-    })
-    .expect("metrics served");
-    let serving: Value = serde_json::from_str(log.last().expect("line")).expect("JSON log");
-    let metrics: SocketAddr = serving["fields"]["address"]
-        .as_str()
-        .and_then(|a| a.parse().ok())
-        .expect("metrics address");
+    let metrics = metrics_address(&run, &mut log);
     wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
         l.contains(CONNECTED)
     })

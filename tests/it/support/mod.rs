@@ -174,6 +174,21 @@ pub fn wait_line(
     }
 }
 
+/// Waits (10 s at most) for a `--log-format json` saltsight to log where it serves
+/// /metrics, and returns that address; the lines read are kept in `log`.
+pub fn metrics_address(run: &Saltsight, log: &mut Vec<String>) -> std::net::SocketAddr {
+    wait_line(&run.stderr, log, Duration::from_secs(10), |l| {
+        l.contains("Serving metrics.")
+    })
+    .expect("the metrics endpoint is up");
+    let serving: serde_json::Value =
+        serde_json::from_str(log.last().expect("line")).expect("JSON log");
+    serving["fields"]["address"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {serving}"))
+}
+
 /// A JSON record line and the wall-clock moment it was read.
 pub struct Received {
     pub record: serde_json::Value,
