@@ -198,7 +198,6 @@ impl BusReader {
             self.outbox
                 .control(BusMessage::Connected { endpoint, at: now });
             self.outbox.flush_held();
-            self.stats.connected.store(true, Ordering::Relaxed);
             let end = self.drain(stream, &cancel).await;
             self.stats.connected.store(false, Ordering::Relaxed);
             match end {
@@ -252,6 +251,8 @@ impl BusReader {
             match attempt {
                 Ok(stream) => {
                     ReaderStats::add(&self.stats.connects, 1);
+                    // Before the log line: whoever reads it may ask /readyz next.
+                    self.stats.connected.store(true, Ordering::Relaxed);
                     info!(failed_attempts = failures, "Connected to the event bus.");
                     return Some(stream);
                 }
