@@ -5,10 +5,12 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use nix::unistd::{Gid, Group, Uid, User};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
@@ -61,7 +63,7 @@ pub struct ConnectError {
     pub user: String,
     #[source]
     pub source: io::Error,
-    hint: &'static str,
+    hint: String,
 }
 
 impl Endpoint {
@@ -73,19 +75,65 @@ impl Endpoint {
         result.map(|inner| BusStream { inner }).map_err(|source| {
             let hint = match (self, source.kind()) {
                 (Endpoint::Unix(_), io::ErrorKind::PermissionDenied) => {
-                    " (the socket is 0600 on Salt 3006 and 0660 on 3007+: run saltsight as the master's user, \
-                     or on 3007+ as a member of its group)"
+                    format!(" ({})", self.who_can_read())
                 }
                 (Endpoint::Unix(_), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => {
-                    " (is salt-master running, and is this its sock_dir?)"
+                    " (is salt-master running, and is this its sock_dir?)".into()
                 }
                 (Endpoint::Tcp(_), io::ErrorKind::ConnectionRefused) => {
                     " (is salt-master running with ipc_mode: tcp, and is this its tcp_master_pub_port?)"
+                        .into()
                 }
-                _ => "",
+                _ => String::new(),
             };
-            ConnectError { endpoint: self.clone(), user: current_user(), source, hint }
+            ConnectError {
+                endpoint: self.clone(),
+                user: current_user(),
+                source,
+                hint,
+            }
         })
+    }
+
+    /// Advice naming the user (and group) that can read the publisher, from the
+    /// socket's owner, group and mode (0600 on Salt 3006, 0660 on 3007+).
+    pub fn who_can_read(&self) -> String {
+        let path = match self {
+            Endpoint::Tcp(addr) => {
+                return format!(
+                    "Any local user can connect to {addr} (ipc_mode: tcp): run it as an unprivileged user, e.g. the master's user `salt`."
+                );
+            }
+            Endpoint::Unix(path) => path,
+        };
+        let Ok(meta) = std::fs::metadata(path) else {
+            return format!(
+                "Run it as the master's user (`user:` in its config; `salt` in Salt's packages), \
+             which can read {} once the master is up.",
+                path.display()
+            );
+        };
+        let user = User::from_uid(Uid::from_raw(meta.uid()))
+            .ok()
+            .flatten()
+            .map_or_else(|| format!("uid {}", meta.uid()), |u| u.name);
+        let group = Group::from_gid(Gid::from_raw(meta.gid()))
+            .ok()
+            .flatten()
+            .map_or_else(|| format!("gid {}", meta.gid()), |g| g.name);
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o060 == 0o060 {
+            format!(
+                "{} is {user}:{group} mode {mode:04o}: run it as `{user}` or as a user in group `{group}`.",
+                path.display()
+            )
+        } else {
+            format!(
+                "{} is {user}:{group} mode {mode:04o} (Salt 3006 makes it 0600; 3007+ 0660): \
+             run it as `{user}`.",
+                path.display()
+            )
+        }
     }
 }
 

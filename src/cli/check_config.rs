@@ -33,12 +33,16 @@ pub fn run(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
     )?;
     writeln!(out, "running as: {}", current_user())?;
     if let Endpoint::Unix(path) = &config.bus.endpoint {
-        let status = match nix::unistd::access(path.as_path(), nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK) {
+        let status = match nix::unistd::access(
+            path.as_path(),
+            nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
+        ) {
             Ok(()) => "present and connectable by this user".to_string(),
             Err(nix::errno::Errno::ENOENT) => "not present (is salt-master running?)".to_string(),
-            Err(nix::errno::Errno::EACCES) => {
-                "present but not connectable by this user (run as the master's user, or on 3007+ its group)".to_string()
-            }
+            Err(nix::errno::Errno::EACCES) => format!(
+                "present but not connectable by this user ({})",
+                config.bus.endpoint.who_can_read()
+            ),
             Err(e) => format!("cannot be checked: {e}"),
         };
         writeln!(out, "socket: {status}")?;
