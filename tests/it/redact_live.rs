@@ -15,7 +15,8 @@ use serde_json::Value;
 use crate::support::clickhouse::ClickHouse;
 use crate::support::upstream::get;
 use crate::support::{
-    CONNECTED, Line, Received, Saltsight, lab_lock, metrics_address, read_records, wait_line,
+    CONNECTED, Line, Received, Saltsight, jid_from, lab_lock, metrics_address, read_records,
+    record_ids, wait_line,
 };
 
 /// Each planted secret, and where it was planted.
@@ -43,11 +44,7 @@ leak_notify:\n  cmd.run:\n    - name: \"curl -fsS -H 'Authorization: Bearer Bear
 fn salt_jid(lab: &Lab, args: &[&str]) -> String {
     let mut all = vec!["--show-jid"];
     all.extend_from_slice(args);
-    let out = lab.salt(&all).expect("salt runs");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("jid: ").map(str::to_owned))
-        .unwrap_or_else(|| panic!("no jid from salt {args:?}"))
+    jid_from(&lab.salt(&all).expect("salt runs"))
 }
 
 fn drain(rx: &std::sync::mpsc::Receiver<Line>, into: &mut String) {
@@ -152,23 +149,7 @@ fn planted_secrets_reach_no_output_and_the_context_stays() {
     })
     .expect("every job completes");
     // Every record reaches ClickHouse before the table is read.
-    let ids: std::collections::BTreeSet<String> = seen
-        .iter()
-        .map(|r| r.record["id"].as_str().expect("id").to_owned())
-        .collect();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let stored = ch.query("SELECT count(DISTINCT id) FROM saltsight.records FORMAT TSV");
-        if stored.trim().parse::<usize>().ok() == Some(ids.len()) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "ClickHouse has {stored} of {}",
-            ids.len()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    ch.wait_stored(&record_ids(&seen), Duration::from_secs(30));
     let (status, scrape) = get(metrics, "/metrics").expect("scrape");
     assert_eq!(status, 200);
     assert_eq!(

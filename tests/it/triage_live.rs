@@ -12,7 +12,7 @@ use std::time::Duration;
 use saltsight::lab::{Lab, LabOptions};
 use serde_json::Value;
 
-use crate::support::{Received, Saltsight, lab_lock, read_records};
+use crate::support::{Received, Saltsight, jid_from, lab_lock, read_records};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -50,14 +50,6 @@ fn find<'a>(seen: &'a [Received], kind: &str, jid: &str) -> Vec<&'a Value> {
         .map(|r| &r.record)
         .filter(|r| r["kind"] == kind && r["jid"] == jid)
         .collect()
-}
-
-/// The jid a `salt` CLI printed with `--show-jid` (`jid: <id>` on its own line).
-fn jid_from(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("jid: ").map(str::to_owned))
-        .unwrap_or_else(|| panic!("no jid in {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 #[test]

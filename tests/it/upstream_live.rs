@@ -6,14 +6,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use saltsight::lab::{Lab, LabOptions};
 use serde_json::Value;
 
 use crate::support::clickhouse::{ClickHouse, packaging, statements};
 use crate::support::upstream::{Reply, Upstream};
-use crate::support::{Received, Saltsight, lab_lock, read_records, wait_line};
+use crate::support::{Received, Saltsight, lab_lock, read_records, record_ids, wait_line};
 
 fn write_config(lab: &Lab, dir: &Path, output: &str) -> String {
     let config = dir.join("saltsight.toml");
@@ -35,12 +35,6 @@ fn completed(seen: &[Received], fun: &str) -> usize {
         .count()
 }
 
-fn ids(seen: &[Received]) -> BTreeSet<String> {
-    seen.iter()
-        .map(|r| r.record["id"].as_str().expect("id").to_owned())
-        .collect()
-}
-
 fn salt(lab: &Lab, args: &[&str]) {
     let out = lab.salt(args).expect("salt runs");
     // A failing state exits non-zero; only a CLI that could not talk fails here.
@@ -49,29 +43,6 @@ fn salt(lab: &Lab, args: &[&str]) {
         "salt {args:?} was killed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Polls ClickHouse until every id in `want` is stored.
-fn wait_stored(ch: &ClickHouse, want: &BTreeSet<String>, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let stored: BTreeSet<String> = ch
-            .query("SELECT DISTINCT id FROM saltsight.records FORMAT TSV")
-            .lines()
-            .map(str::to_owned)
-            .collect();
-        let missing: Vec<&String> = want.difference(&stored).collect();
-        if missing.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} of {} records never reached ClickHouse",
-            missing.len(),
-            want.len()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn row_with<'a>(rows: &'a [Value], field: &str, value: &str) -> &'a Value {
@@ -116,7 +87,7 @@ fn clickhouse_gets_every_record_of_a_real_run_across_an_outage() {
                 .any(|r| r.record["kind"] == "minion_missing" && r.record["minion"] == "ghost9")
     })
     .expect("the first jobs' records");
-    wait_stored(&ch, &ids(&seen), Duration::from_secs(30));
+    ch.wait_stored(&record_ids(&seen), Duration::from_secs(30));
 
     // Upstream down: records pile up in the spool while jobs go on.
     ch.stop();
@@ -135,8 +106,8 @@ fn clickhouse_gets_every_record_of_a_real_run_across_an_outage() {
 
     // Upstream back: everything arrives; after dedup by id, exactly what was emitted.
     ch.resume();
-    let emitted = ids(&seen);
-    wait_stored(&ch, &emitted, Duration::from_secs(60));
+    let emitted = record_ids(&seen);
+    ch.wait_stored(&emitted, Duration::from_secs(60));
     let counts =
         ch.rows("SELECT count(DISTINCT id) AS ids, count() AS rows FROM saltsight.records");
     assert_eq!(counts[0]["ids"], emitted.len() as u64);
@@ -223,7 +194,7 @@ fn a_sigkilled_agent_delivers_every_record_after_a_restart() {
             });
         }
     }
-    let emitted = ids(&seen);
+    let emitted = record_ids(&seen);
     assert!(emitted.len() >= 10, "{} records", emitted.len());
 
     upstream.set_default(Reply::status(200));

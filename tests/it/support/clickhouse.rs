@@ -195,6 +195,28 @@ impl ClickHouse {
     pub fn url(&self) -> String {
         format!("http://{}/", self.http)
     }
+
+    /// Polls until every record id in `want` is in `saltsight.records`.
+    pub fn wait_stored(&self, want: &std::collections::BTreeSet<String>, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let stored: std::collections::BTreeSet<String> = self
+                .query("SELECT DISTINCT id FROM saltsight.records FORMAT TSV")
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            let missing = want.difference(&stored).count();
+            if missing == 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{missing} of {} records never reached ClickHouse",
+                want.len()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
 }
 
 impl Drop for ClickHouse {

@@ -189,10 +189,25 @@ pub fn metrics_address(run: &Saltsight, log: &mut Vec<String>) -> std::net::Sock
         .unwrap_or_else(|| panic!("no address in {serving}"))
 }
 
+/// The jid a `salt` CLI printed with `--show-jid` (`jid: <id>` on its own line).
+pub fn jid_from(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("jid: ").map(str::to_owned))
+        .unwrap_or_else(|| panic!("no jid in {}", String::from_utf8_lossy(&out.stdout)))
+}
+
 /// A JSON record line and the wall-clock moment it was read.
 pub struct Received {
     pub record: serde_json::Value,
     pub wall: SystemTime,
+}
+
+/// The `id`s of the records read.
+pub fn record_ids(seen: &[Received]) -> std::collections::BTreeSet<String> {
+    seen.iter()
+        .map(|r| r.record["id"].as_str().expect("id").to_owned())
+        .collect()
 }
 
 /// Reads JSON record lines into `seen` until `done(seen)` holds or `timeout` passes.
