@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -24,6 +24,7 @@ use crate::config::BusConfig;
 use crate::event::{self, DecodeError, Event, Stamp};
 use crate::metrics::catalog::EventMetrics;
 use crate::ratelimit::LogLimiter;
+use crate::service::Watchdog;
 
 /// Where frames come from.
 #[derive(Debug, Clone)]
@@ -110,6 +111,7 @@ pub async fn run<H: Handler>(
     cancel: CancellationToken,
     reader_stats: Arc<ReaderStats>,
     metrics: EventMetrics,
+    mut watchdog: Option<Watchdog>,
 ) -> anyhow::Result<(Summary, H)> {
     let (tx, mut rx) = mpsc::channel::<BusMessage>(queue.max(1));
     let live = matches!(source, Source::Live(_));
@@ -134,17 +136,29 @@ pub async fn run<H: Handler>(
     let mut decode_log = LogLimiter::new(Duration::from_secs(10));
     let mut dropped_seen = 0u64;
     loop {
+        // Fed here, between events, so a handler that hangs starves systemd's
+        // watchdog (busy or idle, the loop passes here often enough).
+        if let Some(dog) = &mut watchdog {
+            dog.feed();
+        }
         let wakeup = if live { handler.next_wakeup() } else { None };
-        let message = match wakeup {
-            Some(at) => {
-                let now = Stamp::from_system_time(SystemTime::now());
-                let wait = Duration::from_micros(u64::try_from(at.micros_since(now)).unwrap_or(0));
+        let handler_wait = wakeup.map(|at| {
+            let now = Stamp::from_system_time(SystemTime::now());
+            Duration::from_micros(u64::try_from(at.micros_since(now)).unwrap_or(0))
+        });
+        let dog_wait = watchdog
+            .as_ref()
+            .map(|dog| dog.due().saturating_duration_since(Instant::now()));
+        let message = match wait_for(handler_wait, dog_wait) {
+            Some(wait) => {
                 tokio::select! {
                     // What is queued comes first: it is older than the wall clock.
                     biased;
                     m = rx.recv() => m,
                     () = tokio::time::sleep(wait) => {
-                        handler.tick(Stamp::from_system_time(SystemTime::now()))?;
+                        if handler_wait.is_some_and(|h| h <= wait) {
+                            handler.tick(Stamp::from_system_time(SystemTime::now()))?;
+                        }
                         continue;
                     }
                 }
@@ -218,6 +232,14 @@ pub async fn run<H: Handler>(
     summary.recording_trailing_bytes = totals.trailing_bytes;
     summary.recording_discarded_bytes = totals.discarded_bytes;
     Ok((summary, handler))
+}
+
+/// The shorter of two optional waits.
+fn wait_for(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 fn note_decode_error(summary: &mut Summary, log: &mut LogLimiter, error: &DecodeError) {

@@ -30,6 +30,7 @@ pub mod lab;
 pub mod metrics;
 pub mod ratelimit;
 pub mod record;
+pub mod service;
 pub mod shutdown;
 pub mod sink;
 pub mod triage;

@@ -10,19 +10,36 @@ use saltsight::app::{self, Source, Summary};
 use saltsight::bus::ReaderStats;
 use saltsight::bus::reader::Delivery;
 use saltsight::cli::capture::CaptureHandler;
+use saltsight::cli::log::LogLevel;
+use saltsight::cli::reload::Reloader;
 use saltsight::cli::run::{Clock, Pipeline, RecordHandler, open_outputs};
 use saltsight::cli::tail::TailHandler;
 use saltsight::cli::{Cli, Command, Outcome, check_config, exit, log, privilege};
-use saltsight::config::{self, Config};
+use saltsight::config::{self, Config, Overrides};
 use saltsight::metrics::catalog::EventMetrics;
 use saltsight::metrics::server::MetricsServer;
 use saltsight::metrics::{Metrics, Observer};
 use saltsight::record::redact::Redactor;
+use saltsight::service::ServiceManager;
 use saltsight::shutdown;
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Generate(args) = &cli.command {
+        return match saltsight::cli::generate::run(args) {
+            Ok(written) => {
+                for path in written {
+                    println!("{}", path.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("saltsight: {e:#}");
+                ExitCode::from(exit::RUNTIME as u8)
+            }
+        };
+    }
     if let Command::CheckConfig(args) = &cli.command {
         if args.example {
             print!("{}", config::file::example());
@@ -45,7 +62,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::CONFIG as u8);
         }
     };
-    log::init(&config, &redactor);
+    let log_level = log::init(&config, &redactor);
     if let Command::Run(args) = &cli.command {
         if let Some(why) = privilege::refuse_root(&config.bus.endpoint, args.allow_root) {
             tracing::error!("{why}");
@@ -75,7 +92,11 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::RUNTIME as u8);
         }
     };
-    match runtime.block_on(dispatch(cli.command, config, redactor.clone())) {
+    let reload = Reload {
+        overrides: cli.global.overrides(),
+        log_level,
+    };
+    match runtime.block_on(dispatch(cli.command, config, redactor.clone(), reload)) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::BadInput) => ExitCode::from(exit::BAD_INPUT as u8),
         Err(error) => {
@@ -94,7 +115,18 @@ fn default_redactor() -> Redactor {
         .expect("the built-in redaction rules compile (a unit test builds them)")
 }
 
-async fn dispatch(command: Command, config: Config, redactor: Redactor) -> anyhow::Result<Outcome> {
+/// What `run` needs to reload its config on SIGHUP.
+struct Reload {
+    overrides: Overrides,
+    log_level: LogLevel,
+}
+
+async fn dispatch(
+    command: Command,
+    config: Config,
+    redactor: Redactor,
+    reload: Reload,
+) -> anyhow::Result<Outcome> {
     let cancel = shutdown::on_signals().context("cannot install signal handlers")?;
     let stats = Arc::new(ReaderStats::default());
     let queue = config.bus.queue_frames;
@@ -108,14 +140,36 @@ async fn dispatch(command: Command, config: Config, redactor: Redactor) -> anyho
                 redactor.clone(),
             );
             // Bound before the pipeline starts: a port in use is an error now.
-            let server = if config.metrics.enabled {
+            let (server, web) = if config.metrics.enabled {
                 let server =
                     MetricsServer::bind(&config.metrics, metrics.registry.clone(), stats.clone())
                         .await?;
-                Some(tokio::spawn(server.serve(cancel.clone())))
+                let web = server.web_switch();
+                (Some(tokio::spawn(server.serve(cancel.clone()))), Some(web))
             } else {
-                None
+                (None, None)
             };
+            let service = ServiceManager::from_env();
+            let reloader = Reloader::new(
+                reload.overrides,
+                config.clone(),
+                reload.log_level,
+                web,
+                metrics.reloads.clone(),
+            );
+            tokio::spawn(reloader.on_hangups(service.clone(), cancel.clone()));
+            tokio::spawn(
+                service
+                    .clone()
+                    .ready_after_first_attempt(stats.clone(), config.bus.endpoint.clone()),
+            );
+            let stopping = service.clone();
+            let stop_signal = cancel.clone();
+            tokio::spawn(async move {
+                stop_signal.cancelled().await;
+                stopping.stopping("Stopping: draining the pipeline and flushing the outputs.");
+            });
+            let watchdog = service.watchdog();
             let sending = senders.spawn();
             let handler = RecordHandler::new(
                 Pipeline::from_config(&config),
@@ -134,6 +188,7 @@ async fn dispatch(command: Command, config: Config, redactor: Redactor) -> anyho
                     cancel.clone(),
                     stats,
                     metrics.events.clone(),
+                    watchdog,
                 ),
             )
             .await;
@@ -162,6 +217,7 @@ async fn dispatch(command: Command, config: Config, redactor: Redactor) -> anyho
                     cancel.clone(),
                     stats,
                     EventMetrics::default(),
+                    None,
                 ),
             )
             .await?
@@ -183,6 +239,7 @@ async fn dispatch(command: Command, config: Config, redactor: Redactor) -> anyho
                     cancel.clone(),
                     stats.clone(),
                     EventMetrics::default(),
+                    None,
                 ),
             )
             .await?;
@@ -217,6 +274,7 @@ async fn dispatch(command: Command, config: Config, redactor: Redactor) -> anyho
                     cancel.clone(),
                     stats,
                     EventMetrics::default(),
+                    None,
                 ),
             )
             .await;
@@ -234,7 +292,7 @@ async fn dispatch(command: Command, config: Config, redactor: Redactor) -> anyho
             saltsight::cli::demo::run(args, &config, &redactor, cancel).await?;
             return Ok(Outcome::Ok);
         }
-        Command::CheckConfig(_) => return Ok(Outcome::Ok),
+        Command::CheckConfig(_) | Command::Generate(_) => return Ok(Outcome::Ok),
     };
     let bad = !summary.decode_errors.is_empty()
         || summary.recording_desyncs > 0

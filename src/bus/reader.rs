@@ -116,6 +116,8 @@ pub struct ReaderStats {
     /// Bytes of frames queued and not yet consumed: the consumer subtracts what it
     /// takes ([`ReaderStats::consumed`]).
     pub queued_bytes: AtomicU64,
+    /// Woken after each connection attempt, whatever its outcome.
+    attempted: tokio::sync::Notify,
 }
 
 impl ReaderStats {
@@ -126,6 +128,21 @@ impl ReaderStats {
     /// The consumer took a frame or chunk of `bytes` off the queue.
     pub fn consumed(&self, bytes: usize) {
         self.queued_bytes.fetch_sub(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Returns once the reader has tried to connect at least once (connected, or
+    /// failed and retrying): what "started" means for a service manager.
+    pub async fn first_attempt_over(&self) {
+        loop {
+            // Made before the check: a wake-up between the two is not lost.
+            let woken = self.attempted.notified();
+            let attempts = self.connects.load(Ordering::Relaxed)
+                + self.connect_failures.load(Ordering::Relaxed);
+            if attempts > 0 {
+                return;
+            }
+            woken.await;
+        }
     }
 }
 
@@ -253,11 +270,13 @@ impl BusReader {
                     ReaderStats::add(&self.stats.connects, 1);
                     // Before the log line: whoever reads it may ask /readyz next.
                     self.stats.connected.store(true, Ordering::Relaxed);
+                    self.stats.attempted.notify_waiters();
                     info!(failed_attempts = failures, "Connected to the event bus.");
                     return Some(stream);
                 }
                 Err(error) => {
                     ReaderStats::add(&self.stats.connect_failures, 1);
+                    self.stats.attempted.notify_waiters();
                     if failures == 0 {
                         warn!(%error, "Cannot connect to the event bus; retrying with backoff.");
                     } else {

@@ -98,6 +98,7 @@ pub async fn run(
             cancel.clone(),
             stats,
             EventMetrics::default(),
+            None,
         );
         tokio::spawn(async move { run.await.map(|(summary, _)| summary) })
     } else {
@@ -114,6 +115,7 @@ pub async fn run(
             cancel.clone(),
             stats,
             EventMetrics::default(),
+            None,
         );
         tokio::spawn(async move { run.await.map(|(summary, _)| summary) })
     };

@@ -5,25 +5,41 @@
 use std::io::{self, Write};
 
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Registry, reload};
 
 use crate::config::{Config, LogFormat};
 use crate::record::redact::Redactor;
 
 /// Sets the global subscriber: text or JSON on stderr, at the configured level.
 /// Under systemd (`JOURNAL_STREAM` set) text lines carry no timestamp: the
-/// journal stamps every line already.
-pub fn init(config: &Config, redactor: &Redactor) {
-    let filter = tracing_subscriber::EnvFilter::new(&config.log.level);
+/// journal stamps every line already. The level can be changed later (SIGHUP)
+/// through the returned [`LogLevel`]; the format cannot.
+pub fn init(config: &Config, redactor: &Redactor) -> LogLevel {
+    let (filter, handle) = reload::Layer::new(EnvFilter::new(&config.log.level));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let lines = tracing_subscriber::fmt::layer()
         .with_writer(RedactedStderr(redactor.clone()))
         .with_ansi(ansi);
     let journal = std::env::var_os("JOURNAL_STREAM").is_some();
+    let registry = tracing_subscriber::registry().with(filter);
     match (config.log.format, journal) {
-        (LogFormat::Json, _) => builder.json().init(),
-        (LogFormat::Text, true) => builder.without_time().init(),
-        (LogFormat::Text, false) => builder.init(),
+        (LogFormat::Json, _) => registry.with(lines.json()).init(),
+        (LogFormat::Text, true) => registry.with(lines.without_time()).init(),
+        (LogFormat::Text, false) => registry.with(lines).init(),
+    }
+    LogLevel(handle)
+}
+
+/// The live log filter.
+#[derive(Clone)]
+pub struct LogLevel(reload::Handle<EnvFilter, Registry>);
+
+impl LogLevel {
+    /// Replaces the filter (a level or tracing directives, as `log.level`).
+    pub fn set(&self, level: &str) -> Result<(), reload::Error> {
+        self.0.reload(EnvFilter::new(level))
     }
 }
 

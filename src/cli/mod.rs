@@ -3,8 +3,10 @@
 pub mod capture;
 pub mod check_config;
 pub mod demo;
+pub mod generate;
 pub mod log;
 pub mod privilege;
+pub mod reload;
 pub mod replay;
 pub mod run;
 pub mod tail;
@@ -118,6 +120,9 @@ pub enum Command {
     CheckConfig(check_config::CheckConfigArgs),
     /// Start a local Salt master with 3 minions, run a few jobs, and tail its bus.
     Demo(demo::DemoArgs),
+    /// Write man pages and shell completions (for packaging).
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
 }
 
 /// How a subcommand ended, for the exit code.

@@ -5,7 +5,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::collector::Collector;
@@ -30,8 +30,42 @@ pub struct PipelineCounters {
     pub minions_seen: AtomicU64,
 }
 
+/// How the last config reload (SIGHUP) went, as Prometheus reports its own.
+#[derive(Debug)]
+pub struct ConfigReloads {
+    pub last_successful: AtomicBool,
+    /// Seconds since the epoch of the last load that worked (the start, at first).
+    pub last_success_seconds: AtomicU64,
+}
+
+impl Default for ConfigReloads {
+    fn default() -> Self {
+        ConfigReloads {
+            last_successful: AtomicBool::new(true),
+            last_success_seconds: AtomicU64::new(epoch_seconds()),
+        }
+    }
+}
+
+impl ConfigReloads {
+    pub fn record(&self, ok: bool) {
+        self.last_successful.store(ok, Ordering::Relaxed);
+        if ok {
+            self.last_success_seconds
+                .store(epoch_seconds(), Ordering::Relaxed);
+        }
+    }
+}
+
+fn epoch_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 pub struct SelfCollector {
     pub reader: Arc<ReaderStats>,
+    pub reloads: Arc<ConfigReloads>,
     pub spools: Vec<Spool>,
     pub pipeline: Arc<PipelineCounters>,
     /// Its rules' counts (names only, never values).
@@ -315,6 +349,18 @@ impl SelfCollector {
     }
 
     fn process(&self, e: &mut DescriptorEncoder) -> fmt::Result {
+        gauge(
+            e,
+            "saltsight_config_last_reload_successful",
+            "Whether the last config reload (SIGHUP) worked (1) or kept the running config (0)",
+            i64::from(self.reloads.last_successful.load(Ordering::Relaxed)),
+        )?;
+        gauge(
+            e,
+            "saltsight_config_last_reload_success_timestamp_seconds",
+            "When the config was last loaded whole (the start, or a reload that worked)",
+            load(&self.reloads.last_success_seconds) as i64,
+        )?;
         let mut info = e.encode_descriptor(
             "saltsight_build_info",
             "saltsight's version (always 1)",

@@ -33,7 +33,7 @@ use crate::record::Record;
 use crate::record::redact::Redactor;
 use crate::sink::spool::Spool;
 use catalog::{EventMetrics, Fnv1a, FunctionLabels, RecordMetrics};
-use collect::{PipelineCounters, SelfCollector};
+use collect::{ConfigReloads, PipelineCounters, SelfCollector};
 use minions::MinionMetrics;
 use salt_exporter::SaltExporterMetrics;
 
@@ -45,6 +45,8 @@ pub struct Metrics {
     pub registry: Arc<Registry>,
     pub events: EventMetrics,
     pub observer: Observer,
+    /// Set by whoever reloads the config.
+    pub reloads: Arc<ConfigReloads>,
 }
 
 impl Metrics {
@@ -57,8 +59,10 @@ impl Metrics {
         let mut registry = Registry::default();
         let events = EventMetrics::register(&mut registry);
         let observer = Observer::register(&mut registry, config);
+        let reloads = Arc::new(ConfigReloads::default());
         registry.register_collector(Box::new(SelfCollector {
             reader,
+            reloads: reloads.clone(),
             spools,
             pipeline: observer.pipeline.clone(),
             redactor,
@@ -67,6 +71,7 @@ impl Metrics {
             registry: Arc::new(registry),
             events,
             observer,
+            reloads,
         }
     }
 }

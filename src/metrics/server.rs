@@ -22,7 +22,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -30,6 +30,7 @@ use tracing::{debug, info, warn};
 use super::web::{self, BasicAuth, WebError};
 use crate::bus::ReaderStats;
 use crate::config::metrics::MetricsConfig;
+use crate::config::web::WebConfig;
 
 pub const MAX_CONNECTIONS: usize = 64;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,14 +52,60 @@ pub enum ServeError {
 struct Site {
     registry: Arc<Registry>,
     reader: Arc<ReaderStats>,
+    /// The web config's effect, replaced whole on reload ([`WebSwitch`]).
+    web: watch::Receiver<Arc<Web>>,
+}
+
+/// What the web config decides: TLS (per connection), basic auth and headers
+/// (per request, so a revoked password stops working on open connections too).
+struct Web {
+    tls: Option<TlsAcceptor>,
     auth: Option<BasicAuth>,
     headers: Vec<(HeaderName, HeaderValue)>,
 }
 
+impl Web {
+    /// Reads the certificate and key files now: a reload picks up rotated ones.
+    fn build(web: Option<&WebConfig>) -> Result<Web, WebError> {
+        let tls = web
+            .and_then(|w| w.tls.as_ref())
+            .map(web::acceptor)
+            .transpose()?;
+        let auth = web.and_then(|w| BasicAuth::new(w.basic_auth_users.clone()));
+        let headers = web
+            .map(|w| {
+                w.headers
+                    .iter()
+                    .filter_map(|(name, value)| {
+                        Some((
+                            HeaderName::from_bytes(name.as_bytes()).ok()?,
+                            HeaderValue::from_str(value).ok()?,
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Web { tls, auth, headers })
+    }
+}
+
+/// Replaces the running server's web config (SIGHUP).
+#[derive(Clone)]
+pub struct WebSwitch(Arc<watch::Sender<Arc<Web>>>);
+
+impl WebSwitch {
+    /// Builds the new TLS and auth first; on an error the old ones stay.
+    pub fn replace(&self, web: Option<&WebConfig>) -> Result<(), WebError> {
+        let web = Web::build(web)?;
+        self.0.send_replace(Arc::new(web));
+        Ok(())
+    }
+}
+
 pub struct MetricsServer {
     listener: TcpListener,
-    tls: Option<TlsAcceptor>,
     site: Arc<Site>,
+    switch: WebSwitch,
 }
 
 impl MetricsServer {
@@ -87,35 +134,21 @@ impl MetricsServer {
                 });
             }
         };
-        let web = config.web.as_ref();
-        let tls = web
-            .and_then(|w| w.tls.as_ref())
-            .map(web::acceptor)
-            .transpose()?;
-        let auth = web.and_then(|w| BasicAuth::new(w.basic_auth_users.clone()));
-        let headers = web
-            .map(|w| {
-                w.headers
-                    .iter()
-                    .filter_map(|(name, value)| {
-                        Some((
-                            HeaderName::from_bytes(name.as_bytes()).ok()?,
-                            HeaderValue::from_str(value).ok()?,
-                        ))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let (switch, web) = watch::channel(Arc::new(Web::build(config.web.as_ref())?));
         Ok(MetricsServer {
             listener,
-            tls,
             site: Arc::new(Site {
                 registry,
                 reader,
-                auth,
-                headers,
+                web,
             }),
+            switch: WebSwitch(Arc::new(switch)),
         })
+    }
+
+    /// The handle that replaces the web config while serving.
+    pub fn web_switch(&self) -> WebSwitch {
+        self.switch.clone()
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
@@ -125,12 +158,15 @@ impl MetricsServer {
     /// Accepts until `cancel`.
     pub async fn serve(self, cancel: CancellationToken) {
         let address = self.local_addr();
-        info!(
-            address = %address.map_or_else(|| "?".into(), |a| a.to_string()),
-            tls = self.tls.is_some(),
-            basic_auth = self.site.auth.is_some(),
-            "Serving metrics."
-        );
+        {
+            let web = self.site.web.borrow();
+            info!(
+                address = %address.map_or_else(|| "?".into(), |a| a.to_string()),
+                tls = web.tls.is_some(),
+                basic_auth = web.auth.is_some(),
+                "Serving metrics."
+            );
+        }
         let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         loop {
             let accepted = tokio::select! {
@@ -150,7 +186,7 @@ impl MetricsServer {
                 continue;
             };
             let site = self.site.clone();
-            let tls = self.tls.clone();
+            let tls = site.web.borrow().tls.clone();
             tokio::spawn(async move {
                 let _permit = permit;
                 match tls {
@@ -190,8 +226,9 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
 }
 
 fn respond<B>(site: &Site, request: &Request<B>) -> Response<Full<Bytes>> {
-    let mut response = route(site, request);
-    for (name, value) in &site.headers {
+    let web = site.web.borrow().clone();
+    let mut response = route(site, &web, request);
+    for (name, value) in &web.headers {
         response.headers_mut().insert(name.clone(), value.clone());
     }
     if request.method() == Method::HEAD {
@@ -211,7 +248,7 @@ fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Resp
 
 const LANDING: &str = "<!doctype html>\n<html><head><title>saltsight</title></head><body>\n<h1>saltsight</h1>\n<p>Watches a Salt master's event bus: failed jobs, missing returns, root-cause states.</p>\n<ul>\n<li><a href=\"metrics\">metrics</a></li>\n<li><a href=\"healthz\">healthz</a> (the process answers)</li>\n<li><a href=\"readyz\">readyz</a> (connected to the event bus)</li>\n</ul>\n</body></html>\n";
 
-fn route<B>(site: &Site, request: &Request<B>) -> Response<Full<Bytes>> {
+fn route<B>(site: &Site, web: &Web, request: &Request<B>) -> Response<Full<Bytes>> {
     if request.method() != Method::GET && request.method() != Method::HEAD {
         let mut response = reply(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -223,7 +260,7 @@ fn route<B>(site: &Site, request: &Request<B>) -> Response<Full<Bytes>> {
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return response;
     }
-    if let Some(auth) = &site.auth {
+    if let Some(auth) = &web.auth {
         let given = request
             .headers()
             .get(header::AUTHORIZATION)
@@ -274,14 +311,18 @@ mod tests {
         let c = prometheus_client::metrics::counter::Counter::<u64>::default();
         registry.register("saltsight_test", "help", c.clone());
         c.inc();
-        Site {
-            registry: Arc::new(registry),
-            reader: Arc::new(ReaderStats::default()),
+        let web = Web {
+            tls: None,
             auth,
             headers: vec![(
                 HeaderName::from_static("x-frame-options"),
                 HeaderValue::from_static("deny"),
             )],
+        };
+        Site {
+            registry: Arc::new(registry),
+            reader: Arc::new(ReaderStats::default()),
+            web: watch::channel(Arc::new(web)).1,
         }
     }
 

@@ -9,6 +9,8 @@ mod jobs_live;
 mod metrics_live;
 mod redact_live;
 mod salt_live;
+mod service;
+mod service_live;
 mod support;
 mod tidy;
 mod triage;

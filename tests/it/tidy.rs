@@ -85,28 +85,39 @@ fn stages_import_only_to_their_left() {
             "bus/",
             &[
                 "event", "jobs", "record", "app", "cli", "sink", "metrics", "lab", "shutdown",
+                "service",
             ],
         ),
         (
             "event/",
             &[
-                "jobs", "record", "app", "cli", "sink", "metrics", "lab", "shutdown",
+                "jobs", "record", "app", "cli", "sink", "metrics", "lab", "shutdown", "service",
             ],
         ),
         (
             "jobs/",
-            &["app", "cli", "sink", "metrics", "lab", "shutdown"],
+            &[
+                "app", "cli", "sink", "metrics", "lab", "shutdown", "service",
+            ],
         ),
-        ("triage/", &["app", "cli", "sink", "metrics", "lab"]),
-        ("correlate/", &["app", "cli", "sink", "metrics", "lab"]),
+        (
+            "triage/",
+            &["app", "cli", "sink", "metrics", "lab", "service"],
+        ),
+        (
+            "correlate/",
+            &["app", "cli", "sink", "metrics", "lab", "service"],
+        ),
         (
             "record/",
-            &["bus", "jobs", "app", "cli", "sink", "metrics", "lab"],
+            &[
+                "bus", "jobs", "app", "cli", "sink", "metrics", "lab", "service",
+            ],
         ),
         (
             "config/",
             &[
-                "event", "jobs", "record", "app", "cli", "sink", "metrics", "lab",
+                "event", "jobs", "record", "app", "cli", "sink", "metrics", "lab", "service",
             ],
         ),
         (
@@ -119,13 +130,22 @@ fn stages_import_only_to_their_left() {
                 "cli",
                 "metrics",
                 "lab",
+                "service",
             ],
         ),
         // Metrics see events and records (and read the reader's and spools'
         // atomics), never the stages that judge them.
         (
             "metrics/",
-            &["triage", "correlate", "app", "cli", "lab", "shutdown"],
+            &[
+                "triage",
+                "correlate",
+                "app",
+                "cli",
+                "lab",
+                "shutdown",
+                "service",
+            ],
         ),
         ("app.rs", &["cli", "lab"]),
     ];

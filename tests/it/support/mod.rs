@@ -55,8 +55,14 @@ pub struct Saltsight {
 
 impl Saltsight {
     pub fn spawn(args: &[&str]) -> Saltsight {
+        Saltsight::spawn_with_env(args, &[])
+    }
+
+    /// As [`Saltsight::spawn`], with more environment variables.
+    pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Saltsight {
         let mut child = Command::new(bin())
             .args(args)
+            .envs(env.iter().copied())
             .env_remove("SALTSIGHT_CONFIG")
             // Tests listen on loopback only, on a port the kernel picks.
             .env("SALTSIGHT_WEB_LISTEN_ADDRESS", "127.0.0.1:0")
@@ -88,6 +94,11 @@ impl Saltsight {
         run
     }
 
+    /// The process id (to signal it).
+    pub fn pid(&self) -> Option<Pid> {
+        self.child.as_ref().map(|c| Pid::from_raw(c.id() as i32))
+    }
+
     /// The exit status, if it has exited.
     pub fn try_exit(&mut self) -> Option<ExitStatus> {
         let status = self.child.as_mut()?.try_wait().ok()??;
@@ -101,6 +112,18 @@ impl Saltsight {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Waits up to `timeout` for it to exit by itself (signalled by the caller).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.try_exit() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     /// SIGTERM, then waits up to `grace` for a graceful exit.

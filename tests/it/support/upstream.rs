@@ -237,25 +237,38 @@ fn serve(stream: TcpStream, state: &Mutex<State>, stop: &AtomicBool) {
 
 /// POSTs `body` to `http://addr{target}`; returns the status and body.
 pub fn post(addr: SocketAddr, target: &str, body: &[u8]) -> Result<(u16, String), String> {
-    request(addr, "POST", target, body)
+    request(addr, "POST", target, "", body)
 }
 
 /// GETs `http://addr{target}`; returns the status and body.
 pub fn get(addr: SocketAddr, target: &str) -> Result<(u16, String), String> {
-    request(addr, "GET", target, b"")
+    request(addr, "GET", target, "", b"")
+}
+
+/// GETs with HTTP basic auth.
+pub fn get_as(
+    addr: SocketAddr,
+    target: &str,
+    user: &str,
+    password: &str,
+) -> Result<(u16, String), String> {
+    let token = saltsight::base64::encode(format!("{user}:{password}").as_bytes());
+    let header = format!("Authorization: Basic {token}\r\n");
+    request(addr, "GET", target, &header, b"")
 }
 
 fn request(
     addr: SocketAddr,
     method: &str,
     target: &str,
+    headers: &str,
     body: &[u8],
 ) -> Result<(u16, String), String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .map_err(|e| format!("connect {addr}: {e}"))?;
     let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
     let head = format!(
-        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     stream

@@ -1,0 +1,83 @@
+//! `saltsight generate DIR` (hidden): man pages and shell completions from the
+//! clap definitions, for the packages (`scripts/package`), so they never drift
+//! from `--help`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Args, CommandFactory};
+use clap_complete::Shell;
+
+use super::Cli;
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Writes `man/saltsight*.1` and `completions/{saltsight.bash,_saltsight,saltsight.fish}`
+    /// under this directory
+    pub dir: PathBuf,
+}
+
+/// Writes every page and completion script; returns the files written.
+pub fn run(args: &GenerateArgs) -> anyhow::Result<Vec<PathBuf>> {
+    let man = args.dir.join("man");
+    let completions = args.dir.join("completions");
+    for dir in [&man, &completions] {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    clap_mangen::generate_to(Cli::command(), &man)
+        .with_context(|| format!("cannot write man pages to {}", man.display()))?;
+    let mut written = listing(&man)?;
+    for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+        let path =
+            clap_complete::generate_to(shell, &mut Cli::command(), "saltsight", &completions)
+                .with_context(|| {
+                    format!(
+                        "cannot write {shell} completions to {}",
+                        completions.display()
+                    )
+                })?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn listing(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_and_completions_cover_every_subcommand() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = run(&GenerateArgs {
+            dir: dir.path().to_owned(),
+        })
+        .unwrap();
+        let names: Vec<String> = written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        for page in ["saltsight.1", "saltsight-run.1", "saltsight-check-config.1"] {
+            assert!(names.iter().any(|n| n == page), "{page} in {names:?}");
+        }
+        assert!(
+            !names.iter().any(|n| n.contains("generate")),
+            "hidden: {names:?}"
+        );
+        let run_page = std::fs::read_to_string(dir.path().join("man/saltsight-run.1")).unwrap();
+        assert!(run_page.contains("allow\\-root"), "{run_page}");
+        let bash = std::fs::read_to_string(dir.path().join("completions/saltsight.bash")).unwrap();
+        assert!(bash.contains("check-config"));
+        for other in ["_saltsight", "saltsight.fish"] {
+            assert!(names.iter().any(|n| n == other), "{other} in {names:?}");
+        }
+    }
+}

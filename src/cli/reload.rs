@@ -1,0 +1,156 @@
+//! SIGHUP: read the config again and apply what can change while running.
+//!
+//! Applied at once: `log.level`, and the metrics web config (TLS certificate and
+//! key re-read, so a rotated certificate is served; basic-auth users; headers).
+//! Everything else (the bus endpoint, outputs and spool, jobs, triage, correlate,
+//! redaction, log format, the metrics listener) needs a restart: a reload that
+//! changes them says which, and keeps running as it was. A config that does not
+//! load leaves the running one in place; `saltsight_config_last_reload_successful`
+//! says so, like Prometheus's own.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::cli::log::LogLevel;
+use crate::config::{self, Config, Overrides};
+use crate::metrics::collect::ConfigReloads;
+use crate::metrics::server::WebSwitch;
+use crate::service::ServiceManager;
+
+/// What a reload did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Reloaded {
+    /// Applied now.
+    pub applied: Vec<&'static str>,
+    /// Changed in the file, kept as running until a restart.
+    pub need_restart: Vec<&'static str>,
+}
+
+/// Holds the running config and what can be changed in place.
+pub struct Reloader {
+    overrides: Overrides,
+    running: Config,
+    log: LogLevel,
+    /// The metrics server's, when it runs.
+    web: Option<WebSwitch>,
+    reloads: Arc<ConfigReloads>,
+}
+
+impl Reloader {
+    pub fn new(
+        overrides: Overrides,
+        running: Config,
+        log: LogLevel,
+        web: Option<WebSwitch>,
+        reloads: Arc<ConfigReloads>,
+    ) -> Self {
+        Reloader {
+            overrides,
+            running,
+            log,
+            web,
+            reloads,
+        }
+    }
+
+    /// Loads the config again and applies it; on any error nothing changes.
+    pub fn reload(&mut self) -> anyhow::Result<Reloaded> {
+        let result = self.try_reload();
+        self.reloads.record(result.is_ok());
+        result
+    }
+
+    fn try_reload(&mut self) -> anyhow::Result<Reloaded> {
+        let new = config::load(&self.overrides)?;
+        let mut done = Reloaded::default();
+        // The web config is built (and may fail) before anything is applied;
+        // setting the level fails only without a subscriber.
+        if let Some(web) = &self.web {
+            web.replace(new.metrics.web.as_ref())?;
+            done.applied.push("metrics web config");
+        }
+        if new.log.level != self.running.log.level {
+            self.log.set(&new.log.level)?;
+            done.applied.push("log.level");
+        }
+        done.need_restart = needs_restart(&self.running, &new, self.web.is_some());
+        for warning in &new.warnings {
+            warn!("{warning}");
+        }
+        // What needs a restart keeps running as it was, so is remembered as such.
+        self.running.log.level = new.log.level;
+        self.running.metrics.web = new.metrics.web;
+        Ok(done)
+    }
+
+    /// Reloads on every SIGHUP until `cancel`, telling the service manager.
+    pub async fn on_hangups(mut self, service: ServiceManager, cancel: CancellationToken) {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangups = match signal(SignalKind::hangup()) {
+            Ok(hangups) => hangups,
+            Err(error) => {
+                warn!(%error, "Cannot listen for SIGHUP; config reloads are off.");
+                return;
+            }
+        };
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                Some(()) = hangups.recv() => {}
+            }
+            service.reloading();
+            let status = match self.reload() {
+                Ok(done) => {
+                    info!(
+                        applied = done.applied.join(", "),
+                        "Reloaded the config (SIGHUP)."
+                    );
+                    if !done.need_restart.is_empty() {
+                        warn!(
+                            changed = done.need_restart.join(", "),
+                            "Changed in the config but not applied: restart saltsight for these."
+                        );
+                    }
+                    "Config reloaded.".to_string()
+                }
+                Err(e) => {
+                    error!("Config reload failed; the running config stays: {e:#}");
+                    "Config reload failed; the running config stays (see the log).".to_string()
+                }
+            };
+            service.ready(&status);
+        }
+    }
+}
+
+/// The parts of `new` that differ from `running` and apply only at a start.
+fn needs_restart(running: &Config, new: &Config, web_live: bool) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    let mut differs = |name: &'static str, differ: bool| {
+        if differ {
+            changed.push(name);
+        }
+    };
+    differs("master_id", running.master_id != new.master_id);
+    differs("bus", running.bus != new.bus);
+    differs("jobs", running.jobs != new.jobs);
+    differs("triage", running.triage != new.triage);
+    differs("correlate", running.correlate != new.correlate);
+    differs("log.format", running.log.format != new.log.format);
+    differs("spool", running.spool != new.spool);
+    differs("output", running.outputs != new.outputs);
+    differs("redact", running.redact != new.redact);
+    let without_web = |c: &Config| {
+        let mut metrics = c.metrics.clone();
+        metrics.web = None;
+        metrics
+    };
+    differs("metrics", without_web(running) != without_web(new));
+    differs(
+        "metrics web config (no metrics server runs)",
+        !web_live && running.metrics.web != new.metrics.web,
+    );
+    changed
+}

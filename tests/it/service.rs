@@ -1,0 +1,255 @@
+//! saltsight under a service manager, without systemd as PID 1: the notify
+//! protocol is a datagram socket, so the tests play systemd's side of it
+//! (`NOTIFY_SOCKET`, `WATCHDOG_USEC`) and read what saltsight says. Also the
+//! shipped unit through `systemd-analyze verify` and `security`, and SIGHUP
+//! reloads (log level, web config, what needs a restart, a broken config).
+
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+
+use crate::support::upstream::get_as;
+use crate::support::{Saltsight, bin, metrics_address, wait_line};
+
+/// systemd's end of `NOTIFY_SOCKET`.
+pub struct Notifications {
+    socket: UnixDatagram,
+    pub path: PathBuf,
+    /// Every datagram received, in order.
+    pub seen: Vec<String>,
+}
+
+impl Notifications {
+    pub fn bind(dir: &Path) -> Notifications {
+        let path = dir.join("notify.sock");
+        let socket = UnixDatagram::bind(&path).expect("bind the notify socket");
+        Notifications {
+            socket,
+            path,
+            seen: Vec::new(),
+        }
+    }
+
+    pub fn env(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// Receives until a datagram satisfies `pred` (it is returned) or `timeout`.
+    pub fn wait(&mut self, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + timeout;
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "no such notification within {timeout:?}; got {:?}",
+                self.seen
+            );
+            self.socket.set_read_timeout(Some(left)).expect("timeout");
+            if let Ok(n) = self.socket.recv(&mut buf) {
+                let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+                self.seen.push(text.clone());
+                if pred(&text) {
+                    return text;
+                }
+            }
+        }
+    }
+
+    /// Receives everything for `period`; returns how many were watchdog pings.
+    pub fn pings_during(&mut self, period: Duration) -> usize {
+        let deadline = Instant::now() + period;
+        let mut buf = vec![0u8; 4096];
+        let mut pings = 0;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            if left.is_zero() {
+                break;
+            }
+            self.socket.set_read_timeout(Some(left)).expect("timeout");
+            if let Ok(n) = self.socket.recv(&mut buf) {
+                let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+                pings += usize::from(text.lines().any(|l| l == "WATCHDOG=1"));
+                self.seen.push(text);
+            }
+        }
+        pings
+    }
+}
+
+pub fn has_line(datagram: &str, line: &str) -> bool {
+    datagram.lines().any(|l| l == line)
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write");
+}
+
+fn config(dir: &Path, level: &str, queue_frames: u32) -> String {
+    format!(
+        "[bus]\nendpoint = \"unix:{}\"\nreconnect_min = \"100ms\"\nreconnect_max = \"200ms\"\nqueue_frames = {queue_frames}\n[metrics]\nweb_config_file = {:?}\n[log]\nlevel = {level:?}\n",
+        dir.join("absent/master_event_pub.ipc").display(),
+        dir.join("web.yml").display().to_string(),
+    )
+}
+
+fn web_config(user: &str, password: &str) -> String {
+    let hash = bcrypt::hash(password, 4).expect("bcrypt");
+    format!("basic_auth_users:\n  {user}: {hash}\n")
+}
+
+fn status(addr: std::net::SocketAddr, user: &str, password: &str) -> u16 {
+    get_as(addr, "/healthz", user, password)
+        .expect("GET /healthz")
+        .0
+}
+
+#[test]
+fn with_the_master_down_run_is_ready_and_reloads_on_sighup() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_path = dir.path().join("saltsight.toml");
+    write(&config_path, &config(dir.path(), "info", 16384));
+    write(
+        &dir.path().join("web.yml"),
+        &web_config("alice", "alice-pw"),
+    );
+    let mut notify = Notifications::bind(dir.path());
+    let config_arg = config_path.display().to_string();
+    let mut run = Saltsight::spawn_with_env(
+        &[
+            "--config",
+            &config_arg,
+            "--log-format",
+            "json",
+            "run",
+            "--output",
+            "none",
+        ],
+        // A watchdog meant for another process is not this one's to feed.
+        &[
+            ("NOTIFY_SOCKET", &notify.env()),
+            ("WATCHDOG_USEC", "200000"),
+            ("WATCHDOG_PID", "1"),
+        ],
+    );
+    let pid = run.pid().expect("running");
+    let mut log = Vec::new();
+    let addr = metrics_address(&run, &mut log);
+
+    // Ready though the bus is absent, saying so.
+    let ready = notify.wait(Duration::from_secs(10), |d| has_line(d, "READY=1"));
+    assert!(
+        ready.contains("STATUS=Cannot reach the event bus at unix:"),
+        "{ready}"
+    );
+    assert_eq!(notify.pings_during(Duration::from_millis(600)), 0);
+    assert_eq!(status(addr, "alice", "alice-pw"), 200);
+    assert_eq!(status(addr, "bob", "bob-pw"), 401);
+    assert!(
+        !log.iter().any(|l| l.contains("Still cannot connect")),
+        "debug lines at info: {log:?}"
+    );
+
+    // Live: the log level and the web config (a new user, the old one gone).
+    write(&config_path, &config(dir.path(), "debug", 16384));
+    write(&dir.path().join("web.yml"), &web_config("bob", "bob-pw"));
+    kill(pid, Signal::SIGHUP).expect("SIGHUP");
+    notify.wait(Duration::from_secs(10), |d| has_line(d, "RELOADING=1"));
+    let reloaded = notify.wait(Duration::from_secs(10), |d| has_line(d, "READY=1"));
+    assert!(reloaded.contains("STATUS=Config reloaded."), "{reloaded}");
+    wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
+        l.contains("Reloaded the config") && l.contains("log.level")
+    })
+    .expect("the reload is logged");
+    wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
+        l.contains("Still cannot connect")
+    })
+    .expect("debug lines after the reload to debug");
+    assert_eq!(status(addr, "alice", "alice-pw"), 401);
+    assert_eq!(status(addr, "bob", "bob-pw"), 200);
+
+    // Needs a restart: said, not applied.
+    write(&config_path, &config(dir.path(), "debug", 1000));
+    kill(pid, Signal::SIGHUP).expect("SIGHUP");
+    wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
+        l.contains("restart saltsight") && l.contains("\"changed\":\"bus\"")
+    })
+    .expect("the restart-only change is named");
+
+    // Broken: the running config stays, and the metric says so.
+    write(&config_path, "[bus]\nno_such_key = 1\n");
+    kill(pid, Signal::SIGHUP).expect("SIGHUP");
+    let failed = notify.wait(Duration::from_secs(10), |d| {
+        has_line(d, "READY=1") && d.contains("failed")
+    });
+    assert!(failed.contains("the running config stays"), "{failed}");
+    wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
+        l.contains("Config reload failed") && l.contains("no_such_key")
+    })
+    .expect("the reload error names the key");
+    let (code, body) = get_as(addr, "/metrics", "bob", "bob-pw").expect("GET /metrics");
+    assert_eq!(code, 200);
+    assert!(
+        body.contains("saltsight_config_last_reload_successful 0"),
+        "{body}"
+    );
+
+    // SIGTERM: STOPPING=1, then a clean exit within the 5 s grace.
+    let asked = Instant::now();
+    kill(pid, Signal::SIGTERM).expect("SIGTERM");
+    notify.wait(Duration::from_secs(5), |d| has_line(d, "STOPPING=1"));
+    let exit = run.wait_exit(Duration::from_secs(6)).expect("exits");
+    assert!(exit.success(), "{exit:?}: {log:?}");
+    assert!(asked.elapsed() < Duration::from_secs(5));
+}
+
+/// The shipped unit with `ExecStart=` pointed at this build.
+fn unit_for_this_build(dir: &Path) -> PathBuf {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/saltsight.service");
+    let text = std::fs::read_to_string(shipped).expect("read the unit");
+    for directive in [
+        "Type=notify",
+        "WatchdogSec=",
+        "Restart=on-failure",
+        "User=salt",
+        "ExecReload=",
+    ] {
+        assert!(text.contains(directive), "the unit lacks {directive}");
+    }
+    let unit = dir.join("saltsight.service");
+    write(&unit, &text.replace("/usr/bin/saltsight", bin()));
+    unit
+}
+
+#[test]
+fn the_shipped_unit_verifies_and_rates_2_0_or_lower() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let unit = unit_for_this_build(dir.path());
+    // Its man page is checked where it is installed (scripts/check-packages).
+    let verify = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&unit)
+        .current_dir(dir.path())
+        .output()
+        .expect("systemd-analyze (Debian's systemd package)");
+    let said = String::from_utf8_lossy(&verify.stderr);
+    // verify exits 0 on unknown keys; any word from it is a finding.
+    assert!(verify.status.success() && said.trim().is_empty(), "{said}");
+
+    let security = Command::new("systemd-analyze")
+        .args(["security", "--offline=yes", "--threshold=20", "--no-pager"])
+        .arg(&unit)
+        .current_dir(dir.path())
+        .output()
+        .expect("systemd-analyze security");
+    let table = String::from_utf8_lossy(&security.stdout);
+    let exposure: f64 = table
+        .lines()
+        .find_map(|l| l.split("saltsight.service: ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no overall exposure in {table}"));
+    assert!(exposure <= 2.0, "exposure {exposure}:\n{table}");
+    assert!(security.status.success(), "over the threshold:\n{table}");
+}

@@ -1,0 +1,76 @@
+//! `run` under a (played) service manager against a real Salt master: READY=1
+//! only once the bus is connected, watchdog pings from the event loop while it is
+//! idle and while jobs flow, STOPPING=1 and a clean exit on SIGTERM.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use saltsight::lab::{Lab, LabOptions};
+
+use crate::service::{Notifications, has_line};
+use crate::support::{CONNECTED, Saltsight, lab_lock, wait_line};
+
+#[test]
+fn run_is_ready_once_connected_and_feeds_the_watchdog_idle_and_busy() {
+    let _lab_lock = lab_lock();
+    let lab = Lab::start(LabOptions::default()).expect("start the Salt lab");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut notify = Notifications::bind(dir.path());
+    let master_config = lab.master_config().display().to_string();
+    let mut run = Saltsight::spawn_with_env(
+        &["--master-config", &master_config, "run", "--output", "none"],
+        // 1 s: pinged every 0.5 s. WATCHDOG_PID is set by systemd to the main
+        // pid; unset here, as sd_watchdog_enabled allows.
+        &[
+            ("NOTIFY_SOCKET", &notify.env()),
+            ("WATCHDOG_USEC", "1000000"),
+        ],
+    );
+    let saltsight = run.pid().expect("running");
+
+    let ready = notify.wait(Duration::from_secs(15), |d| has_line(d, "READY=1"));
+    assert!(
+        ready.contains("STATUS=Watching the event bus at unix:"),
+        "{ready}"
+    );
+    let mut log = Vec::new();
+    wait_line(&run.stderr, &mut log, Duration::from_secs(5), |l| {
+        l.contains(CONNECTED)
+    })
+    .expect("connected");
+
+    // Idle: 3 s at one ping per 0.5 s (a slow start of a ping period or two
+    // allowed for a loaded machine).
+    let idle = notify.pings_during(Duration::from_secs(3));
+    assert!((4..=8).contains(&idle), "{idle} pings in 3 s idle");
+
+    // Busy: jobs publish and return while the pings go on.
+    let mut jobs = lab
+        .salt_command(&["*", "test.arg", "x", "--async"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("salt");
+    let busy_from = Instant::now();
+    let mut busy = 0;
+    while busy_from.elapsed() < Duration::from_secs(3) {
+        let _ = lab
+            .salt_command(&["*", "test.ping", "--timeout", "5"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        busy += notify.pings_during(Duration::from_millis(200));
+    }
+    let _ = jobs.wait();
+    let elapsed = busy_from.elapsed().as_secs_f64();
+    assert!(
+        busy as f64 >= (elapsed / 0.5) - 2.0,
+        "{busy} pings in {elapsed:.1} s of jobs"
+    );
+
+    kill(saltsight, Signal::SIGTERM).expect("SIGTERM");
+    notify.wait(Duration::from_secs(5), |d| has_line(d, "STOPPING=1"));
+    let exit = run.wait_exit(Duration::from_secs(6)).expect("exits");
+    assert!(exit.success(), "{exit:?}");
+}
