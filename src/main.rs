@@ -161,7 +161,7 @@ async fn dispatch(
             tokio::spawn(
                 service
                     .clone()
-                    .ready_after_first_attempt(stats.clone(), config.bus.endpoint.clone()),
+                    .follow_the_bus(stats.clone(), config.bus.endpoint.clone()),
             );
             let stopping = service.clone();
             let stop_signal = cancel.clone();

@@ -11,6 +11,8 @@
 //! proves events are being handled: a consumer stuck in a handler stops the
 //! pings, and systemd restarts the service.
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use sd_notify::NotifyState;
@@ -78,23 +80,29 @@ impl ServiceManager {
     }
 
     /// Says READY=1 once the reader's first connection attempt is over, with a
-    /// status naming the endpoint and whether it answered.
-    pub async fn ready_after_first_attempt(
-        self,
-        stats: std::sync::Arc<ReaderStats>,
-        endpoint: Endpoint,
-    ) {
+    /// status naming the endpoint and whether it answered; then keeps the
+    /// status true as the connection comes and goes (`systemctl status`).
+    pub async fn follow_the_bus(self, stats: Arc<ReaderStats>, endpoint: Endpoint) {
         if !self.present {
             return;
         }
         stats.first_attempt_over().await;
-        let status = if stats.connected.load(std::sync::atomic::Ordering::Relaxed) {
-            format!("Watching the event bus at {endpoint}.")
-        } else {
-            format!("Cannot reach the event bus at {endpoint} yet; retrying (see the log).")
-        };
+        let mut connected = stats.connected.load(Ordering::Relaxed);
+        let status = bus_status(connected, &endpoint);
         debug!(status, "Ready.");
         self.ready(&status);
+        loop {
+            connected = stats.connection_change(connected).await;
+            self.status(&bus_status(connected, &endpoint));
+        }
+    }
+}
+
+fn bus_status(connected: bool, endpoint: &Endpoint) -> String {
+    if connected {
+        format!("Watching the event bus at {endpoint}.")
+    } else {
+        format!("Not connected to the event bus at {endpoint}; retrying (see the log).")
     }
 }
 

@@ -116,8 +116,9 @@ pub struct ReaderStats {
     /// Bytes of frames queued and not yet consumed: the consumer subtracts what it
     /// takes ([`ReaderStats::consumed`]).
     pub queued_bytes: AtomicU64,
-    /// Woken after each connection attempt, whatever its outcome.
-    attempted: tokio::sync::Notify,
+    /// Woken after each connection attempt, whatever its outcome, and when a
+    /// connection is lost.
+    changed: tokio::sync::Notify,
 }
 
 impl ReaderStats {
@@ -135,11 +136,24 @@ impl ReaderStats {
     pub async fn first_attempt_over(&self) {
         loop {
             // Made before the check: a wake-up between the two is not lost.
-            let woken = self.attempted.notified();
+            let woken = self.changed.notified();
             let attempts = self.connects.load(Ordering::Relaxed)
                 + self.connect_failures.load(Ordering::Relaxed);
             if attempts > 0 {
                 return;
+            }
+            woken.await;
+        }
+    }
+
+    /// Whether connected, once that may have changed since `was` (a connection
+    /// made or lost, or an attempt that failed).
+    pub async fn connection_change(&self, was: bool) -> bool {
+        loop {
+            let woken = self.changed.notified();
+            let now = self.connected.load(Ordering::Relaxed);
+            if now != was {
+                return now;
             }
             woken.await;
         }
@@ -217,6 +231,7 @@ impl BusReader {
             self.outbox.flush_held();
             let end = self.drain(stream, &cancel).await;
             self.stats.connected.store(false, Ordering::Relaxed);
+            self.stats.changed.notify_waiters();
             match end {
                 ConnectionEnd::Cancelled => break,
                 ConnectionEnd::Lost(reason) => {
@@ -270,13 +285,13 @@ impl BusReader {
                     ReaderStats::add(&self.stats.connects, 1);
                     // Before the log line: whoever reads it may ask /readyz next.
                     self.stats.connected.store(true, Ordering::Relaxed);
-                    self.stats.attempted.notify_waiters();
+                    self.stats.changed.notify_waiters();
                     info!(failed_attempts = failures, "Connected to the event bus.");
                     return Some(stream);
                 }
                 Err(error) => {
                     ReaderStats::add(&self.stats.connect_failures, 1);
-                    self.stats.attempted.notify_waiters();
+                    self.stats.changed.notify_waiters();
                     if failures == 0 {
                         warn!(%error, "Cannot connect to the event bus; retrying with backoff.");
                     } else {

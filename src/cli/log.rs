@@ -13,8 +13,8 @@ use crate::config::{Config, LogFormat};
 use crate::record::redact::Redactor;
 
 /// Sets the global subscriber: text or JSON on stderr, at the configured level.
-/// Under systemd (`JOURNAL_STREAM` set) text lines carry no timestamp: the
-/// journal stamps every line already. The level can be changed later (SIGHUP)
+/// When stderr is the journal (systemd's `JOURNAL_STREAM`), text lines carry no
+/// timestamp: the journal stamps every line already. The level can be changed later (SIGHUP)
 /// through the returned [`LogLevel`]; the format cannot.
 pub fn init(config: &Config, redactor: &Redactor) -> LogLevel {
     let (filter, handle) = reload::Layer::new(EnvFilter::new(&config.log.level));
@@ -22,7 +22,7 @@ pub fn init(config: &Config, redactor: &Redactor) -> LogLevel {
     let lines = tracing_subscriber::fmt::layer()
         .with_writer(RedactedStderr(redactor.clone()))
         .with_ansi(ansi);
-    let journal = std::env::var_os("JOURNAL_STREAM").is_some();
+    let journal = stderr_is_the_journal();
     let registry = tracing_subscriber::registry().with(filter);
     match (config.log.format, journal) {
         (LogFormat::Json, _) => registry.with(lines.json()).init(),
@@ -30,6 +30,22 @@ pub fn init(config: &Config, redactor: &Redactor) -> LogLevel {
         (LogFormat::Text, false) => registry.with(lines).init(),
     }
     LogLevel(handle)
+}
+
+/// Whether stderr is the journal's stream: `JOURNAL_STREAM` names its device
+/// and inode (`dev:ino`), and they must be stderr's, as systemd.exec(5) says (a
+/// child of a service inherits the variable with stderr redirected elsewhere).
+fn stderr_is_the_journal() -> bool {
+    let Some(value) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = value.to_str().and_then(|v| v.split_once(':')) else {
+        return false;
+    };
+    let Ok(stat) = nix::sys::stat::fstat(std::io::stderr()) else {
+        return false;
+    };
+    dev.parse::<u64>().ok() == Some(stat.st_dev) && ino.parse::<u64>().ok() == Some(stat.st_ino)
 }
 
 /// The live log filter.

@@ -141,7 +141,7 @@ fn with_the_master_down_run_is_ready_and_reloads_on_sighup() {
     // Ready though the bus is absent, saying so.
     let ready = notify.wait(Duration::from_secs(10), |d| has_line(d, "READY=1"));
     assert!(
-        ready.contains("STATUS=Cannot reach the event bus at unix:"),
+        ready.contains("STATUS=Not connected to the event bus at unix:"),
         "{ready}"
     );
     assert_eq!(notify.pings_during(Duration::from_millis(600)), 0);
@@ -252,4 +252,53 @@ fn the_shipped_unit_verifies_and_rates_2_0_or_lower() {
         .unwrap_or_else(|| panic!("no overall exposure in {table}"));
     assert!(exposure <= 2.0, "exposure {exposure}:\n{table}");
     assert!(security.status.success(), "over the threshold:\n{table}");
+}
+
+/// The first `run` log line on a stderr that `JOURNAL_STREAM` names (or not).
+fn first_log_line(journal: impl Fn(u64, u64) -> String) -> String {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let (reader, writer) = nix::unistd::pipe().expect("pipe");
+    let stat = nix::sys::stat::fstat(&writer).expect("fstat");
+    let reader = std::fs::File::from(reader);
+    let mut child = Command::new(bin())
+        .args([
+            "--endpoint",
+            "unix:/nonexistent/saltsight-test/master_event_pub.ipc",
+            "run",
+            "--output",
+            "none",
+        ])
+        .env_remove("SALTSIGHT_CONFIG")
+        .env("SALTSIGHT_WEB_LISTEN_ADDRESS", "127.0.0.1:0")
+        .env("SALTSIGHT_ALLOW_ROOT", "true")
+        .env("JOURNAL_STREAM", journal(stat.st_dev, stat.st_ino))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(writer))
+        .spawn()
+        .expect("spawn");
+    let line = BufReader::new(reader)
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.contains("Cannot connect to the event bus"))
+        .expect("the connect warning");
+    kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let _ = child.wait();
+    line
+}
+
+#[test]
+fn log_lines_drop_their_timestamp_only_when_stderr_is_the_journal() {
+    let journal = first_log_line(|dev, ino| format!("{dev}:{ino}"));
+    assert!(journal.trim_start().starts_with("WARN"), "{journal}");
+    // Inherited by a process whose stderr went elsewhere: not the journal.
+    let elsewhere = first_log_line(|dev, ino| format!("{dev}:{}", ino + 1));
+    assert!(
+        elsewhere.starts_with(|c: char| c.is_ascii_digit()),
+        "a timestamp first: {elsewhere}"
+    );
 }

@@ -1,6 +1,7 @@
 //! `run` under a (played) service manager against a real Salt master: READY=1
 //! only once the bus is connected, watchdog pings from the event loop while it is
-//! idle and while jobs flow, STOPPING=1 and a clean exit on SIGTERM.
+//! idle and while jobs flow, a status that follows the master going and coming
+//! back, STOPPING=1 and a clean exit on SIGTERM.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use crate::support::{CONNECTED, Saltsight, lab_lock, wait_line};
 #[test]
 fn run_is_ready_once_connected_and_feeds_the_watchdog_idle_and_busy() {
     let _lab_lock = lab_lock();
-    let lab = Lab::start(LabOptions::default()).expect("start the Salt lab");
+    let mut lab = Lab::start(LabOptions::default()).expect("start the Salt lab");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut notify = Notifications::bind(dir.path());
     let master_config = lab.master_config().display().to_string();
@@ -68,6 +69,17 @@ fn run_is_ready_once_connected_and_feeds_the_watchdog_idle_and_busy() {
         busy as f64 >= (elapsed / 0.5) - 2.0,
         "{busy} pings in {elapsed:.1} s of jobs"
     );
+
+    // The status line follows the bus: the master stopped, then back.
+    lab.stop_master();
+    let lost = notify.wait(Duration::from_secs(10), |d| d.starts_with("STATUS="));
+    assert!(
+        lost.contains("Not connected to the event bus at unix:"),
+        "{lost}"
+    );
+    lab.start_master().expect("restart the master");
+    let back = notify.wait(Duration::from_secs(30), |d| d.starts_with("STATUS="));
+    assert!(back.contains("Watching the event bus at unix:"), "{back}");
 
     kill(saltsight, Signal::SIGTERM).expect("SIGTERM");
     notify.wait(Duration::from_secs(5), |d| has_line(d, "STOPPING=1"));
