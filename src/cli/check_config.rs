@@ -1,5 +1,6 @@
 //! `saltsight check-config`: validate, then say where the bus is and whether this
-//! user can reach it. Meant for `ExecStartPre=`; an absent socket is reported, not
+//! user can reach it. Run after editing the config (`run` checks the same at start
+//! and exits 64, before anything starts); an absent socket is reported, not
 //! fatal (the master may start after saltsight).
 
 use std::io::Write;

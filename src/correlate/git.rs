@@ -4,10 +4,11 @@
 //! a timeout, no pager, no prompts, no optional locks, and `safe.directory` for
 //! that one checkout (the state tree usually belongs to root, saltsight to salt).
 
+use std::cell::Cell;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::record::Commit;
 
@@ -195,17 +196,33 @@ impl HeadWatch {
     }
 }
 
+/// After a timeout, git is not run again for this long. git runs on the
+/// consumer task: a hung git (a state tree on a stalled NFS mount) then costs
+/// one timeout per pause, not one per call, so events keep flowing and
+/// systemd's watchdog (fed between events) is not starved.
+pub const PAUSE_AFTER_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Runs the git CLI, read-only, with a timeout.
 #[derive(Debug, Clone)]
 pub struct GitCli {
     pub program: PathBuf,
     pub timeout: Duration,
+    /// Set by a timeout: no git until then.
+    paused_until: Cell<Option<Instant>>,
 }
 
 /// Field and record separators in `git log --format`.
 const LOG_FORMAT: &str = "--format=%H%x1f%an%x1f%aI%x1f%s%x1e";
 
 impl GitCli {
+    pub fn new(program: PathBuf, timeout: Duration) -> Self {
+        GitCli {
+            program,
+            timeout,
+            paused_until: Cell::new(None),
+        }
+    }
+
     /// `git log` in `dir`: the commits of `range` (newest first) that touch
     /// `paths` (all when empty), at most `limit`.
     pub fn log(
@@ -239,6 +256,13 @@ impl GitCli {
             args: args.join(" "),
             detail,
         };
+        if let Some(until) = self.paused_until.get() {
+            if Instant::now() < until {
+                return Err(failed(format!(
+                    "not run: git timed out less than {PAUSE_AFTER_TIMEOUT:?} ago"
+                )));
+            }
+        }
         let safe = format!("safe.directory={}", dir.display());
         let mut child = Command::new(&self.program)
             .args(["--no-pager", "-c", &safe, "-c", "core.fsmonitor=false"])
@@ -268,14 +292,19 @@ impl GitCli {
             }
             buf
         });
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break status,
                 Ok(None) if started.elapsed() > self.timeout => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(failed(format!("timed out after {:?}", self.timeout)));
+                    self.paused_until
+                        .set(Some(Instant::now() + PAUSE_AFTER_TIMEOUT));
+                    return Err(failed(format!(
+                        "timed out after {:?}; git is not run for the next {PAUSE_AFTER_TIMEOUT:?}",
+                        self.timeout
+                    )));
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(2)),
                 Err(e) => return Err(failed(e.to_string())),
@@ -335,10 +364,7 @@ mod tests {
         git(dir, &["pack-refs", "--all"]);
         let packed = GitDir::discover(dir).unwrap().resolve("HEAD").unwrap();
         assert_eq!(packed, second);
-        let cli = GitCli {
-            program: "git".into(),
-            timeout: Duration::from_secs(10),
-        };
+        let cli = GitCli::new("git".into(), Duration::from_secs(10));
         let range = format!("{}..{}", first.unwrap(), second.clone().unwrap());
         let commits = cli.log(dir, &range, &["web/init.sls"], 10).unwrap();
         assert_eq!(commits.len(), 1);
@@ -359,5 +385,19 @@ mod tests {
             GitDir::discover(tmp.path()),
             Err(GitError::NotARepo { .. })
         ));
+    }
+
+    #[test]
+    fn after_a_timeout_git_is_paused_instead_of_timing_out_again() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let hung = dir.path().join("hung-git");
+        std::fs::write(&hung, "#!/bin/sh\nexec sleep 30\n").unwrap();
+        std::fs::set_permissions(&hung, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cli = GitCli::new(hung, Duration::from_millis(200));
+        let first = cli.log(dir.path(), "HEAD", &[], 1).unwrap_err().to_string();
+        assert!(first.contains("timed out"), "{first}");
+        let second = cli.log(dir.path(), "HEAD", &[], 1).unwrap_err().to_string();
+        assert!(second.contains("not run"), "{second}");
     }
 }

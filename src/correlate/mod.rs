@@ -88,10 +88,7 @@ impl Correlator {
             .collect();
         Self {
             repos,
-            cli: GitCli {
-                program: config.git.clone(),
-                timeout: config.git_timeout,
-            },
+            cli: GitCli::new(config.git.clone(), config.git_timeout),
             records,
             history: History::new(config.max_history),
             max_commits: config.max_commits,
