@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -138,17 +138,12 @@ pub async fn run<H: Handler>(
     loop {
         // Fed here, between events, so a handler that hangs starves systemd's
         // watchdog (busy or idle, the loop passes here often enough).
-        if let Some(dog) = &mut watchdog {
-            dog.feed();
-        }
+        let dog_wait = watchdog.as_mut().map(Watchdog::feed);
         let wakeup = if live { handler.next_wakeup() } else { None };
         let handler_wait = wakeup.map(|at| {
             let now = Stamp::from_system_time(SystemTime::now());
             Duration::from_micros(u64::try_from(at.micros_since(now)).unwrap_or(0))
         });
-        let dog_wait = watchdog
-            .as_ref()
-            .map(|dog| dog.due().saturating_duration_since(Instant::now()));
         let message = match wait_for(handler_wait, dog_wait) {
             Some(wait) => {
                 tokio::select! {

@@ -123,21 +123,17 @@ impl Watchdog {
         }
     }
 
-    /// When the next ping is due: the owner must call [`Watchdog::feed`] by then.
-    pub fn due(&self) -> Instant {
-        self.next
-    }
-
-    /// Pings if a ping is due. Cheap enough to call per event.
-    pub fn feed(&mut self) {
+    /// Pings if a ping is due, and says how soon the owner must feed it again.
+    /// One clock read; cheap enough to call per event.
+    pub fn feed(&mut self) -> Duration {
         let now = Instant::now();
-        if now < self.next {
-            return;
+        if now >= self.next {
+            self.next = now + self.every;
+            if let Err(error) = sd_notify::notify(&[NotifyState::Watchdog]) {
+                warn!(%error, "Cannot ping the service manager's watchdog.");
+            }
         }
-        self.next = now + self.every;
-        if let Err(error) = sd_notify::notify(&[NotifyState::Watchdog]) {
-            warn!(%error, "Cannot ping the service manager's watchdog.");
-        }
+        self.next - now
     }
 }
 
@@ -148,11 +144,12 @@ mod tests {
     #[test]
     fn the_watchdog_pings_at_half_its_timeout_and_no_sooner() {
         let mut dog = Watchdog::new(Duration::from_secs(30));
-        let start = dog.due();
-        dog.feed();
-        let next = dog.due();
+        let start = dog.next;
+        let wait = dog.feed();
+        let next = dog.next;
         assert!(next >= start + Duration::from_secs(15));
+        assert!(wait <= Duration::from_secs(15) && wait > Duration::from_secs(14));
         dog.feed();
-        assert_eq!(dog.due(), next, "a feed before the due time does not ping");
+        assert_eq!(dog.next, next, "a feed before the due time does not ping");
     }
 }

@@ -134,26 +134,31 @@ impl ReaderStats {
     /// Returns once the reader has tried to connect at least once (connected, or
     /// failed and retrying): what "started" means for a service manager.
     pub async fn first_attempt_over(&self) {
-        loop {
-            // Made before the check: a wake-up between the two is not lost.
-            let woken = self.changed.notified();
-            let attempts = self.connects.load(Ordering::Relaxed)
-                + self.connect_failures.load(Ordering::Relaxed);
-            if attempts > 0 {
-                return;
-            }
-            woken.await;
-        }
+        self.when_changed(|s| {
+            let attempts =
+                s.connects.load(Ordering::Relaxed) + s.connect_failures.load(Ordering::Relaxed);
+            (attempts > 0).then_some(())
+        })
+        .await
     }
 
     /// Whether connected, once that may have changed since `was` (a connection
     /// made or lost, or an attempt that failed).
     pub async fn connection_change(&self, was: bool) -> bool {
+        self.when_changed(|s| {
+            let now = s.connected.load(Ordering::Relaxed);
+            (now != was).then_some(now)
+        })
+        .await
+    }
+
+    /// Waits for the reader's connection news until `ready` answers.
+    async fn when_changed<T>(&self, ready: impl Fn(&Self) -> Option<T>) -> T {
         loop {
+            // Made before the check: a wake-up between the two is not lost.
             let woken = self.changed.notified();
-            let now = self.connected.load(Ordering::Relaxed);
-            if now != was {
-                return now;
+            if let Some(answer) = ready(self) {
+                return answer;
             }
             woken.await;
         }

@@ -91,7 +91,7 @@ impl Web {
 
 /// Replaces the running server's web config (SIGHUP).
 #[derive(Clone)]
-pub struct WebSwitch(Arc<watch::Sender<Arc<Web>>>);
+pub struct WebSwitch(watch::Sender<Arc<Web>>);
 
 impl WebSwitch {
     /// Builds the new TLS and auth first; on an error the old ones stay.
@@ -142,7 +142,7 @@ impl MetricsServer {
                 reader,
                 web,
             }),
-            switch: WebSwitch(Arc::new(switch)),
+            switch: WebSwitch(switch),
         })
     }
 
