@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::alerts::{dashboard_exprs, metric_names, rule_exprs};
 use crate::support::prometheus::{alertmanager, packaging, prometheus};
 use crate::support::upstream::{Reply, Upstream, get};
-use crate::support::{CONNECTED, Saltsight, lab_lock, metrics_address, read_records, wait_line};
+use crate::support::{Saltsight, lab_lock, metrics_address_once_connected, read_records};
 
 fn write_config(lab: &Lab, dir: &Path, upstream: &str) -> String {
     let config = dir.join("saltsight.toml");
@@ -74,11 +74,7 @@ fn a_minion_killed_mid_job_reaches_alertmanager_as_a_missing_returns_alert() {
     let config = write_config(&lab, dir.path(), &records_upstream.url());
     let mut run = Saltsight::spawn(&["--config", &config, "--log-format", "json", "run"]);
     let mut log = Vec::new();
-    let addr = metrics_address(&run, &mut log);
-    wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
-        l.contains(CONNECTED)
-    })
-    .expect("connected to the bus");
+    let addr = metrics_address_once_connected(&run, &mut log);
     assert_eq!(get(addr, "/healthz").expect("healthz").0, 200);
     assert_eq!(get(addr, "/readyz").expect("readyz").0, 200);
 

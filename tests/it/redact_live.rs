@@ -15,8 +15,8 @@ use serde_json::Value;
 use crate::support::clickhouse::ClickHouse;
 use crate::support::upstream::get;
 use crate::support::{
-    CONNECTED, Line, Received, Saltsight, jid_from, lab_lock, metrics_address, read_records,
-    record_ids, wait_line,
+    Line, Received, Saltsight, jid_from, lab_lock, metrics_address_once_connected, read_records,
+    record_ids,
 };
 
 /// Each planted secret, and where it was planted.
@@ -90,11 +90,7 @@ fn planted_secrets_reach_no_output_and_the_context_stays() {
         "run",
     ]);
     let mut log = Vec::new();
-    let metrics = metrics_address(&run, &mut log);
-    wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
-        l.contains(CONNECTED)
-    })
-    .expect("connected");
+    let metrics = metrics_address_once_connected(&run, &mut log);
     let mc = lab.master_config().display().to_string();
     let mut tails = [
         Saltsight::spawn_connected(&["--master-config", &mc, "tail", "--json"]),

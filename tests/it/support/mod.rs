@@ -201,11 +201,36 @@ pub fn wait_line(
 /// /metrics, and returns that address; the lines read are kept in `log`.
 pub fn metrics_address(run: &Saltsight, log: &mut Vec<String>) -> std::net::SocketAddr {
     wait_line(&run.stderr, log, Duration::from_secs(10), |l| {
-        l.contains("Serving metrics.")
+        l.contains(SERVING_METRICS)
     })
     .expect("the metrics endpoint is up");
-    let serving: serde_json::Value =
-        serde_json::from_str(log.last().expect("line")).expect("JSON log");
+    serving_address(log.last().expect("line"))
+}
+
+/// Waits (10 s at most) for a `--log-format json` saltsight both to serve /metrics and to
+/// connect to the bus, in whichever order they happen (the reader and the server start
+/// side by side), and returns the metrics address; the lines read are kept in `log`.
+pub fn metrics_address_once_connected(
+    run: &Saltsight,
+    log: &mut Vec<String>,
+) -> std::net::SocketAddr {
+    let (mut serving, mut connected) = (None, false);
+    wait_line(&run.stderr, log, Duration::from_secs(10), |l| {
+        if l.contains(SERVING_METRICS) {
+            serving = Some(serving_address(l));
+        }
+        connected |= l.contains(CONNECTED);
+        serving.is_some() && connected
+    })
+    .expect("serving metrics and connected to the bus");
+    serving.expect("the predicate saw it")
+}
+
+const SERVING_METRICS: &str = "Serving metrics.";
+
+/// The address in a JSON "Serving metrics." log line.
+fn serving_address(line: &str) -> std::net::SocketAddr {
+    let serving: serde_json::Value = serde_json::from_str(line).expect("JSON log");
     serving["fields"]["address"]
         .as_str()
         .and_then(|a| a.parse().ok())
