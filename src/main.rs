@@ -11,7 +11,7 @@ use saltsight::bus::ReaderStats;
 use saltsight::bus::reader::Delivery;
 use saltsight::cli::capture::CaptureHandler;
 use saltsight::cli::log::LogLevel;
-use saltsight::cli::reload::Reloader;
+use saltsight::cli::reload::{self, Reloader};
 use saltsight::cli::run::{Clock, Pipeline, RecordHandler, open_outputs};
 use saltsight::cli::tail::TailHandler;
 use saltsight::cli::{Cli, Command, Outcome, check_config, exit, log, privilege};
@@ -22,6 +22,7 @@ use saltsight::metrics::{Metrics, Observer};
 use saltsight::record::redact::Redactor;
 use saltsight::service::ServiceManager;
 use saltsight::shutdown;
+use tokio::signal::unix::Signal;
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
@@ -46,6 +47,26 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("saltsight: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::RUNTIME as u8);
+        }
+    };
+    // From here on a SIGHUP to `run` is a reload (handled once it runs), never
+    // the default's exit.
+    let hangups = match &cli.command {
+        Command::Run(_) => {
+            let _runtime = runtime.enter();
+            Some(reload::listen_for_hangups())
+        }
+        _ => None,
+    };
     let config = match config::load(&cli.global.overrides()) {
         Ok(config) => config,
         Err(errors) => {
@@ -81,20 +102,10 @@ fn main() -> ExitCode {
             }
         };
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("saltsight: cannot start the async runtime: {e}");
-            return ExitCode::from(exit::RUNTIME as u8);
-        }
-    };
     let reload = Reload {
         overrides: cli.global.overrides(),
         log_level,
+        hangups,
     };
     match runtime.block_on(dispatch(cli.command, config, redactor.clone(), reload)) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
@@ -119,6 +130,8 @@ fn default_redactor() -> Redactor {
 struct Reload {
     overrides: Overrides,
     log_level: LogLevel,
+    /// SIGHUP, registered before the config was read; `None` for other commands.
+    hangups: Option<std::io::Result<Signal>>,
 }
 
 async fn dispatch(
@@ -157,7 +170,15 @@ async fn dispatch(
                 web,
                 metrics.reloads.clone(),
             );
-            tokio::spawn(reloader.on_hangups(service.clone(), cancel.clone()));
+            match reload.hangups {
+                Some(Ok(hangups)) => {
+                    tokio::spawn(reloader.on_hangups(hangups, service.clone(), cancel.clone()));
+                }
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "Cannot listen for SIGHUP; config reloads are off.");
+                }
+                None => {}
+            }
             tokio::spawn(
                 service
                     .clone()

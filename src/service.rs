@@ -11,8 +11,8 @@
 //! proves events are being handled: a consumer stuck in a handler stops the
 //! pings, and systemd restarts the service.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use sd_notify::NotifyState;
@@ -27,7 +27,33 @@ pub struct ServiceManager {
     present: bool,
     /// `WATCHDOG_USEC`, when it is meant for this process.
     watchdog: Option<Duration>,
+    /// Shared by the bus follower and the reloader, so neither overwrites what
+    /// the other said.
+    status: Arc<Mutex<StatusLine>>,
 }
+
+/// What `systemctl status` shows: the bus connection, once the first attempt is
+/// over (which is readiness), and a failed reload until a reload works.
+#[derive(Debug, Default)]
+struct StatusLine {
+    bus: Option<String>,
+    reload_failed: bool,
+}
+
+impl StatusLine {
+    /// `None` until ready.
+    fn render(&self) -> Option<String> {
+        let bus = self.bus.as_deref()?;
+        Some(if self.reload_failed {
+            format!("{bus} {RELOAD_FAILED}")
+        } else {
+            bus.to_owned()
+        })
+    }
+}
+
+const RELOAD_FAILED: &str =
+    "The last config reload failed; the running config stays (see the log).";
 
 impl ServiceManager {
     /// Reads `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID`. The variables
@@ -37,11 +63,8 @@ impl ServiceManager {
         ServiceManager {
             present: std::env::var_os("NOTIFY_SOCKET").is_some(),
             watchdog: sd_notify::watchdog_enabled().filter(|d| !d.is_zero()),
+            status: Arc::default(),
         }
-    }
-
-    pub fn is_present(&self) -> bool {
-        self.present
     }
 
     /// The consumer loop's watchdog, when systemd asked for one (`WatchdogSec=`).
@@ -50,19 +73,29 @@ impl ServiceManager {
         Some(Watchdog::new(timeout))
     }
 
-    pub fn ready(&self, status: &str) {
-        self.send(&[NotifyState::Ready, NotifyState::Status(status)]);
+    fn status_line(&self) -> MutexGuard<'_, StatusLine> {
+        self.status.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn status(&self, status: &str) {
-        self.send(&[NotifyState::Status(status)]);
-    }
-
-    /// A reload began; [`ServiceManager::ready`] ends it.
-    pub fn reloading(&self) {
+    /// A reload began. Before readiness there is nothing to say: systemd is
+    /// still waiting for READY=1, which the bus follower sends.
+    pub fn reload_begins(&self) {
+        if self.status_line().bus.is_none() {
+            return;
+        }
         match sd_notify::NotifyState::monotonic_usec_now() {
             Ok(now) => self.send(&[NotifyState::Reloading, now]),
             Err(_) => self.send(&[NotifyState::Reloading]),
+        }
+    }
+
+    /// A reload ended: READY=1 again, and a failure stays in the status line
+    /// until a reload works.
+    pub fn reload_ended(&self, ok: bool) {
+        let mut line = self.status_line();
+        line.reload_failed = !ok;
+        if let Some(status) = line.render() {
+            self.send(&[NotifyState::Ready, NotifyState::Status(&status)]);
         }
     }
 
@@ -88,12 +121,24 @@ impl ServiceManager {
         }
         stats.first_attempt_over().await;
         let mut connected = stats.connected.load(Ordering::Relaxed);
-        let status = bus_status(connected, &endpoint);
-        debug!(status, "Ready.");
-        self.ready(&status);
+        self.bus_is(connected, &endpoint, true);
         loop {
             connected = stats.connection_change(connected).await;
-            self.status(&bus_status(connected, &endpoint));
+            self.bus_is(connected, &endpoint, false);
+        }
+    }
+
+    /// Updates the bus part of the status line and sends it, with READY=1 the
+    /// first time.
+    fn bus_is(&self, connected: bool, endpoint: &Endpoint, first: bool) {
+        let mut line = self.status_line();
+        line.bus = Some(bus_status(connected, endpoint));
+        let status = line.render().unwrap_or_default();
+        debug!(status, "Status.");
+        if first {
+            self.send(&[NotifyState::Ready, NotifyState::Status(&status)]);
+        } else {
+            self.send(&[NotifyState::Status(&status)]);
         }
     }
 }
@@ -140,6 +185,28 @@ impl Watchdog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_status_line_keeps_a_failed_reload_beside_the_bus_until_one_works() {
+        let mut line = StatusLine {
+            bus: None,
+            reload_failed: true,
+        };
+        assert_eq!(line.render(), None, "nothing is said before readiness");
+        line.bus = Some("Watching the event bus at unix:/x.".into());
+        assert_eq!(
+            line.render().as_deref(),
+            Some(
+                "Watching the event bus at unix:/x. The last config reload failed; the running \
+                 config stays (see the log)."
+            )
+        );
+        line.reload_failed = false;
+        assert_eq!(
+            line.render().as_deref(),
+            Some("Watching the event bus at unix:/x.")
+        );
+    }
 
     #[test]
     fn the_watchdog_pings_at_half_its_timeout_and_no_sooner() {

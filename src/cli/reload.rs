@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
@@ -86,22 +87,22 @@ impl Reloader {
     }
 
     /// Reloads on every SIGHUP until `cancel`, telling the service manager.
-    pub async fn on_hangups(mut self, service: ServiceManager, cancel: CancellationToken) {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut hangups = match signal(SignalKind::hangup()) {
-            Ok(hangups) => hangups,
-            Err(error) => {
-                warn!(%error, "Cannot listen for SIGHUP; config reloads are off.");
-                return;
-            }
-        };
+    /// `hangups` is registered as the process starts ([`listen_for_hangups`]),
+    /// so a SIGHUP before this runs is a reload, not the default's exit.
+    pub async fn on_hangups(
+        mut self,
+        mut hangups: Signal,
+        service: ServiceManager,
+        cancel: CancellationToken,
+    ) {
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
                 Some(()) = hangups.recv() => {}
             }
-            service.reloading();
-            let status = match self.reload() {
+            service.reload_begins();
+            let result = self.reload();
+            match &result {
                 Ok(done) => {
                     info!(
                         applied = done.applied.join(", "),
@@ -113,16 +114,18 @@ impl Reloader {
                             "Changed in the config but not applied: restart saltsight for these."
                         );
                     }
-                    "Config reloaded.".to_string()
                 }
-                Err(e) => {
-                    error!("Config reload failed; the running config stays: {e:#}");
-                    "Config reload failed; the running config stays (see the log).".to_string()
-                }
-            };
-            service.ready(&status);
+                Err(e) => error!("Config reload failed; the running config stays: {e:#}"),
+            }
+            service.reload_ended(result.is_ok());
         }
     }
+}
+
+/// Takes SIGHUP from its default (exit) to a queue that [`Reloader::on_hangups`]
+/// reads. Call it first thing in the runtime.
+pub fn listen_for_hangups() -> std::io::Result<Signal> {
+    signal(SignalKind::hangup())
 }
 
 /// The parts of `new` that differ from `running` and apply only at a start.
