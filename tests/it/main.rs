@@ -12,6 +12,7 @@ mod salt_live;
 mod service;
 mod service_live;
 mod support;
+mod systemd_live;
 mod tidy;
 mod triage;
 mod triage_live;

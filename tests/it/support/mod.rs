@@ -13,6 +13,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 pub mod clickhouse;
+pub mod nspawn;
 pub mod prometheus;
 pub mod upstream;
 
