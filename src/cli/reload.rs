@@ -70,7 +70,9 @@ impl Reloader {
         // setting the level fails only without a subscriber.
         if let Some(web) = &self.web {
             web.replace(new.metrics.web.as_ref())?;
-            done.applied.push("metrics web config");
+            if new.metrics.web.is_some() || self.running.metrics.web.is_some() {
+                done.applied.push("metrics web config");
+            }
         }
         if new.log.level != self.running.log.level {
             self.log.set(&new.log.level)?;
