@@ -140,6 +140,26 @@ fn config(dir: &Path, level: &str, queue_frames: u32) -> String {
     )
 }
 
+/// `run --output none` on `config`, JSON logs, under the played service manager.
+fn run_notified(config: &Path, notify: &Notifications, env: &[(&str, &str)]) -> Saltsight {
+    let config = config.display().to_string();
+    let socket = notify.env();
+    let mut all = vec![("NOTIFY_SOCKET", socket.as_str())];
+    all.extend_from_slice(env);
+    Saltsight::spawn_with_env(
+        &[
+            "--config",
+            &config,
+            "--log-format",
+            "json",
+            "run",
+            "--output",
+            "none",
+        ],
+        &all,
+    )
+}
+
 fn web_config(user: &str, password: &str) -> String {
     let hash = bcrypt::hash(password, 4).expect("bcrypt");
     format!("basic_auth_users:\n  {user}: {hash}\n")
@@ -161,23 +181,11 @@ fn with_the_master_down_run_is_ready_and_reloads_on_sighup() {
         &web_config("alice", "alice-pw"),
     );
     let mut notify = Notifications::bind(dir.path());
-    let config_arg = config_path.display().to_string();
-    let mut run = Saltsight::spawn_with_env(
-        &[
-            "--config",
-            &config_arg,
-            "--log-format",
-            "json",
-            "run",
-            "--output",
-            "none",
-        ],
+    let mut run = run_notified(
+        &config_path,
+        &notify,
         // A watchdog meant for another process is not this one's to feed.
-        &[
-            ("NOTIFY_SOCKET", &notify.env()),
-            ("WATCHDOG_USEC", "200000"),
-            ("WATCHDOG_PID", "1"),
-        ],
+        &[("WATCHDOG_USEC", "200000"), ("WATCHDOG_PID", "1")],
     );
     let pid = run.pid().expect("running");
     let mut log = Vec::new();
@@ -304,19 +312,7 @@ fn a_sighup_while_the_config_is_read_is_a_reload_not_an_exit() {
     let config_path = dir.path().join("saltsight.toml");
     mkfifo(&config_path, Mode::S_IRUSR | Mode::S_IWUSR).expect("mkfifo");
     let mut notify = Notifications::bind(dir.path());
-    let config_arg = config_path.display().to_string();
-    let mut run = Saltsight::spawn_with_env(
-        &[
-            "--config",
-            &config_arg,
-            "--log-format",
-            "json",
-            "run",
-            "--output",
-            "none",
-        ],
-        &[("NOTIFY_SOCKET", &notify.env())],
-    );
+    let mut run = run_notified(&config_path, &notify, &[]);
     let pid = run.pid().expect("running");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !catches_sighup(pid) {
