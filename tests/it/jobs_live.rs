@@ -6,14 +6,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use saltsight::event::Stamp;
 use saltsight::lab::{Lab, LabOptions};
 
-use crate::support::{Received, Saltsight, lab_lock, read_records};
+use crate::support::{Received, Saltsight, lab_lock, read_records, salt_bg};
 
 fn start_run(lab: &Lab, dir: &Path, deadlines: &str) -> Saltsight {
     let config = dir.join("saltsight.toml");
@@ -30,15 +30,6 @@ fn start_run(lab: &Lab, dir: &Path, deadlines: &str) -> Saltsight {
         "json",
         "run",
     ])
-}
-
-/// Spawns `salt ARGS` without waiting (its stdout is not needed).
-fn salt_bg(lab: &Lab, args: &[&str]) -> Child {
-    lab.salt_command(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn salt")
 }
 
 /// Waits for a CLI started by [`salt_bg`], killing it by pid after `limit`.

@@ -7,7 +7,6 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -17,7 +16,7 @@ use serde_json::Value;
 use crate::alerts::{dashboard_exprs, metric_names, rule_exprs};
 use crate::support::prometheus::{alertmanager, packaging, prometheus};
 use crate::support::upstream::{Reply, Upstream, get};
-use crate::support::{Saltsight, lab_lock, metrics_address_once_connected, read_records};
+use crate::support::{Saltsight, lab_lock, metrics_address_once_connected, read_records, salt_bg};
 
 fn write_config(lab: &Lab, dir: &Path, upstream: &str) -> String {
     let config = dir.join("saltsight.toml");
@@ -55,14 +54,6 @@ fn metrics(addr: SocketAddr) -> String {
     let (status, body) = get(addr, "/metrics").expect("GET /metrics");
     assert_eq!(status, 200, "{body}");
     body
-}
-
-fn salt_bg(lab: &Lab, args: &[&str]) -> Child {
-    lab.salt_command(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn salt")
 }
 
 #[test]

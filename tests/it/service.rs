@@ -128,7 +128,7 @@ pub fn has_line(datagram: &str, line: &str) -> bool {
     datagram.lines().any(|l| l == line)
 }
 
-fn write(path: &Path, text: &str) {
+pub fn write(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write");
 }
 

@@ -3,14 +3,13 @@
 //! idle and while jobs flow, a status that follows the master going and coming
 //! back, STOPPING=1 and a clean exit on SIGTERM.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use saltsight::lab::{Lab, LabOptions};
 
 use crate::service::{Notifications, has_line, longest_silence};
-use crate::support::{CONNECTED, Saltsight, lab_lock, wait_line};
+use crate::support::{CONNECTED, Saltsight, lab_lock, salt_bg, wait_line};
 
 #[test]
 fn run_is_ready_once_connected_and_feeds_the_watchdog_idle_and_busy() {
@@ -53,19 +52,10 @@ fn run_is_ready_once_connected_and_feeds_the_watchdog_idle_and_busy() {
     );
 
     // Busy: jobs publish and return while the pings go on.
-    let mut jobs = lab
-        .salt_command(&["*", "test.arg", "x", "--async"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("salt");
+    let mut jobs = salt_bg(&lab, &["*", "test.arg", "x", "--async"]);
     let busy_from = Instant::now();
     while busy_from.elapsed() < Duration::from_secs(3) {
-        let _ = lab
-            .salt_command(&["*", "test.ping", "--timeout", "5"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let _ = salt_bg(&lab, &["*", "test.ping", "--timeout", "5"]).wait();
     }
     let _ = jobs.wait();
     let busy_to = Instant::now();

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use saltsight::bus::Endpoint;
 use saltsight::lab::{Lab, LabOptions};
 
+use crate::service::write;
 use crate::support::clickhouse::free_port;
 use crate::support::lab_lock;
 use crate::support::nspawn::{Bind, Container};
@@ -22,10 +23,6 @@ use crate::support::upstream::get;
 const SALT_UID: u32 = 64_990;
 const BIN_INSIDE: &str = "/opt/saltsight/saltsight";
 const SOCK_DIR_INSIDE: &str = "/run/salt/master";
-
-fn write(path: &Path, text: &str) {
-    std::fs::write(path, text).expect("write");
-}
 
 /// The shipped unit, `ExecStart=` pointed at this build; its watchdog shortened
 /// by a drop-in, so that a missed ping shows within the test.

@@ -167,6 +167,15 @@ fn lines(stream: impl std::io::Read + Send + 'static) -> Receiver<Line> {
     rx
 }
 
+/// Spawns `salt ARGS` against `lab` without waiting (its output is not needed).
+pub fn salt_bg(lab: &saltsight::lab::Lab, args: &[&str]) -> Child {
+    lab.salt_command(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn salt")
+}
+
 /// Reads lines until one satisfies `pred`; every line read is kept in `seen`.
 pub fn wait_line(
     rx: &Receiver<Line>,
