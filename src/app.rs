@@ -21,7 +21,7 @@ use crate::bus::reader::Delivery;
 use crate::bus::recording::{RecordingFormat, RecordingReader};
 use crate::bus::{BusGap, BusMessage, BusReader, Endpoint, Frame, ReaderConfig, ReaderStats};
 use crate::config::BusConfig;
-use crate::event::{self, DecodeError, Event, Stamp};
+use crate::event::{self, DecodeError, DecodeReason, Event, Stamp};
 use crate::metrics::catalog::EventMetrics;
 use crate::ratelimit::LogLimiter;
 use crate::service::Watchdog;
@@ -87,7 +87,7 @@ pub trait Handler {
 pub struct Summary {
     pub frames: u64,
     pub events_by_class: BTreeMap<&'static str, u64>,
-    pub decode_errors: BTreeMap<&'static str, u64>,
+    pub decode_errors: BTreeMap<DecodeReason, u64>,
     pub malformed_fields: u64,
     pub gaps: u64,
     pub recording_skipped_frames: u64,
@@ -239,8 +239,8 @@ fn wait_for(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
 
 fn note_decode_error(summary: &mut Summary, log: &mut LogLimiter, error: &DecodeError) {
     *summary.decode_errors.entry(error.reason()).or_default() += 1;
-    if let Some(suppressed) = log.admit(error.reason()) {
-        warn!(%error, reason = error.reason(), tag = error.tag(), suppressed, "Skipped an undecodable frame.");
+    if let Some(suppressed) = log.admit(error.reason().as_str()) {
+        warn!(%error, reason = error.reason().as_str(), tag = error.tag(), suppressed, "Skipped an undecodable frame.");
     }
 }
 

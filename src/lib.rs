@@ -27,6 +27,7 @@ pub mod correlate;
 pub mod event;
 pub mod jobs;
 pub mod lab;
+pub mod label;
 pub mod metrics;
 pub mod ratelimit;
 pub mod record;

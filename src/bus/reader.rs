@@ -46,37 +46,20 @@ pub struct BusGap {
     pub dropped_frames: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GapReason {
-    /// The master closed or reset the connection (restart, stop).
-    Disconnected,
-    /// Reading failed.
-    ReadError,
-    /// Bare framing could not be followed; the reader reconnected.
-    Desync,
-    /// The pipeline fell behind and frames were dropped.
-    QueueFull,
-    /// saltsight stopped while disconnected.
-    Shutdown,
-}
-
-impl GapReason {
-    pub const ALL: [GapReason; 5] = [
-        GapReason::Disconnected,
-        GapReason::ReadError,
-        GapReason::Desync,
-        GapReason::QueueFull,
-        GapReason::Shutdown,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GapReason::Disconnected => "disconnected",
-            GapReason::ReadError => "read_error",
-            GapReason::Desync => "desync",
-            GapReason::QueueFull => "queue_full",
-            GapReason::Shutdown => "shutdown",
-        }
+crate::label_set! {
+    /// Why events may have been missed.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum GapReason {
+        /// The master closed or reset the connection (restart, stop).
+        Disconnected = "disconnected",
+        /// Reading failed.
+        ReadError = "read_error",
+        /// Bare framing could not be followed; the reader reconnected.
+        Desync = "desync",
+        /// The pipeline fell behind and frames were dropped.
+        QueueFull = "queue_full",
+        /// saltsight stopped while disconnected.
+        Shutdown = "shutdown",
     }
 }
 

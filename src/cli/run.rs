@@ -208,7 +208,7 @@ impl RecordHandler {
             if let RecordBody::MinionMissing(m) = &record.body {
                 info!(jid = %m.jid, minion = %m.minion, fun = %m.fun, reason = m.reason.as_str(), "Minion did not return.");
             } else {
-                debug!(kind = record.kind, "Record.");
+                debug!(kind = record.kind.as_str(), "Record.");
             }
             self.metrics.record(&record);
             self.outputs.write(&record)?;

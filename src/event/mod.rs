@@ -169,24 +169,27 @@ pub enum DecodeError {
     MissingField { tag: String, field: &'static str },
 }
 
+crate::label_set! {
+    /// Why a frame gave no event, as a bounded label for metrics and logs.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum DecodeReason {
+        Envelope = "envelope",
+        NoTagSeparator = "no_tag_separator",
+        TagNotUtf8 = "tag_not_utf8",
+        DataNotAMap = "data_not_a_map",
+        MissingField = "missing_field",
+    }
+}
+
 impl DecodeError {
     /// A short, bounded label for metrics and logs.
-    /// Every [`DecodeError::reason`].
-    pub const REASONS: [&'static str; 5] = [
-        "envelope",
-        "no_tag_separator",
-        "tag_not_utf8",
-        "data_not_a_map",
-        "missing_field",
-    ];
-
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> DecodeReason {
         match self {
-            DecodeError::Envelope { .. } => "envelope",
-            DecodeError::NoTagSeparator => "no_tag_separator",
-            DecodeError::TagNotUtf8 => "tag_not_utf8",
-            DecodeError::DataNotAMap { .. } => "data_not_a_map",
-            DecodeError::MissingField { .. } => "missing_field",
+            DecodeError::Envelope { .. } => DecodeReason::Envelope,
+            DecodeError::NoTagSeparator => DecodeReason::NoTagSeparator,
+            DecodeError::TagNotUtf8 => DecodeReason::TagNotUtf8,
+            DecodeError::DataNotAMap { .. } => DecodeReason::DataNotAMap,
+            DecodeError::MissingField { .. } => DecodeReason::MissingField,
         }
     }
 
@@ -429,18 +432,21 @@ mod tests {
 
     #[test]
     fn bad_frames_give_reasons() {
-        assert_eq!(decode(&[0x93, 1, 2, 3]).unwrap_err().reason(), "envelope");
+        assert_eq!(
+            decode(&[0x93, 1, 2, 3]).unwrap_err().reason().as_str(),
+            "envelope"
+        );
         assert_eq!(
             decode(&[0x81, 0xa4, b'h', b'e', b'a', b'd', 0x80])
                 .unwrap_err()
                 .reason(),
-            "envelope"
+            DecodeReason::Envelope
         );
         assert_eq!(
             decode(&[0x81, 0xa4, b'b', b'o', b'd', b'y', 0x01])
                 .unwrap_err()
                 .reason(),
-            "envelope"
+            DecodeReason::Envelope
         );
         let mut no_sep = vec![0x81, 0xa4, b'b', b'o', b'd', b'y', 0xc4, 3];
         no_sep.extend_from_slice(b"tag");
@@ -452,7 +458,10 @@ mod tests {
             DecodeError::DataNotAMap { tag: "t".into() }
         );
         let frame = salt_frame("salt/auth", &serde_json::json!({"act": "accept"}), false);
-        assert_eq!(decode(&frame).unwrap_err().reason(), "missing_field");
+        assert_eq!(
+            decode(&frame).unwrap_err().reason().as_str(),
+            "missing_field"
+        );
     }
 
     #[test]

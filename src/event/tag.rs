@@ -6,61 +6,24 @@
 //! `salt/presence/{present,change}`, `salt/beacon/<id>/<name>/...`, `minion/refresh/<id>`,
 //! `resource/refresh/<id>`, and bare `<jid>` (3006/3007, data `{minions}`).
 
-/// The closed set of event kinds; also a bounded metrics label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TagClass {
-    JobNew,
-    JobPublish,
-    JobReturn,
-    JobProgress,
-    JobMinions,
-    RunNew,
-    RunReturn,
-    RunArgs,
-    MinionStart,
-    Auth,
-    Key,
-    Presence,
-    Beacon,
-    Other,
-}
-
-impl TagClass {
-    /// Every class, in declaration order (`class as usize` indexes it).
-    pub const ALL: [TagClass; 14] = [
-        TagClass::JobNew,
-        TagClass::JobPublish,
-        TagClass::JobReturn,
-        TagClass::JobProgress,
-        TagClass::JobMinions,
-        TagClass::RunNew,
-        TagClass::RunReturn,
-        TagClass::RunArgs,
-        TagClass::MinionStart,
-        TagClass::Auth,
-        TagClass::Key,
-        TagClass::Presence,
-        TagClass::Beacon,
-        TagClass::Other,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TagClass::JobNew => "job_new",
-            TagClass::JobPublish => "job_publish",
-            TagClass::JobReturn => "job_return",
-            TagClass::JobProgress => "job_progress",
-            TagClass::JobMinions => "job_minions",
-            TagClass::RunNew => "run_new",
-            TagClass::RunReturn => "run_return",
-            TagClass::RunArgs => "run_args",
-            TagClass::MinionStart => "minion_start",
-            TagClass::Auth => "auth",
-            TagClass::Key => "key",
-            TagClass::Presence => "presence",
-            TagClass::Beacon => "beacon",
-            TagClass::Other => "other",
-        }
+crate::label_set! {
+    /// The closed set of event kinds; also a bounded metrics label.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum TagClass {
+        JobNew = "job_new",
+        JobPublish = "job_publish",
+        JobReturn = "job_return",
+        JobProgress = "job_progress",
+        JobMinions = "job_minions",
+        RunNew = "run_new",
+        RunReturn = "run_return",
+        RunArgs = "run_args",
+        MinionStart = "minion_start",
+        Auth = "auth",
+        Key = "key",
+        Presence = "presence",
+        Beacon = "beacon",
+        Other = "other",
     }
 }
 

@@ -20,8 +20,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::bus::GapReason;
-use crate::event::{DecodeError, TagClass};
-use crate::record::{Category, MissingReason, Record, RecordBody};
+use crate::event::{DecodeReason, TagClass};
+use crate::record::{Category, MissingReason, Record, RecordBody, RecordKind};
 
 /// Job durations: seconds to an hour (highstates are long).
 const DURATION_BUCKETS: [f64; 13] = [
@@ -130,8 +130,8 @@ impl FunctionLabels {
 /// Per-event counts, updated by `app::run` for every frame it decodes.
 #[derive(Clone, Debug)]
 pub struct EventMetrics {
-    events: [Counter; TagClass::ALL.len()],
-    decode_errors: [Counter; DecodeError::REASONS.len()],
+    events: [Counter; TagClass::COUNT],
+    decode_errors: [Counter; DecodeReason::COUNT],
     malformed_fields: Counter,
     lag: Histogram,
 }
@@ -157,14 +157,14 @@ impl EventMetrics {
                 "saltsight_events",
                 "Events decoded, by tag class",
                 "class",
-                TagClass::ALL.map(TagClass::as_str),
+                TagClass::NAMES,
             ),
             decode_errors: closed(
                 registry,
                 "saltsight_decode_errors",
                 "Frames skipped as undecodable, by reason",
                 "reason",
-                DecodeError::REASONS,
+                DecodeReason::NAMES,
             ),
             malformed_fields: {
                 let c = Counter::default();
@@ -181,7 +181,7 @@ impl EventMetrics {
 
     /// One decoded event; `lag_micros` when its receipt time and `_stamp` are known.
     pub fn event(&self, class: TagClass, malformed: bool, lag_micros: Option<i64>) {
-        self.events[class as usize].inc();
+        self.events[class.index()].inc();
         if malformed {
             self.malformed_fields.inc();
         }
@@ -190,10 +190,8 @@ impl EventMetrics {
         }
     }
 
-    pub fn decode_error(&self, reason: &str) {
-        if let Some(i) = DecodeError::REASONS.iter().position(|r| *r == reason) {
-            self.decode_errors[i].inc();
-        }
+    pub fn decode_error(&self, reason: DecodeReason) {
+        self.decode_errors[reason.index()].inc();
     }
 }
 
@@ -221,14 +219,14 @@ pub struct RecordMetrics {
     jobs_completed: Vec<[Counter; JOB_OUTCOMES.len()]>,
     returns: Vec<[Counter; OUTCOMES.len()]>,
     late_returns: Vec<Counter>,
-    missing: Vec<[Counter; MissingReason::ALL.len()]>,
+    missing: Vec<[Counter; MissingReason::COUNT]>,
     job_duration: Vec<Histogram>,
     first_return: Vec<Histogram>,
-    state_failures: [Counter; Category::ALL.len()],
+    state_failures: [Counter; Category::COUNT],
     fallout: Counter,
     render_failures: Counter,
-    gaps: [Counter; GapReason::ALL.len()],
-    records: [Counter; RecordBody::KINDS.len()],
+    gaps: [Counter; GapReason::COUNT],
+    records: [Counter; RecordKind::COUNT],
     pub jobs_tracked: Gauge,
 }
 
@@ -348,7 +346,7 @@ impl RecordMetrics {
                 "saltsight_state_failures",
                 "Root-cause state failures (requisite fallout excluded), by category",
                 "category",
-                Category::ALL.map(Category::as_str),
+                Category::NAMES,
             ),
             fallout: single(
                 registry,
@@ -365,14 +363,14 @@ impl RecordMetrics {
                 "saltsight_bus_gaps",
                 "Stretches in which events may have been missed, by reason",
                 "reason",
-                GapReason::ALL.map(GapReason::as_str),
+                GapReason::NAMES,
             ),
             records: closed(
                 registry,
                 "saltsight_records",
                 "Records emitted, by kind",
                 "kind",
-                RecordBody::KINDS,
+                RecordKind::NAMES,
             ),
             jobs_tracked,
             functions,
@@ -380,7 +378,7 @@ impl RecordMetrics {
     }
 
     pub fn record(&self, record: &Record) {
-        self.records[record.body.kind_index()].inc();
+        self.records[record.kind.index()].inc();
         match &record.body {
             RecordBody::JobPublished(p) => {
                 self.jobs_published[self.functions.of(&p.fun)].inc();
@@ -395,7 +393,7 @@ impl RecordMetrics {
                 self.returns[f][usize::from(!r.succeeded)].inc();
             }
             RecordBody::MinionMissing(m) => {
-                self.missing[self.functions.of(&m.fun)][m.reason as usize].inc();
+                self.missing[self.functions.of(&m.fun)][m.reason.index()].inc();
             }
             // Amendments (late returns) are counted as returns, not as jobs again.
             RecordBody::JobCompleted(c) if c.revision == 0 => {
@@ -414,15 +412,15 @@ impl RecordMetrics {
                 }
             }
             RecordBody::StateFailure(s) => {
-                self.state_failures[s.cause.category as usize].inc();
+                self.state_failures[s.cause.category.index()].inc();
                 self.fallout.inc_by(u64::from(s.fallout));
             }
             RecordBody::RenderFailure(_) => {
                 self.render_failures.inc();
             }
             RecordBody::BusGap(g) => {
-                if let Some(i) = GapReason::ALL.iter().position(|r| r.as_str() == g.reason) {
-                    self.gaps[i].inc();
+                if let Ok(reason) = g.reason.parse::<GapReason>() {
+                    self.gaps[reason.index()].inc();
                 }
             }
             RecordBody::JobCompleted(_)
@@ -435,19 +433,6 @@ impl RecordMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn closed_label_sets_index_by_discriminant() {
-        for (i, class) in TagClass::ALL.iter().enumerate() {
-            assert_eq!(*class as usize, i);
-        }
-        for (i, category) in Category::ALL.iter().enumerate() {
-            assert_eq!(*category as usize, i);
-        }
-        for (i, reason) in MissingReason::ALL.iter().enumerate() {
-            assert_eq!(*reason as usize, i);
-        }
-    }
 
     #[test]
     fn functions_not_listed_are_other() {

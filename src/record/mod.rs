@@ -15,7 +15,7 @@ pub const SCHEMA_VERSION: u32 = 2;
 /// One record, with what every kind carries.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Record {
-    pub kind: &'static str,
+    pub kind: RecordKind,
     pub schema_version: u32,
     pub id: String,
     pub master: String,
@@ -44,72 +44,60 @@ pub enum RecordBody {
     ConfigChange(ConfigChange),
 }
 
-impl RecordBody {
-    /// Every kind, in declaration order (what [`RecordBody::kind`] returns).
-    pub const KINDS: [&'static str; 10] = [
-        "job_published",
-        "minion_return",
-        "minion_missing",
-        "job_completed",
-        "late_return",
-        "bus_gap",
-        "state_failure",
-        "render_failure",
-        "failure_group",
-        "config_change",
-    ];
-
-    /// The kind's position in [`RecordBody::KINDS`].
-    pub fn kind_index(&self) -> usize {
-        match self {
-            RecordBody::JobPublished(_) => 0,
-            RecordBody::MinionReturn(_) => 1,
-            RecordBody::MinionMissing(_) => 2,
-            RecordBody::JobCompleted(_) => 3,
-            RecordBody::LateReturn(_) => 4,
-            RecordBody::BusGap(_) => 5,
-            RecordBody::StateFailure(_) => 6,
-            RecordBody::RenderFailure(_) => 7,
-            RecordBody::FailureGroup(_) => 8,
-            RecordBody::ConfigChange(_) => 9,
-        }
+crate::label_set! {
+    /// Every record kind (a record's `kind`; also a bounded metrics label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum RecordKind {
+        JobPublished = "job_published",
+        MinionReturn = "minion_return",
+        MinionMissing = "minion_missing",
+        JobCompleted = "job_completed",
+        LateReturn = "late_return",
+        BusGap = "bus_gap",
+        StateFailure = "state_failure",
+        RenderFailure = "render_failure",
+        FailureGroup = "failure_group",
+        ConfigChange = "config_change",
     }
+}
 
-    pub fn kind(&self) -> &'static str {
+impl RecordBody {
+    pub fn kind(&self) -> RecordKind {
         match self {
-            RecordBody::JobPublished(_) => "job_published",
-            RecordBody::MinionReturn(_) => "minion_return",
-            RecordBody::MinionMissing(_) => "minion_missing",
-            RecordBody::JobCompleted(_) => "job_completed",
-            RecordBody::LateReturn(_) => "late_return",
-            RecordBody::BusGap(_) => "bus_gap",
-            RecordBody::StateFailure(_) => "state_failure",
-            RecordBody::RenderFailure(_) => "render_failure",
-            RecordBody::FailureGroup(_) => "failure_group",
-            RecordBody::ConfigChange(_) => "config_change",
+            RecordBody::JobPublished(_) => RecordKind::JobPublished,
+            RecordBody::MinionReturn(_) => RecordKind::MinionReturn,
+            RecordBody::MinionMissing(_) => RecordKind::MinionMissing,
+            RecordBody::JobCompleted(_) => RecordKind::JobCompleted,
+            RecordBody::LateReturn(_) => RecordKind::LateReturn,
+            RecordBody::BusGap(_) => RecordKind::BusGap,
+            RecordBody::StateFailure(_) => RecordKind::StateFailure,
+            RecordBody::RenderFailure(_) => RecordKind::RenderFailure,
+            RecordBody::FailureGroup(_) => RecordKind::FailureGroup,
+            RecordBody::ConfigChange(_) => RecordKind::ConfigChange,
         }
     }
 }
 
-/// How a job came to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunKind {
-    /// Published by someone at the salt CLI (`new` seen, no other mark).
-    Adhoc,
-    /// Started by a minion's scheduler (no `new`; a `schedule` name on the return).
-    Scheduled,
-    /// Published by an orchestration run (`salt/run/<jid>/args` just before it).
-    Orchestrated,
-    /// Published through salt-api (its user is one of `jobs.api_users`).
-    Api,
-    /// Published by the reactor (user `Reactor`).
-    Reactor,
-    /// A runner (`salt/run/...`), e.g. an orchestration itself.
-    Runner,
-    /// Its publication was not seen (before saltsight started, or in a gap).
-    #[default]
-    Unknown,
+crate::label_set! {
+    /// How a job came to run.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+    pub enum RunKind {
+        /// Published by someone at the salt CLI (`new` seen, no other mark).
+        Adhoc = "adhoc",
+        /// Started by a minion's scheduler (no `new`; a `schedule` name on the return).
+        Scheduled = "scheduled",
+        /// Published by an orchestration run (`salt/run/<jid>/args` just before it).
+        Orchestrated = "orchestrated",
+        /// Published through salt-api (its user is one of `jobs.api_users`).
+        Api = "api",
+        /// Published by the reactor (user `Reactor`).
+        Reactor = "reactor",
+        /// A runner (`salt/run/...`), e.g. an orchestration itself.
+        Runner = "runner",
+        /// Its publication was not seen (before saltsight started, or in a gap).
+        #[default]
+        Unknown = "unknown",
+    }
 }
 
 /// What every job-related record says of its job: how it came to run and what it
@@ -177,44 +165,22 @@ pub struct MinionReturn {
     pub states: Option<StateCounts>,
 }
 
-/// Why an expected minion did not return by the deadline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MissingReason {
-    /// Targeted but not connected at publish (`missing` in the `new` event).
-    NotConnected,
-    /// It started (crashed or was restarted) after the publish, before any return.
-    MinionRestarted,
-    /// `saltutil.find_job` showed it no longer ran the job, yet no return came.
-    Lost,
-    /// `saltutil.find_job` showed it still running the job at the deadline.
-    RunningPastDeadline,
-    /// Nothing from it at all until the deadline.
-    NoResponse,
-    /// The job's life overlaps a bus gap: saltsight cannot know.
-    UnknownGap,
-}
-
-impl MissingReason {
-    /// Every reason, in declaration order (`reason as usize` indexes it).
-    pub const ALL: [MissingReason; 6] = [
-        MissingReason::NotConnected,
-        MissingReason::MinionRestarted,
-        MissingReason::Lost,
-        MissingReason::RunningPastDeadline,
-        MissingReason::NoResponse,
-        MissingReason::UnknownGap,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MissingReason::NotConnected => "not_connected",
-            MissingReason::MinionRestarted => "minion_restarted",
-            MissingReason::Lost => "lost",
-            MissingReason::RunningPastDeadline => "running_past_deadline",
-            MissingReason::NoResponse => "no_response",
-            MissingReason::UnknownGap => "unknown_gap",
-        }
+crate::label_set! {
+    /// Why an expected minion did not return by the deadline.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum MissingReason {
+        /// Targeted but not connected at publish (`missing` in the `new` event).
+        NotConnected = "not_connected",
+        /// It started (crashed or was restarted) after the publish, before any return.
+        MinionRestarted = "minion_restarted",
+        /// `saltutil.find_job` showed it no longer ran the job, yet no return came.
+        Lost = "lost",
+        /// `saltutil.find_job` showed it still running the job at the deadline.
+        RunningPastDeadline = "running_past_deadline",
+        /// Nothing from it at all until the deadline.
+        NoResponse = "no_response",
+        /// The job's life overlaps a bus gap: saltsight cannot know.
+        UnknownGap = "unknown_gap",
     }
 }
 
@@ -253,57 +219,23 @@ pub struct JobCompleted {
     pub context: JobContext,
 }
 
-/// The closed set of categories; also a bounded metrics label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub enum Category {
-    #[serde(rename = "render")]
-    Render,
-    #[serde(rename = "dependency.package")]
-    DependencyPackage,
-    #[serde(rename = "network.dns")]
-    NetworkDns,
-    #[serde(rename = "network.connect")]
-    NetworkConnect,
-    #[serde(rename = "source_missing")]
-    SourceMissing,
-    #[serde(rename = "command")]
-    Command,
-    #[serde(rename = "permission")]
-    Permission,
-    #[serde(rename = "timeout")]
-    Timeout,
-    #[serde(rename = "other")]
-    Other,
+crate::label_set! {
+    /// The closed set of categories; also a bounded metrics label.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Category {
+        Render = "render",
+        DependencyPackage = "dependency.package",
+        NetworkDns = "network.dns",
+        NetworkConnect = "network.connect",
+        SourceMissing = "source_missing",
+        Command = "command",
+        Permission = "permission",
+        Timeout = "timeout",
+        Other = "other",
+    }
 }
 
 impl Category {
-    /// Every category, in declaration order (`category as usize` indexes it).
-    pub const ALL: [Category; 9] = [
-        Category::Render,
-        Category::DependencyPackage,
-        Category::NetworkDns,
-        Category::NetworkConnect,
-        Category::SourceMissing,
-        Category::Command,
-        Category::Permission,
-        Category::Timeout,
-        Category::Other,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Category::Render => "render",
-            Category::DependencyPackage => "dependency.package",
-            Category::NetworkDns => "network.dns",
-            Category::NetworkConnect => "network.connect",
-            Category::SourceMissing => "source_missing",
-            Category::Command => "command",
-            Category::Permission => "permission",
-            Category::Timeout => "timeout",
-            Category::Other => "other",
-        }
-    }
-
     /// Whether the cause lies outside the state tree (a mirror, DNS, the network):
     /// fixed by operations, not by a commit.
     pub fn is_external(self) -> bool {
@@ -509,7 +441,7 @@ impl RecordFactory {
     pub fn make(&self, at: Stamp, key: &[&str], body: RecordBody) -> Record {
         let kind = body.kind();
         let id = stable_hash(
-            [self.master.as_str(), kind]
+            [self.master.as_str(), kind.as_str()]
                 .iter()
                 .chain(key)
                 .map(|p| p.as_bytes()),

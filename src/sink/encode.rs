@@ -86,7 +86,7 @@ fn clickhouse_row(record: &Record, json: &[u8], out: &mut Vec<u8>) {
         .trim_end_matches('\n');
     let mut row = Row {
         id: &record.id,
-        kind: record.kind,
+        kind: record.kind.as_str(),
         schema_version: record.schema_version,
         master: &record.master,
         at_micros: record.at.0,
