@@ -11,7 +11,6 @@ use std::time::Instant;
 use criterion::{Criterion, Throughput, criterion_group};
 use saltsight::config::outputs::{BatchConfig, Encoding, HttpOutputConfig, SpoolConfig};
 use saltsight::config::redact::RedactConfig;
-use saltsight::event::Stamp;
 use saltsight::record::redact::Redactor;
 use saltsight::record::{
     JobContext, MinionReturn, Record, RecordBody, RecordFactory, RunKind, StateCounts,
@@ -19,6 +18,7 @@ use saltsight::record::{
 use saltsight::sink::encode;
 use saltsight::sink::http::HttpSender;
 use saltsight::sink::spool::{Spool, SpoolWriter};
+use saltsight::time::Stamp;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 

@@ -10,10 +10,11 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group};
-use saltsight::event::{Stamp, decode, encode_frame};
+use saltsight::event::{decode, encode_frame};
 use saltsight::jobs::{JobTracker, TrackerConfig};
 use saltsight::metrics::Metrics;
 use saltsight::record::RecordFactory;
+use saltsight::time::Stamp;
 use serde_json::json;
 
 /// Counts live heap bytes, to measure what the tracker holds.
@@ -121,7 +122,6 @@ fn feed_with_metrics(tracker: &mut JobTracker, frames: &[Vec<u8>], metrics: &mut
         for record in &out {
             metrics.observer.record(record);
         }
-        metrics.observer.jobs_tracked(tracker.open_jobs());
         records += out.len();
         out.clear();
     }
@@ -168,6 +168,7 @@ fn bench(c: &mut Criterion) {
         &saltsight::config::metrics::MetricsConfig::default(),
         std::sync::Arc::new(saltsight::bus::ReaderStats::default()),
         Vec::new(),
+        Vec::new(),
         saltsight::record::redact::Redactor::new(&Default::default()).expect("default rules"),
     );
     group.bench_function("decode_and_track_with_metrics", |b| {
@@ -206,6 +207,7 @@ fn metrics_cost() {
     let mut metrics = Metrics::new(
         &saltsight::config::metrics::MetricsConfig::default(),
         std::sync::Arc::new(saltsight::bus::ReaderStats::default()),
+        Vec::new(),
         Vec::new(),
         saltsight::record::redact::Redactor::new(&Default::default()).expect("default rules"),
     );

@@ -9,7 +9,8 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group};
 use saltsight::correlate::git::{GitDir, HeadWatch};
-use saltsight::event::{Body, Stamp, decode, encode_frame};
+use saltsight::event::{Body, decode, encode_frame};
+use saltsight::time::Stamp;
 use saltsight::triage::{Triage, TriageConfig};
 use serde_json::{Value, json};
 

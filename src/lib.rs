@@ -14,24 +14,26 @@
 //! - [`record`]: the records emitted, with stable ids (docs/records.md).
 //! - [`config`]: saltsight's TOML, the Salt master's YAML, resolved into one validated [`config::Config`].
 //! - [`metrics`]: the Prometheus catalog and the `/metrics` endpoint (docs/metrics.md).
-//! - [`app`]: wires sources, stages and outputs with bounded channels; shuts down from the head.
+//! - [`pipeline`]: the source, the consumer loop, the stages in order and the agent's handler.
 //! - [`cli`]: the subcommands (`run`, `tail`, `capture`, `replay`, `check-config`).
 #![forbid(unsafe_code)]
 
-pub mod app;
 pub mod base64;
 pub mod bus;
 pub mod cli;
 pub mod config;
 pub mod correlate;
+pub mod counter;
 pub mod event;
 pub mod jobs;
 pub mod lab;
 pub mod label;
 pub mod metrics;
+pub mod pipeline;
 pub mod ratelimit;
 pub mod record;
 pub mod service;
 pub mod shutdown;
 pub mod sink;
+pub mod time;
 pub mod triage;

@@ -1,9 +1,8 @@
-//! A msgpack scanner: where a value ends, and typed reads over a complete buffer.
+//! A msgpack scanner: where a value ends.
 //!
-//! Two users: the frame splitter asks "does the buffer hold a whole value yet, and
-//! where does it end?" (check-then-parse; `Incomplete` is an ordinary answer), and
-//! the event decoder walks the top-level `data` map to find the spans of the keys it
-//! wants. Skipping here is a walk over headers only: no allocation, no UTF-8 check,
+//! The frame splitter asks "does the buffer hold a whole value yet, and where does
+//! it end?" (check-then-parse; `Incomplete` is an ordinary answer); the event
+//! decoder's cursor (`event::cursor`) skips the values it does not want with it. Skipping here is a walk over headers only: no allocation, no UTF-8 check,
 //! no recursion (a pending-count loop), so a hostile nesting depth cannot blow the
 //! stack and a hostile length cannot make us allocate.
 
@@ -27,7 +26,8 @@ enum Shape {
     Items { head: usize, items: u64 },
 }
 
-fn be(buf: &[u8], at: usize, width: usize) -> Result<u64, ScanError> {
+/// The big-endian unsigned integer of `width` bytes at `at`.
+pub fn be(buf: &[u8], at: usize, width: usize) -> Result<u64, ScanError> {
     let bytes = buf.get(at..at + width).ok_or(ScanError::Incomplete)?;
     Ok(bytes.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
 }
@@ -142,73 +142,6 @@ pub fn skip_value(buf: &[u8], start: usize, limit: usize) -> Result<usize, ScanE
     Ok(pos)
 }
 
-/// Typed reads over a buffer that holds complete values (a frame already split).
-/// Every read either consumes a value or leaves the cursor where it was and says
-/// why; callers treat any error as a malformed frame.
-#[derive(Debug, Clone)]
-pub struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    pub fn new(buf: &'a [u8]) -> Self {
-        Self { buf, pos: 0 }
-    }
-
-    pub fn position(&self) -> usize {
-        self.pos
-    }
-
-    pub fn is_at_end(&self) -> bool {
-        self.pos >= self.buf.len()
-    }
-
-    /// The marker byte of the next value, without consuming it.
-    pub fn peek(&self) -> Option<u8> {
-        self.buf.get(self.pos).copied()
-    }
-
-    /// Skips one value and returns its raw bytes.
-    pub fn take_raw(&mut self) -> Result<&'a [u8], ScanError> {
-        let end = skip_value(self.buf, self.pos, self.buf.len())?;
-        let raw = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(raw)
-    }
-
-    /// Reads a map header and returns its number of key/value pairs.
-    pub fn read_map_len(&mut self) -> Option<u32> {
-        let marker = self.peek()?;
-        let (head, len) = match marker {
-            0x80..=0x8f => (1, u64::from(marker & 0x0f)),
-            0xde => (3, be(self.buf, self.pos + 1, 2).ok()?),
-            0xdf => (5, be(self.buf, self.pos + 1, 4).ok()?),
-            _ => return None,
-        };
-        self.pos += head;
-        u32::try_from(len).ok()
-    }
-
-    /// Reads a str or a bin and returns its bytes (Salt wrote strings as bin, and
-    /// raw bytes as str, in older releases: both are accepted).
-    pub fn read_str_or_bin(&mut self) -> Option<&'a [u8]> {
-        let marker = self.peek()?;
-        let (head, len) = match marker {
-            0xa0..=0xbf => (1, u64::from(marker & 0x1f)),
-            0xd9 | 0xc4 => (2, be(self.buf, self.pos + 1, 1).ok()?),
-            0xda | 0xc5 => (3, be(self.buf, self.pos + 1, 2).ok()?),
-            0xdb | 0xc6 => (5, be(self.buf, self.pos + 1, 4).ok()?),
-            _ => return None,
-        };
-        let start = self.pos + head;
-        let end = start.checked_add(usize::try_from(len).ok()?)?;
-        let bytes = self.buf.get(start..end)?;
-        self.pos = end;
-        Some(bytes)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,13 +210,5 @@ mod tests {
         bytes.extend_from_slice(text);
         assert_eq!(skip_value(&bytes, 0, 1000), Ok(bytes.len()));
         assert_eq!(skip_value(&[0xd6, 1, 0, 0, 0, 0], 0, 100), Ok(6));
-    }
-
-    #[test]
-    fn cursor_reads_str_and_bin_alike() {
-        let mut cursor = Cursor::new(&[0xa3, b'a', b'b', b'c', 0xc4, 2, 0xff, 0xfe]);
-        assert_eq!(cursor.read_str_or_bin(), Some(&b"abc"[..]));
-        assert_eq!(cursor.read_str_or_bin(), Some(&[0xff, 0xfe][..]));
-        assert!(cursor.is_at_end());
     }
 }

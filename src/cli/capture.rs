@@ -8,11 +8,16 @@ use std::time::{Duration, SystemTime};
 
 use clap::Args;
 
-use crate::app::Handler;
+use anyhow::Context;
+
+use super::{Outcome, Session};
+use crate::bus::reader::Delivery;
 use crate::bus::recording::CaptureWriter;
 use crate::bus::{BusGap, Endpoint, Frame};
 use crate::config::duration::parse_duration;
 use crate::event::Event;
+use crate::pipeline::{Consumer, Handler, Source};
+use crate::shutdown;
 
 #[derive(Debug, Args)]
 pub struct CaptureArgs {
@@ -78,4 +83,27 @@ impl Handler for CaptureHandler {
         self.writer.flush()?;
         Ok(())
     }
+}
+
+/// `saltsight capture FILE`: records until interrupted or `--duration` ends.
+pub async fn run(args: CaptureArgs, session: Session) -> anyhow::Result<Outcome> {
+    let Session { config, cancel, .. } = session;
+    let handler = CaptureHandler::create(&args.file)
+        .with_context(|| format!("cannot create capture file {}", args.file.display()))?;
+    if let Some(duration) = args.duration {
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(duration).await;
+            stop.cancel();
+        });
+    }
+    let source = Source::live(&config.bus, Delivery::RawChunks);
+    let consumer = Consumer::new(source, config.bus.queue_frames, cancel.clone());
+    let (summary, handler) = shutdown::within_grace(&cancel, consumer.run(handler)).await?;
+    eprintln!(
+        "captured {} bytes to {}",
+        handler.bytes,
+        args.file.display()
+    );
+    Ok(Outcome::of(&summary))
 }

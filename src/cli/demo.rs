@@ -9,18 +9,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use tokio_util::sync::CancellationToken;
 
-use super::run::{Clock, Output, Pipeline, RecordHandler, open_outputs};
 use super::tail::{TailArgs, TailHandler};
-use crate::app::{self, Source};
-use crate::bus::ReaderStats;
+use super::{Outcome, Session};
 use crate::bus::reader::Delivery;
-use crate::config::{BusConfig, Config, RepoSpec};
+use crate::config::{BusConfig, RepoSpec};
 use crate::lab::{Lab, LabOptions};
 use crate::metrics::Observer;
-use crate::metrics::catalog::EventMetrics;
-use crate::record::redact::Redactor;
+use crate::pipeline::{Agent, Clock, Consumer, OutputChoice, Source, Stages, open_outputs};
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -44,12 +40,12 @@ const JOBS: &[&[&str]] = &[
     &["*", "state.apply", "fail"],
 ];
 
-pub async fn run(
-    args: DemoArgs,
-    template: &Config,
-    redactor: &Redactor,
-    cancel: CancellationToken,
-) -> anyhow::Result<()> {
+pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
+    let Session {
+        config: template,
+        redactor,
+        cancel,
+    } = session;
     eprintln!("Starting a Salt master and 3 minions on loopback (about 10 s)...");
     let lab = tokio::task::spawn_blocking(|| Lab::start(LabOptions::default()))
         .await
@@ -81,7 +77,7 @@ pub async fn run(
         }
     };
     let source = Source::live(&config.bus, Delivery::Frames);
-    let (queue, stats) = (config.bus.queue_frames, Arc::new(ReaderStats::default()));
+    let consumer = Consumer::new(source, config.bus.queue_frames, cancel.clone());
     let pipeline = if args.events {
         let tail_args = TailArgs {
             json: args.json,
@@ -90,34 +86,19 @@ pub async fn run(
             count: None,
             no_redact: false,
         };
-        let handler = TailHandler::new(std::io::stdout(), &tail_args, cancel.clone(), redactor);
-        let run = app::run(
-            source,
-            queue,
-            handler,
-            cancel.clone(),
-            stats,
-            EventMetrics::default(),
-            None,
-        );
-        tokio::spawn(async move { run.await.map(|(summary, _)| summary) })
+        let handler = TailHandler::new(std::io::stdout(), &tail_args, cancel.clone(), &redactor);
+        tokio::spawn(async move { consumer.run(handler).await.map(|(summary, _)| summary) })
     } else {
-        let pipeline = Pipeline::from_config(&config);
         // Stdout only: no spool, so no senders to start.
-        let (outputs, _) = open_outputs(&config, Output::Stdout, Clock::Wall)?;
-        let observer = Observer::unregistered(&config.metrics);
-        let handler =
-            RecordHandler::new(pipeline, Clock::Wall, outputs, redactor.clone(), observer);
-        let run = app::run(
-            source,
-            queue,
-            handler,
-            cancel.clone(),
-            stats,
-            EventMetrics::default(),
-            None,
+        let (outputs, _) = open_outputs(&config, OutputChoice::Stdout, Clock::Wall)?;
+        let agent = Agent::new(
+            Stages::from_config(&config),
+            Clock::Wall,
+            outputs,
+            redactor.clone(),
+            Observer::unregistered(&config.metrics),
         );
-        tokio::spawn(async move { run.await.map(|(summary, _)| summary) })
+        tokio::spawn(async move { consumer.run(agent).await.map(|(summary, _)| summary) })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -159,7 +140,7 @@ pub async fn run(
     tokio::task::spawn_blocking(move || drop(lab))
         .await
         .context("lab teardown")?;
-    Ok(())
+    Ok(Outcome::Ok)
 }
 
 /// Makes the lab's state tree a git checkout with one commit, so the records

@@ -18,7 +18,16 @@ pub struct GenerateArgs {
 }
 
 /// Writes every page and completion script; returns the files written.
-pub fn run(args: &GenerateArgs) -> anyhow::Result<Vec<PathBuf>> {
+/// Writes them and lists the files written on stdout.
+pub fn run(args: &GenerateArgs) -> anyhow::Result<super::Outcome> {
+    for path in write(args)? {
+        println!("{}", path.display());
+    }
+    Ok(super::Outcome::Ok)
+}
+
+/// Writes man pages and completions under `args.dir`.
+pub fn write(args: &GenerateArgs) -> anyhow::Result<Vec<PathBuf>> {
     let man = args.dir.join("man");
     let completions = args.dir.join("completions");
     for dir in [&man, &completions] {
@@ -57,7 +66,7 @@ mod tests {
     #[test]
     fn pages_and_completions_cover_every_subcommand() {
         let dir = tempfile::tempdir().unwrap();
-        let written = run(&GenerateArgs {
+        let written = write(&GenerateArgs {
             dir: dir.path().to_owned(),
         })
         .unwrap();

@@ -10,12 +10,18 @@ pub mod reload;
 pub mod replay;
 pub mod run;
 pub mod tail;
+pub mod tail_format;
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
 
-use crate::config::Overrides;
+use crate::config::{Config, Overrides};
+use crate::pipeline::Summary;
+use crate::record::redact::Redactor;
+use crate::shutdown;
 
 /// Watches a Salt master's event bus, read-only, and reports on jobs, returns and
 /// failures. It never sends anything to the master.
@@ -133,6 +139,40 @@ pub enum Outcome {
     BadInput,
 }
 
+impl Outcome {
+    /// `BadInput` when the source held anything undecodable.
+    pub fn of(summary: &Summary) -> Outcome {
+        let bad = !summary.decode_errors.is_empty()
+            || summary.recording_desyncs > 0
+            || summary.recording_trailing_bytes > 0;
+        if bad { Outcome::BadInput } else { Outcome::Ok }
+    }
+}
+
+/// Why a subcommand stopped early, by exit code; the text is redacted already.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// The configuration is invalid (nothing started).
+    #[error("{0}")]
+    Config(String),
+    /// `run` as root without `--allow-root`.
+    #[error("{0}")]
+    NoPermission(String),
+    /// It ran and failed.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl Failure {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Failure::Config(_) => exit::CONFIG,
+            Failure::NoPermission(_) => exit::NO_PERMISSION,
+            Failure::Runtime(_) => exit::RUNTIME,
+        }
+    }
+}
+
 /// Exit codes: 0 ok; 1 runtime failure; 2 usage (clap); 3 ran but saw bad input;
 /// 64 invalid configuration; 77 refused to run as root.
 pub mod exit {
@@ -141,4 +181,98 @@ pub mod exit {
     /// `run` as root without `--allow-root` (sysexits' EX_NOPERM).
     pub const NO_PERMISSION: i32 = 77;
     pub const CONFIG: i32 = 64;
+}
+
+/// What every subcommand that reads the bus starts with: the validated config,
+/// the redactor made from it, and the token the first SIGINT/SIGTERM cancels.
+pub struct Session {
+    pub config: Config,
+    pub redactor: Redactor,
+    pub cancel: CancellationToken,
+}
+
+/// Loads the config, sets up logging and runs the command; every error leaves
+/// here redacted.
+pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
+    let Cli { global, command } = cli;
+    match &command {
+        Command::Generate(args) => return generate::run(args).map_err(runtime),
+        Command::CheckConfig(args) if args.example => {
+            print!("{}", crate::config::example::example());
+            return Ok(Outcome::Ok);
+        }
+        _ => {}
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Runtime(format!("cannot start the async runtime: {e}")))?;
+    // From here on a SIGHUP to `run` is a reload (handled once it runs), never
+    // the default's exit.
+    let hangups = matches!(command, Command::Run(_)).then(|| {
+        let _runtime = runtime.enter();
+        reload::listen_for_hangups()
+    });
+    let overrides = global.overrides();
+    let config = crate::config::load(&overrides)
+        // A config error may quote a value (an upstream URL with its password).
+        .map_err(|errors| {
+            Failure::Config(default_redactor().line(&errors.to_string()).into_owned())
+        })?;
+    let redactor = Redactor::new(&config.redact).map_err(|e| Failure::Config(e.to_string()))?;
+    let log_level = log::init(&config, &redactor);
+    if let Command::Run(args) = &command {
+        if let Some(why) = privilege::refuse_root(&config.bus.endpoint, args.allow_root) {
+            tracing::error!("{why}");
+            return Err(Failure::NoPermission(why));
+        }
+    }
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    if let Command::CheckConfig(_) = command {
+        return check_config::run(&config, &mut std::io::stdout().lock())
+            .map(|()| Outcome::Ok)
+            .map_err(|e| Failure::Runtime(e.to_string()));
+    }
+    let gate = redactor.clone();
+    let result = runtime.block_on(async move {
+        let cancel = shutdown::on_signals().context("cannot install signal handlers")?;
+        let session = Session {
+            config,
+            redactor,
+            cancel,
+        };
+        match command {
+            Command::Run(args) => {
+                let reload = run::Reload {
+                    overrides,
+                    log_level,
+                    hangups,
+                };
+                run::run(args, session, reload).await
+            }
+            Command::Tail(args) => tail::run(args, session).await,
+            Command::Capture(args) => capture::run(args, session).await,
+            Command::Replay(args) => replay::run(args, session).await,
+            Command::Demo(args) => demo::run(args, session).await,
+            Command::CheckConfig(_) | Command::Generate(_) => Ok(Outcome::Ok),
+        }
+    });
+    result.map_err(|error| {
+        let text = gate.line(&format!("{error:#}")).into_owned();
+        tracing::error!(error = %text, "Exiting on error.");
+        Failure::Runtime(text)
+    })
+}
+
+fn runtime(error: anyhow::Error) -> Failure {
+    Failure::Runtime(format!("{error:#}"))
+}
+
+/// The built-in rules, for what is said before the config is read.
+fn default_redactor() -> Redactor {
+    Redactor::new(&crate::config::redact::RedactConfig::default())
+        .expect("the built-in redaction rules compile (a unit test builds them)")
 }

@@ -1,11 +1,15 @@
 //! `saltsight replay FILE`: a recording through the same pipeline as live, as fast
-//! as it reads. A summary of what went through goes to stderr.
+//! as it reads, on event time. A summary of what went through goes to stderr.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::run::Output;
+use super::{Outcome, Session};
+use crate::metrics::Observer;
+use crate::pipeline::{Agent, Clock, Consumer, Source, Stages, Summary, open_outputs};
+use crate::shutdown;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -14,4 +18,67 @@ pub struct ReplayArgs {
     /// Where records go
     #[arg(long, value_enum, default_value = "none")]
     pub output: Output,
+}
+
+pub async fn run(args: ReplayArgs, session: Session) -> anyhow::Result<Outcome> {
+    let Session {
+        config,
+        redactor,
+        cancel,
+    } = session;
+    let (outputs, senders) = open_outputs(&config, args.output.into(), Clock::EventTime)?;
+    let sending = senders.spawn();
+    let agent = Agent::new(
+        Stages::from_config(&config),
+        Clock::EventTime,
+        outputs,
+        redactor,
+        Observer::unregistered(&config.metrics),
+    );
+    let source = Source::Recording {
+        path: args.file.clone(),
+        max_frame_bytes: config.bus.max_frame_bytes,
+        progress: true,
+    };
+    let consumer = Consumer::new(source, config.bus.queue_frames, cancel.clone());
+    let result = shutdown::within_grace(&cancel, consumer.run(agent)).await;
+    // A replay into an HTTP output ends when upstream has it all (or on a
+    // signal: the spool keeps the rest for the next start).
+    if result.is_ok() {
+        sending.drain(&cancel).await;
+    }
+    sending.stop().await;
+    let (summary, _) = result?;
+    eprintln!("{}", describe(&summary));
+    Ok(Outcome::of(&summary))
+}
+
+/// A one-paragraph summary for stderr.
+fn describe(summary: &Summary) -> String {
+    let classes: Vec<String> = summary
+        .events_by_class
+        .iter()
+        .map(|(class, n)| format!("{class}={n}"))
+        .collect();
+    let errors: Vec<String> = summary
+        .decode_errors
+        .iter()
+        .map(|(reason, n)| format!("{reason}={n}"))
+        .collect();
+    format!(
+        "replayed {} frames: {} events ({}); decode errors: {}; gaps: {}; frames skipped: {}; desyncs: {} ({} bytes set aside); trailing bytes: {}",
+        summary.frames,
+        summary.events(),
+        classes.join(" "),
+        if errors.is_empty() {
+            "none".into()
+        } else {
+            errors.join(" ")
+        },
+        summary.gaps,
+        summary.recording_skipped_frames,
+        summary.recording_desyncs,
+        summary.recording_discarded_bytes,
+        summary.recording_trailing_bytes
+    )
 }

@@ -8,12 +8,15 @@ use std::path::PathBuf;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::Handler;
+use super::tail_format;
+use super::{Outcome, Session};
+use crate::bus::reader::Delivery;
 use crate::bus::{BusGap, Endpoint, Frame};
 use crate::config::glob;
 use crate::event::Event;
+use crate::pipeline::{Consumer, Handler, Source};
 use crate::record::redact::{Redacted, Redactor};
-use crate::sink::stdout;
+use crate::shutdown;
 
 #[derive(Debug, Args)]
 pub struct TailArgs {
@@ -70,15 +73,15 @@ impl<W: Write> Handler for TailHandler<W> {
         if !self.tags.is_empty() && !self.tags.iter().any(|g| glob::matches(g, event.tag)) {
             return Ok(());
         }
-        let data = stdout::event_data(event);
+        let data = tail_format::event_data(event);
         let shown = match &self.redactor {
             Some(redactor) => redactor.event(event.tag, data),
             None => Redacted::waived(event.tag, data),
         };
         if self.json {
-            stdout::write_event_line(&mut self.out, &shown)?;
+            tail_format::write_event_line(&mut self.out, &shown)?;
         } else {
-            stdout::write_pretty(&mut self.out, &shown)?;
+            tail_format::write_pretty(&mut self.out, &shown)?;
         }
         if self.flush_each {
             self.out.flush()?;
@@ -94,7 +97,7 @@ impl<W: Write> Handler for TailHandler<W> {
 
     fn gap(&mut self, gap: &BusGap) -> anyhow::Result<()> {
         // On the terminal, gaps go to stderr so stdout stays events only.
-        eprintln!("{}", stdout::gap_line(gap));
+        eprintln!("{}", tail_format::gap_line(gap));
         Ok(())
     }
 
@@ -109,4 +112,25 @@ impl<W: Write> Handler for TailHandler<W> {
         self.out.flush()?;
         Ok(())
     }
+}
+
+/// `saltsight tail`: the bus (or `--from` a recording) shown until interrupted.
+pub async fn run(args: TailArgs, session: Session) -> anyhow::Result<Outcome> {
+    let Session {
+        config,
+        redactor,
+        cancel,
+    } = session;
+    let handler = TailHandler::new(std::io::stdout(), &args, cancel.clone(), &redactor);
+    let source = match &args.from {
+        Some(path) => Source::Recording {
+            path: path.clone(),
+            max_frame_bytes: config.bus.max_frame_bytes,
+            progress: false,
+        },
+        None => Source::live(&config.bus, Delivery::Frames),
+    };
+    let consumer = Consumer::new(source, config.bus.queue_frames, cancel.clone());
+    let (summary, _) = shutdown::within_grace(&cancel, consumer.run(handler)).await?;
+    Ok(Outcome::of(&summary))
 }

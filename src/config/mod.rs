@@ -2,7 +2,9 @@
 //! [`resolve`]d with the environment, the flags and the Salt master's own config
 //! ([`master`]) into a validated [`Config`].
 
+pub mod defaults;
 pub mod duration;
+pub mod example;
 pub mod file;
 pub mod glob;
 pub mod master;

@@ -11,19 +11,7 @@ use super::master::{DEFAULT_MASTER_CONFIG, MasterBusSettings};
 use super::outputs::{OutputConfig, SpoolConfig, resolve_outputs, resolve_spool};
 use crate::bus::Endpoint;
 
-pub const DEFAULT_CONFIG_PATH: &str = "/etc/saltsight/saltsight.toml";
-pub const DEFAULT_MAX_FRAME_BYTES: usize = 64 << 20;
-pub const DEFAULT_QUEUE_FRAMES: usize = 16_384;
-pub const DEFAULT_QUEUE_BYTES: usize = 256 << 20;
-pub const DEFAULT_RECONNECT_MIN: Duration = Duration::from_millis(100);
-/// backon adds up to 100% jitter above the delay, so the longest wait is under 1.5 s:
-/// a master that comes back is seen within 2 s.
-pub const DEFAULT_RECONNECT_MAX: Duration = Duration::from_millis(750);
-
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
-pub const DEFAULT_LATE_WINDOW: Duration = Duration::from_secs(3600);
-pub const DEFAULT_MAX_JOBS: usize = 10_000;
-pub const DEFAULT_MAX_EXPECTED: usize = 1_000_000;
+pub use super::defaults::*;
 
 /// What the command line and `SALTSIGHT_*` variables said (clap merges the two).
 #[derive(Debug, Default, Clone)]
@@ -97,10 +85,10 @@ pub struct TriageConfig {
 impl Default for TriageConfig {
     fn default() -> Self {
         Self {
-            comment_max_bytes: 1024,
-            example_minions: 10,
-            max_jobs: 10_000,
-            max_fingerprints: 100_000,
+            comment_max_bytes: DEFAULT_COMMENT_MAX_BYTES,
+            example_minions: DEFAULT_EXAMPLE_MINIONS,
+            max_jobs: DEFAULT_MAX_JOBS,
+            max_fingerprints: DEFAULT_MAX_FINGERPRINTS,
             want_outcomes: false,
         }
     }
@@ -137,11 +125,11 @@ impl Default for CorrelateConfig {
     fn default() -> Self {
         Self {
             repos: Vec::new(),
-            git: PathBuf::from("git"),
-            git_timeout: Duration::from_secs(10),
-            max_history: 1_000_000,
-            max_commits: 20,
-            max_jobs: 10_000,
+            git: PathBuf::from(DEFAULT_GIT),
+            git_timeout: DEFAULT_GIT_TIMEOUT,
+            max_history: DEFAULT_MAX_HISTORY,
+            max_commits: DEFAULT_MAX_COMMITS,
+            max_jobs: DEFAULT_MAX_JOBS,
         }
     }
 }

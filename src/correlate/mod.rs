@@ -18,25 +18,29 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use tracing::warn;
 
 pub use crate::config::{CorrelateConfig, RepoSpec};
-use crate::event::Stamp;
 use crate::record::{
     Commit, ConfigChange, Correlation, FailureGroup as GroupRecord, IntroducedBy, JobContext,
     Record, RecordBody, RecordFactory, RenderFailure as RenderRecord, StateFailure as StateRecord,
     SuspectCommits,
 };
+use crate::time::Stamp;
 use crate::triage::failures::state_hash;
 use crate::triage::{FailureGroup, Findings};
 use git::{GitCli, GitDir, HeadWatch};
 use history::{Flip, History};
 
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct CorrelateStats {
-    pub head_moves: u64,
-    pub git_calls: u64,
-    pub git_errors: u64,
-    /// Wall time spent in git calls, microseconds.
-    pub git_micros: u64,
-    pub history_refused: u64,
+crate::counts! {
+    /// The correlator's own counts, read at scrape.
+    pub struct CorrelateStats {
+        counter head_moves = "saltsight_head_moves",
+            "Moves of a watched checkout's HEAD (config_change records)";
+        counter git_calls = "saltsight_git_calls", "git commands run to correlate failures";
+        counter git_errors = "saltsight_git_errors", "git commands that failed or timed out";
+        /// Wall time spent in git calls, microseconds.
+        internal git_micros;
+        counter history_refused = "saltsight_history_refused",
+            "(minion, state) pairs not remembered: correlate.max_history is reached";
+    }
 }
 
 struct Repo {
@@ -60,7 +64,7 @@ pub struct Correlator {
     job_order: VecDeque<Box<str>>,
     introduced: HashMap<(usize, String, String), Option<IntroducedBy>>,
     ranges: HashMap<(usize, String, String), Option<Range>>,
-    pub stats: CorrelateStats,
+    pub stats: std::sync::Arc<CorrelateStats>,
 }
 
 /// Cached git answers kept at most (each is small).
@@ -97,7 +101,7 @@ impl Correlator {
             job_order: VecDeque::new(),
             introduced: HashMap::new(),
             ranges: HashMap::new(),
-            stats: CorrelateStats::default(),
+            stats: std::sync::Arc::default(),
         }
     }
 
@@ -119,7 +123,7 @@ impl Correlator {
             match watch.refresh() {
                 Ok(Some((old, new))) => {
                     repo.warned = false;
-                    self.stats.head_moves += 1;
+                    self.stats.head_moves.inc();
                     if old.is_some() {
                         out.push(self.config_change(i, old, new.clone(), at));
                     }
@@ -168,21 +172,22 @@ impl Correlator {
         )
     }
 
-    /// Job records from the tracker (`records[from..]`): each `job_published`
-    /// gets the HEADs of the moment, after any `config_change`.
-    pub fn on_job_records(&mut self, records: &mut Vec<Record>, from: usize) {
-        if self.repos.is_empty() || from >= records.len() {
-            return;
+    /// The tracker's records, each `job_published` given the HEADs of the moment
+    /// (after a `config_change` for each checkout that moved).
+    pub fn on_job_records(&mut self, records: Vec<Record>) -> Vec<Record> {
+        if self.repos.is_empty() {
+            return records;
         }
-        let tail: Vec<Record> = records.drain(from..).collect();
-        for mut record in tail {
+        let mut out = Vec::with_capacity(records.len());
+        for mut record in records {
             if let RecordBody::JobPublished(p) = &mut record.body {
-                let heads = self.heads_now(record.at, records);
+                let heads = self.heads_now(record.at, &mut out);
                 p.commits = heads.clone();
                 self.remember_job(&p.jid, heads);
             }
-            records.push(record);
+            out.push(record);
         }
+        out
     }
 
     fn remember_job(&mut self, jid: &str, heads: Heads) {
@@ -221,15 +226,15 @@ impl Correlator {
         findings: &Findings,
         context: &JobContext,
         at: Stamp,
-        out: &mut Vec<Record>,
-    ) {
-        let heads = self.heads_of(&findings.jid, at, out);
+    ) -> Vec<Record> {
+        let mut out = Vec::new();
+        let heads = self.heads_of(&findings.jid, at, &mut out);
         let states_head = self.states_head(&heads);
         if let Some((_, head)) = &states_head {
             if !findings.outcomes.is_empty() {
                 self.history
                     .record(&findings.minion, head, &findings.outcomes);
-                self.stats.history_refused = self.history.refused;
+                self.stats.history_refused.set(self.history.refused);
             }
         }
         for f in &findings.state_failures {
@@ -285,6 +290,7 @@ impl Correlator {
                 body,
             ));
         }
+        out
     }
 
     /// A job's failure groups (at its `job_completed` of `revision`) → records.
@@ -294,13 +300,13 @@ impl Correlator {
         context: &JobContext,
         revision: u32,
         at: Stamp,
-        out: &mut Vec<Record>,
-    ) {
+    ) -> Vec<Record> {
+        let mut out = Vec::new();
         // The groups are one job's: its HEADs are read once.
         let Some(jid) = groups.first().map(|g| g.jid.clone()) else {
-            return;
+            return out;
         };
-        let heads = self.heads_of(&jid, at, out);
+        let heads = self.heads_of(&jid, at, &mut out);
         for g in groups {
             // The group's suspects are its first minion's (they ran the same HEAD).
             let flip = match (g.state_key_hash, g.minions.first()) {
@@ -334,6 +340,7 @@ impl Correlator {
             });
             out.push(self.records.make(at, &key, body));
         }
+        out
     }
 
     /// What `history` says of a failing state on a minion, under the job's state
@@ -443,13 +450,15 @@ impl Correlator {
     ) -> Option<Vec<Commit>> {
         let dir = self.repos[repo].spec.dir.clone();
         let started = std::time::Instant::now();
-        self.stats.git_calls += 1;
+        self.stats.git_calls.inc();
         let result = self.cli.log(&dir, range, paths, limit);
-        self.stats.git_micros += u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.stats
+            .git_micros
+            .add(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
         match result {
             Ok(commits) => Some(commits),
             Err(e) => {
-                self.stats.git_errors += 1;
+                self.stats.git_errors.inc();
                 warn!(repo = %self.repos[repo].spec.name, error = %e, "git failed.");
                 None
             }

@@ -5,15 +5,17 @@
 //! hands the event down synchronously, and drops both. Nothing here allocates in the
 //! common case (3008 writes every string as str, and those are borrowed).
 
+pub mod args;
+pub mod cursor;
 pub mod json;
 pub mod payload;
-pub mod stamp;
+pub mod states;
 pub mod tag;
 
-use crate::bus::msgpack::Cursor;
+use crate::time::Stamp;
+use cursor::Cursor;
 
 pub use payload::{Fields, Int, Raw, Text, TextList};
-pub use stamp::Stamp;
 pub use tag::TagClass;
 
 /// One decoded event off the bus.

@@ -15,7 +15,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
-use crate::bus::msgpack::Cursor;
+use super::cursor::Cursor;
 
 /// A string as Salt meant it: str, or bin holding text (older Salt), or an integer
 /// where a string is expected (jids). Borrowed unless it had to be made.

@@ -12,9 +12,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::args::{raw_to_json, test_kwarg, texts};
-use crate::event::{JobPublication, JobReturn, RunArgs, Stamp, Text};
+use crate::event::args::{raw_to_json, test_kwarg, texts};
+use crate::event::{JobPublication, JobReturn, RunArgs, Text};
 use crate::record::{JobContext, RunKind};
+use crate::time::Stamp;
 
 /// The user the reactor publishes runner and wheel jobs as.
 const REACTOR_USER: &str = "Reactor";

@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
-use crate::event::Stamp;
+use crate::time::Stamp;
 
 #[derive(Debug, Default)]
 pub struct Deadlines {

@@ -1,13 +1,11 @@
 //! Job lifecycles and missing-return verdicts: [`tracker`] is the state machine
 //! (events and time in, records out, no IO), [`deadlines`] orders the verdicts due,
-//! and [`states`] counts a state run's results from the raw return. The driver that
-//! feeds it with the right clock is `cli::run::RecordHandler`.
+//! [`verdict`] names a missing minion's reason, [`context`] how a job came to run.
+//! The driver that feeds it with the right clock is `pipeline`.
 
-pub mod args;
 pub mod context;
 pub mod deadlines;
 pub mod settings;
-pub mod states;
 pub mod tracker;
 pub mod verdict;
 

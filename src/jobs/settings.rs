@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::config::defaults;
+
 #[derive(Debug, Clone)]
 pub struct TrackerConfig {
     /// Per-function deadlines as (glob, duration); the longest matching glob wins.
@@ -36,25 +38,32 @@ impl Default for TrackerConfig {
     fn default() -> Self {
         Self {
             deadlines: Vec::new(),
-            default_deadline: Duration::from_secs(600),
-            timeout_grace: Duration::from_secs(10),
-            max_jobs: 10_000,
-            max_expected: 1_000_000,
-            late_window: Duration::from_secs(3600),
-            restart_grace: Duration::from_secs(60),
+            default_deadline: defaults::DEFAULT_DEADLINE,
+            timeout_grace: defaults::DEFAULT_TIMEOUT_GRACE,
+            max_jobs: defaults::DEFAULT_MAX_JOBS,
+            max_expected: defaults::DEFAULT_MAX_EXPECTED,
+            late_window: defaults::DEFAULT_LATE_WINDOW,
+            restart_grace: defaults::DEFAULT_RESTART_GRACE,
             api_users: Vec::new(),
         }
     }
 }
 
-/// Counters for the exit summary and (later) metrics.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct TrackerStats {
-    pub jobs_published: u64,
-    pub internal_jobs: u64,
-    pub returns: u64,
-    pub unknown_job_returns: u64,
-    pub duplicate_returns: u64,
-    pub evicted_jobs: u64,
-    pub restarts_ignored_after_gap: u64,
+crate::counts! {
+    /// The tracker's own counts (docs/metrics.md), read at scrape.
+    pub struct TrackerStats {
+        internal jobs_published;
+        counter internal_jobs = "saltsight_internal_jobs",
+            "Jobs the salt CLI runs on its own behalf (saltutil.find_job...): evidence, not user jobs";
+        internal returns;
+        counter unknown_job_returns = "saltsight_unknown_job_returns",
+            "Returns to jobs whose publication was not seen (started before saltsight, or evicted)";
+        counter duplicate_returns = "saltsight_duplicate_returns",
+            "A minion's second return to the same job";
+        counter evicted_jobs = "saltsight_jobs_evicted",
+            "Jobs dropped before their deadline to respect jobs.max_jobs / max_expected";
+        internal restarts_ignored_after_gap;
+        gauge open_jobs = "saltsight_jobs_tracked",
+            "Jobs open in the tracker (waiting for returns or their deadline)";
+    }
 }

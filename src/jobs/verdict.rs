@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::event::Stamp;
 use crate::record::MissingReason;
+use crate::time::Stamp;
 
 /// How long a find_job may go unanswered before silence outweighs an earlier
 /// "still running" answer.

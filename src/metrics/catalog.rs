@@ -15,7 +15,6 @@ use std::hash::{BuildHasherDefault, Hasher};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -227,7 +226,6 @@ pub struct RecordMetrics {
     render_failures: Counter,
     gaps: [Counter; GapReason::COUNT],
     records: [Counter; RecordKind::COUNT],
-    pub jobs_tracked: Gauge,
 }
 
 impl RecordMetrics {
@@ -327,12 +325,6 @@ impl RecordMetrics {
             registry.register(name, help, c.clone());
             c
         };
-        let jobs_tracked = Gauge::default();
-        registry.register(
-            "saltsight_jobs_tracked",
-            "Jobs open in the tracker (waiting for returns or their deadline)",
-            jobs_tracked.clone(),
-        );
         Self {
             jobs_published,
             jobs_completed,
@@ -372,7 +364,6 @@ impl RecordMetrics {
                 "kind",
                 RecordKind::NAMES,
             ),
-            jobs_tracked,
             functions,
         }
     }

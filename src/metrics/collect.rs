@@ -14,19 +14,13 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::bus::ReaderStats;
+use crate::counter::{Counts, Kind};
 use crate::record::redact::Redactor;
 use crate::sink::spool::Spool;
 
-/// Counts the pipeline stages keep in plain fields, copied here after each event
-/// by the consumer task (a store each), for the scrape to read.
+/// The observer's own gauge, set as minions are first seen.
 #[derive(Debug, Default)]
 pub struct PipelineCounters {
-    pub unknown_job_returns: AtomicU64,
-    pub duplicate_returns: AtomicU64,
-    pub evicted_jobs: AtomicU64,
-    pub git_calls: AtomicU64,
-    pub git_errors: AtomicU64,
-    pub lost_records: AtomicU64,
     pub minions_seen: AtomicU64,
 }
 
@@ -68,6 +62,8 @@ pub struct SelfCollector {
     pub reloads: Arc<ConfigReloads>,
     pub spools: Vec<Spool>,
     pub pipeline: Arc<PipelineCounters>,
+    /// The stages' and outputs' own counts, each read where it lives.
+    pub counts: Vec<Arc<dyn Counts>>,
     /// Its rules' counts (names only, never values).
     pub redactor: Redactor,
 }
@@ -195,42 +191,18 @@ impl SelfCollector {
 
     fn pipeline(&self, e: &mut DescriptorEncoder) -> fmt::Result {
         let p = &self.pipeline;
-        counter(
-            e,
-            "saltsight_unknown_job_returns",
-            "Returns to jobs whose publication was not seen (started before saltsight, or evicted)",
-            load(&p.unknown_job_returns),
-        )?;
-        counter(
-            e,
-            "saltsight_duplicate_returns",
-            "A minion's second return to the same job",
-            load(&p.duplicate_returns),
-        )?;
-        counter(
-            e,
-            "saltsight_jobs_evicted",
-            "Jobs dropped before their deadline to respect jobs.max_jobs / max_expected",
-            load(&p.evicted_jobs),
-        )?;
-        counter(
-            e,
-            "saltsight_git_calls",
-            "git commands run to correlate failures",
-            load(&p.git_calls),
-        )?;
-        counter(
-            e,
-            "saltsight_git_errors",
-            "git commands that failed or timed out",
-            load(&p.git_errors),
-        )?;
-        counter(
-            e,
-            "saltsight_output_lost_records",
-            "Records an output could not take (file or spool write errors)",
-            load(&p.lost_records),
-        )?;
+        for counts in &self.counts {
+            let mut result = Ok(());
+            counts.each(&mut |d| {
+                if result.is_ok() {
+                    result = match d.kind {
+                        Kind::Counter => counter(e, d.name, d.help, d.value),
+                        Kind::Gauge => gauge(e, d.name, d.help, d.value as i64),
+                    };
+                }
+            });
+            result?;
+        }
         gauge(
             e,
             "saltsight_minions_seen",

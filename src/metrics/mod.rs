@@ -28,6 +28,7 @@ use prometheus_client::registry::Registry;
 
 use crate::bus::ReaderStats;
 use crate::config::metrics::MetricsConfig;
+use crate::counter::Counts;
 use crate::event::{Body, Event};
 use crate::record::Record;
 use crate::record::redact::Redactor;
@@ -54,6 +55,7 @@ impl Metrics {
         config: &MetricsConfig,
         reader: Arc<ReaderStats>,
         spools: Vec<Spool>,
+        counts: Vec<Arc<dyn Counts>>,
         redactor: Redactor,
     ) -> Metrics {
         let mut registry = Registry::default();
@@ -65,6 +67,7 @@ impl Metrics {
             reloads: reloads.clone(),
             spools,
             pipeline: observer.pipeline.clone(),
+            counts,
             redactor,
         }));
         Metrics {
@@ -167,14 +170,5 @@ impl Observer {
         if let Some(minions) = &mut self.minions {
             minions.record(record);
         }
-    }
-
-    pub fn jobs_tracked(&self, open: usize) {
-        self.records.jobs_tracked.set(open as i64);
-    }
-
-    /// The stages' own counts, copied for the scrape (monotonic, so a store).
-    pub fn pipeline(&self) -> &PipelineCounters {
-        &self.pipeline
     }
 }

@@ -26,7 +26,7 @@ use prometheus_client::registry::Registry;
 
 use super::catalog::FunctionLabels;
 use crate::event::{Body, Event, Raw};
-use crate::jobs::{args, states};
+use crate::event::{args, states};
 
 pub const MAX_STATES: usize = 500;
 

@@ -7,7 +7,7 @@ pub mod redact;
 
 use serde::Serialize;
 
-use crate::event::Stamp;
+use crate::time::Stamp;
 
 /// Bumped when a field changes meaning or disappears (adding one does not).
 pub const SCHEMA_VERSION: u32 = 2;

@@ -183,8 +183,8 @@ pub fn clickhouse_query(table: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Stamp;
     use crate::record::{MinionMissing, MissingReason, RecordFactory};
+    use crate::time::Stamp;
 
     fn missing() -> Record {
         RecordFactory::new("m1").make(

@@ -21,7 +21,7 @@ use super::encode::clickhouse_query;
 use super::retry::{Backoff, parse_retry_after};
 use super::spool::{Sealed, Spool};
 use crate::config::outputs::{Encoding, HttpAuth, HttpOutputConfig, RetryConfig};
-use crate::event::Stamp;
+use crate::time::Stamp;
 
 /// The response body kept for a dead letter and shown in logs, at most.
 const BODY_KEEP_BYTES: usize = 64 << 10;

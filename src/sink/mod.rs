@@ -18,9 +18,9 @@ pub mod http;
 pub mod retry;
 pub mod segment;
 pub mod spool;
-pub mod stdout;
 
 use std::io::{BufWriter, Write};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::config::outputs::{Encoding, OutputConfig, OutputKind, SpoolConfig};
+use crate::counter::Counts;
 use crate::ratelimit::LogLimiter;
 use crate::record::Record;
 use crate::record::redact::Redacted;
@@ -85,8 +86,15 @@ pub struct Outputs {
     json: Vec<u8>,
     row: Vec<u8>,
     log: LogLimiter,
-    /// Records an output could not take (a file or spool write error), logged.
-    pub lost_records: u64,
+    counts: Arc<OutputCounts>,
+}
+
+crate::counts! {
+    /// What the outputs together could not take.
+    pub struct OutputCounts {
+        counter lost_records = "saltsight_output_lost_records",
+            "Records an output could not take (file or spool write errors)";
+    }
 }
 
 /// The HTTP senders, to be started on the runtime.
@@ -156,7 +164,7 @@ impl Outputs {
                 json: Vec::new(),
                 row: Vec::new(),
                 log: LogLimiter::new(Duration::from_secs(10)),
-                lost_records: 0,
+                counts: Arc::default(),
             },
             Senders { senders },
         ))
@@ -187,7 +195,7 @@ impl Outputs {
                     };
                     if let Err(e) = writer.append(payload) {
                         // The record itself is lost too; the spool counts its batch.
-                        self.lost_records += 1;
+                        self.counts.lost_records.inc();
                         spool_failed(writer, &mut self.log, &output.name, &e);
                     }
                 }
@@ -217,7 +225,9 @@ impl Outputs {
                 }
                 Target::File { file, lines } => {
                     if let Err(e) = file.write(lines) {
-                        self.lost_records += lines.iter().filter(|b| **b == b'\n').count() as u64;
+                        self.counts
+                            .lost_records
+                            .add(lines.iter().filter(|b| **b == b'\n').count() as u64);
                         if let Some(suppressed) = self.log.admit("file_write") {
                             warn!(output = %output.name, error = %e, suppressed, "Cannot write records to the file; they are lost (counted).");
                         }
@@ -228,6 +238,11 @@ impl Outputs {
             }
         }
         Ok(())
+    }
+
+    /// Their own counts, for the scrape.
+    pub fn counts(&self) -> Arc<dyn Counts> {
+        self.counts.clone()
     }
 
     /// When the oldest open batch must be sealed.

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use backon::{BackoffBuilder, ExponentialBuilder};
 
 use crate::config::outputs::RetryConfig;
-use crate::event::stamp::days_from_civil;
+use crate::time::days_from_civil;
 
 /// Delays for one batch's retries: the n-th is uniform in `[0, min·2ⁿ]`, with
 /// `min·2ⁿ` capped at `max` ("full jitter": many agents that lost the same

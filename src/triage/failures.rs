@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::event::json::to_json;
-use crate::jobs::states::{StateEntry, for_each_state};
+use crate::event::states::{StateEntry, for_each_state};
 use crate::record::stable_hash;
 
 /// Salt's comment on a state that did not run because a requisite failed.

@@ -16,7 +16,9 @@ pub mod render;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 pub use crate::config::TriageConfig;
-use crate::event::{JobReturn, RunJob, Stamp, Text};
+use crate::event::states::orchestration_states;
+use crate::event::{JobReturn, RunJob, Text};
+use crate::time::Stamp;
 pub use category::{Category, Classification, classify};
 use failures::{FailedState, RootCause, root_causes, walk};
 use fingerprint::{fingerprint, normalise};
@@ -114,13 +116,17 @@ struct JobGroups {
     dirty: bool,
 }
 
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct TriageStats {
-    pub state_runs: u64,
-    pub state_failures: u64,
-    pub render_failures: u64,
-    pub fallout_states: u64,
-    pub evicted_jobs: u64,
+crate::counts! {
+    /// Triage's own counts, read at scrape.
+    pub struct TriageStats {
+        counter state_runs = "saltsight_triage_state_runs",
+            "State-run returns walked for failures";
+        internal state_failures;
+        internal render_failures;
+        internal fallout_states;
+        counter evicted_jobs = "saltsight_triage_jobs_evicted",
+            "Jobs whose failure groups were dropped to respect the job bound";
+    }
 }
 
 pub struct Triage {
@@ -129,7 +135,7 @@ pub struct Triage {
     jobs_order: VecDeque<Box<str>>,
     first_seen: HashMap<String, (String, Stamp)>,
     first_seen_order: VecDeque<String>,
-    pub stats: TriageStats,
+    pub stats: std::sync::Arc<TriageStats>,
 }
 
 /// Functions whose return is a state run (a map of state results, or render
@@ -150,7 +156,7 @@ impl Triage {
             jobs_order: VecDeque::new(),
             first_seen: HashMap::new(),
             first_seen_order: VecDeque::new(),
-            stats: TriageStats::default(),
+            stats: std::sync::Arc::default(),
         }
     }
 
@@ -198,9 +204,10 @@ impl Triage {
         };
         let max = self.config.comment_max_bytes;
         if let Some(run) = walk(raw, self.config.want_outcomes) {
-            self.stats.state_runs += 1;
-            self.stats.fallout_states +=
-                run.failed.iter().filter(|s| s.is_fallout()).count() as u64;
+            self.stats.state_runs.inc();
+            self.stats
+                .fallout_states
+                .add(run.failed.iter().filter(|s| s.is_fallout()).count() as u64);
             findings.outcomes = run.outcomes;
             let (causes, unexplained) = root_causes(run.failed);
             findings.unexplained_fallout = unexplained;
@@ -239,8 +246,12 @@ impl Triage {
         } else {
             return None;
         }
-        self.stats.state_failures += findings.state_failures.len() as u64;
-        self.stats.render_failures += findings.render_failures.len() as u64;
+        self.stats
+            .state_failures
+            .add(findings.state_failures.len() as u64);
+        self.stats
+            .render_failures
+            .add(findings.render_failures.len() as u64);
         Some(findings)
     }
 
@@ -252,7 +263,7 @@ impl Triage {
             while self.jobs_order.len() >= self.config.max_jobs {
                 if let Some(old) = self.jobs_order.pop_front() {
                     self.jobs.remove(&old);
-                    self.stats.evicted_jobs += 1;
+                    self.stats.evicted_jobs.inc();
                 }
             }
             self.jobs_order.push_back(findings.jid.as_str().into());
@@ -372,25 +383,6 @@ impl Triage {
         });
         groups
     }
-}
-
-/// `{"data": {"<master id>": {<states>}}, ...}` → (master id, raw states).
-fn orchestration_states(raw: &[u8]) -> Option<(String, &[u8])> {
-    use crate::bus::msgpack::Cursor;
-    let mut cursor = Cursor::new(raw);
-    for _ in 0..cursor.read_map_len()? {
-        let key = cursor.read_str_or_bin()?;
-        let value = cursor.take_raw().ok()?;
-        if key == b"data" {
-            let mut inner = Cursor::new(value);
-            if inner.read_map_len()? == 0 {
-                return None;
-            }
-            let id = String::from_utf8_lossy(inner.read_str_or_bin()?).into_owned();
-            return Some((id, inner.take_raw().ok()?));
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use saltsight::event::Stamp;
 use saltsight::lab::{Lab, LabOptions};
+use saltsight::time::Stamp;
 
 use crate::support::{Received, Saltsight, lab_lock, read_records, salt_bg};
 

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
-use saltsight::event::Stamp;
 use saltsight::lab::{Lab, LabOptions};
+use saltsight::time::Stamp;
 use serde_json::Value;
 
 use crate::support::{CONNECTED, Saltsight, lab_lock, wait_line};

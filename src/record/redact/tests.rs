@@ -5,10 +5,10 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::event::Stamp;
 use crate::record::{
     Classification, Correlation, JobContext, RecordBody, RecordFactory, StateFailure,
 };
+use crate::time::Stamp;
 
 fn redactor() -> Redactor {
     Redactor::new(&RedactConfig::default()).expect("default rules compile")

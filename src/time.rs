@@ -1,6 +1,6 @@
-//! Salt's `_stamp`: ISO 8601 in UTC, naive in 3006/3007 (`2026-11-21T19:44:41.731831`)
-//! and with `+00:00` in 3008. Parsed by hand: the format is fixed and small, and a
-//! date library would be the only reason to carry one.
+//! Time as saltsight keeps it: [`Stamp`], microseconds since the Unix epoch, and
+//! Salt's `_stamp` (ISO 8601 in UTC, naive in 3006/3007 `2026-11-21T19:44:41.731831`,
+//! with `+00:00` in 3008). A leaf: every stage and output may use it.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

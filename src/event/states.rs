@@ -1,7 +1,9 @@
-//! Counts the states of a state-run return (`{"mod_|-id_|-name_|-fun": {result,
-//! changes, ...}}`) by walking the raw msgpack: nothing is materialised.
+//! The raw walk of a state run's return (`{"mod_|-id_|-name_|-fun": {result,
+//! changes, ...}}`) and of an orchestration's (`{"data": {<master id>: <states>}}`):
+//! spans of the raw msgpack, nothing materialised. The tracker counts states
+//! over it, triage decodes only the failed ones.
 
-use crate::bus::msgpack::Cursor;
+use super::cursor::Cursor;
 use crate::record::StateCounts;
 
 /// One state's entry in a state-run return.
@@ -41,21 +43,22 @@ pub fn for_each_state<'a>(raw: &'a [u8], mut each: impl FnMut(StateEntry<'a>)) -
     Some(states)
 }
 
-/// Counts a state-run return's states by outcome; `None` when it is not one.
-pub fn count_states(raw: &[u8]) -> Option<StateCounts> {
-    let mut counts = StateCounts {
-        ok: 0,
-        changed: 0,
-        failed: 0,
-        would_change: 0,
-    };
-    for_each_state(raw, |state| match state.result {
-        Some(false) => counts.failed += 1,
-        None => counts.would_change += 1,
-        Some(true) if state.changed => counts.changed += 1,
-        Some(true) => counts.ok += 1,
-    })?;
-    Some(counts)
+/// `{"data": {"<master id>": {<states>}}, ...}` → (master id, raw states).
+pub fn orchestration_states(raw: &[u8]) -> Option<(String, &[u8])> {
+    let mut cursor = Cursor::new(raw);
+    for _ in 0..cursor.read_map_len()? {
+        let key = cursor.read_str_or_bin()?;
+        let value = cursor.take_raw().ok()?;
+        if key == b"data" {
+            let mut inner = Cursor::new(value);
+            if inner.read_map_len()? == 0 {
+                return None;
+            }
+            let id = String::from_utf8_lossy(inner.read_str_or_bin()?).into_owned();
+            return Some((id, inner.take_raw().ok()?));
+        }
+    }
+    None
 }
 
 /// `(result, changes non-empty)` of one state's result map.
@@ -82,9 +85,27 @@ fn state_outcome(raw: &[u8]) -> Option<(Option<bool>, bool)> {
     Some((result, changed))
 }
 
+/// Counts a state-run return's states by outcome; `None` when it is not one.
+pub fn count_states(raw: &[u8]) -> Option<StateCounts> {
+    let mut counts = StateCounts {
+        ok: 0,
+        changed: 0,
+        failed: 0,
+        would_change: 0,
+    };
+    for_each_state(raw, |state| match state.result {
+        Some(false) => counts.failed += 1,
+        None => counts.would_change += 1,
+        Some(true) if state.changed => counts.changed += 1,
+        Some(true) => counts.ok += 1,
+    })?;
+    Some(counts)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::StateCounts;
     use serde_json::json;
 
     #[test]

@@ -1,4 +1,4 @@
-//! Events (redacted) and records on standard output: one JSON object per line, or the
+//! How `tail` shows events (redacted): one JSON object per line, or the
 //! readable form of `salt-run state.event pretty=True` (the tag, then the data
 //! indented, keys sorted).
 
@@ -7,9 +7,10 @@ use std::io::{self, Write};
 use serde_json::{Value, json};
 
 use crate::bus::{BusGap, GapReason};
+use crate::event::Event;
 use crate::event::json::to_json;
-use crate::event::{Event, Stamp};
 use crate::record::redact::{EventJson, Redacted};
+use crate::time::Stamp;
 
 /// The event's data as JSON, as Salt sent it (to be redacted before it is shown).
 pub fn event_data(event: &Event<'_>) -> Value {

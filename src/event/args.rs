@@ -1,10 +1,19 @@
-//! What the tracker reads out of a job's raw fields: target lists, the first
-//! positional argument, a `timeout` kwarg, metadata.
+//! What a job's raw fields say by Salt's conventions: target lists, the first
+//! positional argument, kwargs (`{"__kwarg__": true, ...}`), `timeout`, `test`,
+//! metadata; and which functions the salt CLI runs on its own behalf.
 
 use std::time::Duration;
 
-use crate::event::json::to_json;
-use crate::event::{Raw, TextList};
+use super::json::to_json;
+use super::{Raw, TextList};
+
+/// Functions the salt CLI runs on its own behalf: evidence about other jobs, not
+/// user jobs.
+pub const INTERNAL_FUNCTIONS: &[&str] = &[
+    "saltutil.find_job",
+    "saltutil.running",
+    "saltutil.is_running",
+];
 
 /// A list of texts as owned strings (empty when absent).
 pub fn texts(list: Option<&TextList<'_>>) -> Vec<String> {
@@ -14,7 +23,7 @@ pub fn texts(list: Option<&TextList<'_>>) -> Vec<String> {
 
 /// Whether `fun` is one the salt CLI runs on its own behalf.
 pub fn is_internal(fun: &str) -> bool {
-    super::tracker::INTERNAL_FUNCTIONS.contains(&fun)
+    INTERNAL_FUNCTIONS.contains(&fun)
 }
 
 /// The first positional argument as text (find_job's watched jid).

@@ -1,6 +1,7 @@
 //! Tests of the job tracker: verdicts, evidence, deadlines, caps.
 use super::*;
 use crate::event::{decode, salt_frame};
+use crate::record::RunKind;
 use serde_json::json;
 
 const S: i64 = 1_000_000;
@@ -66,7 +67,8 @@ fn find_job_saying_not_running_without_a_return_is_lost() {
         vec![("1".into(), "b".into(), MissingReason::Lost)]
     );
     assert_eq!(
-        lab.tracker.stats.jobs_published, 1,
+        lab.tracker.stats.jobs_published.get(),
+        1,
         "find_job is not a user job"
     );
     assert_eq!(lab.tracker.open_jobs(), 0);
@@ -87,7 +89,7 @@ fn a_gap_during_a_job_makes_its_missing_minions_unknown_and_hides_re_announcemen
         lab.missing(),
         vec![("1".into(), "b".into(), MissingReason::UnknownGap)]
     );
-    assert_eq!(lab.tracker.stats.restarts_ignored_after_gap, 1);
+    assert_eq!(lab.tracker.stats.restarts_ignored_after_gap.get(), 1);
 }
 
 #[test]
@@ -151,7 +153,7 @@ fn caps_evict_and_count() {
     lab.new_job(1, "2", "test.ping", json!([]), &["a"]);
     // A third job: over max_jobs and over max_expected; job 1 goes first.
     lab.new_job(2, "3", "test.ping", json!([]), &["c"]);
-    assert_eq!(lab.tracker.stats.evicted_jobs, 1);
+    assert_eq!(lab.tracker.stats.evicted_jobs.get(), 1);
     assert_eq!(lab.tracker.open_jobs(), 2);
     assert_eq!(lab.tracker.expected_outstanding(), 2);
     let evicted: Vec<&JobCompleted> = lab
@@ -179,7 +181,7 @@ fn returns_for_jobs_published_before_start_are_recorded_as_unknown() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(lab.tracker.stats.unknown_job_returns, 1);
+    assert_eq!(lab.tracker.stats.unknown_job_returns.get(), 1);
 }
 
 #[test]
@@ -195,7 +197,7 @@ fn runners_without_a_return_are_bounded_oldest_first() {
             json!({"jid": jid, "fun": "runner.test.sleep"}),
         );
     }
-    assert_eq!(lab.tracker.stats.evicted_jobs, 1);
+    assert_eq!(lab.tracker.stats.evicted_jobs.get(), 1);
     lab.out.clear();
     // r1 was forgotten: its return is still reported, timed from the return itself.
     lab.feed(
@@ -315,7 +317,7 @@ fn a_job_larger_than_the_cap_alone_is_evicted_without_emptying_the_tracker() {
     );
     assert_eq!(lab.tracker.open_jobs(), 1, "the small job is still tracked");
     assert_eq!(lab.tracker.expected_outstanding(), 2);
-    assert_eq!(lab.tracker.stats.evicted_jobs, 1);
+    assert_eq!(lab.tracker.stats.evicted_jobs.get(), 1);
     assert!(lab.missing().is_empty());
 }
 

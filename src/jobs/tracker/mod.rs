@@ -22,27 +22,20 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
-use super::args::{first_arg, is_internal, raw_to_json, texts, timeout_kwarg};
 use super::context::ContextRules;
 pub use super::context::context_of_return;
 use super::deadlines::{Deadlines, prune};
 pub use super::settings::{TrackerConfig, TrackerStats};
-use super::states::count_states;
 use super::verdict::{Evidence, MinionState, verdict};
 use crate::config::glob;
-use crate::event::{Body, Event, JobPublication, JobReturn, Raw, Stamp, Text};
+use crate::event::args::{first_arg, is_internal, raw_to_json, texts, timeout_kwarg};
+use crate::event::states::count_states;
+use crate::event::{Body, Event, JobPublication, JobReturn, Raw, Text};
 use crate::record::{
     BusGapRecord, JobCompleted, JobContext, JobPublished, MinionMissing, MinionReturn,
-    MissingReason, Record, RecordBody, RecordFactory, RunKind,
+    MissingReason, Record, RecordBody, RecordFactory,
 };
-
-/// Functions the salt CLI runs on its own behalf: evidence about other jobs, not
-/// user jobs.
-pub const INTERNAL_FUNCTIONS: &[&str] = &[
-    "saltutil.find_job",
-    "saltutil.running",
-    "saltutil.is_running",
-];
+use crate::time::Stamp;
 
 #[derive(Debug)]
 struct Job {
@@ -60,6 +53,16 @@ struct Job {
     first_return: Option<Stamp>,
     last_return: Option<Stamp>,
     overlaps_gap: bool,
+}
+
+/// A job the tracker completed (its `job_completed` of `revision` was emitted at
+/// `at`): the next stages close what they kept for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobClosed {
+    pub jid: String,
+    pub revision: u32,
+    pub context: JobContext,
+    pub at: Stamp,
 }
 
 /// A job past its verdict that still has missing minions, waiting for late returns.
@@ -85,7 +88,9 @@ pub struct JobTracker {
     last_gap_end: Option<Stamp>,
     /// A gap has begun and its end is not known yet: nothing can be judged.
     gap_open: bool,
-    pub stats: TrackerStats,
+    /// Jobs completed (or amended) since the last [`JobTracker::drain_closed`].
+    closed_now: Vec<JobClosed>,
+    pub stats: std::sync::Arc<TrackerStats>,
 }
 
 fn millis_between(from: Stamp, to: Stamp) -> u64 {
@@ -113,8 +118,14 @@ impl JobTracker {
             contexts: ContextRules::new(api_users),
             last_gap_end: None,
             gap_open: false,
-            stats: TrackerStats::default(),
+            closed_now: Vec::new(),
+            stats: std::sync::Arc::default(),
         }
+    }
+
+    /// The jobs completed or amended since the last call, in order.
+    pub fn drain_closed(&mut self) -> Vec<JobClosed> {
+        std::mem::take(&mut self.closed_now)
     }
 
     /// When the next verdict is due.
@@ -153,6 +164,11 @@ impl JobTracker {
 
     /// Takes one event observed at `now` (its own `_stamp` is preferred).
     pub fn on_event(&mut self, event: &Event<'_>, now: Stamp, out: &mut Vec<Record>) {
+        self.take_event(event, now, out);
+        self.stats.open_jobs.set(self.open.len() as u64);
+    }
+
+    fn take_event(&mut self, event: &Event<'_>, now: Stamp, out: &mut Vec<Record>) {
         let at = event.stamp.unwrap_or(now);
         match &event.body {
             Body::JobNew(p) => self.on_new(p, at, out),
@@ -181,7 +197,7 @@ impl JobTracker {
         let jid = p.jid.as_str();
         let fun = p.fun.as_ref().map_or("", Text::as_str);
         if is_internal(fun) {
-            self.stats.internal_jobs += 1;
+            self.stats.internal_jobs.inc();
             if let Some(watched) = first_arg(p.arg) {
                 // Who is asked: an answer clears it, silence is evidence too.
                 if let Some(job) = self.open.get_mut(watched.as_str()) {
@@ -212,7 +228,7 @@ impl JobTracker {
         let deadline = at.plus(self.deadline_for(fun, p.arg));
         let tgt = texts(p.tgt.as_ref());
         let context = self.contexts.for_publication(p, &tgt, at);
-        self.stats.jobs_published += 1;
+        self.stats.jobs_published.inc();
         out.push(self.records.make(
             at,
             &[jid],
@@ -264,7 +280,7 @@ impl JobTracker {
         }
         self.expected_total += job.minions.len();
         if oversized {
-            self.stats.evicted_jobs += 1;
+            self.stats.evicted_jobs.inc();
             self.close(jid.into(), job, at, true, out);
         } else if job.pending == 0 {
             self.close(jid.into(), job, at, false, out);
@@ -292,7 +308,7 @@ impl JobTracker {
         if is_internal(fun) {
             return;
         }
-        self.stats.returns += 1;
+        self.stats.returns.inc();
         let states = r.ret.and_then(|raw| count_states(raw.0));
         let succeeded = r.retcode.unwrap_or(0) == 0
             && r.success != Some(false)
@@ -327,7 +343,7 @@ impl JobTracker {
                     self.expected_total -= 1;
                 }
                 Some(MinionState::Returned) => {
-                    self.stats.duplicate_returns += 1;
+                    self.stats.duplicate_returns.inc();
                     return;
                 }
                 None => {} // not targeted: reported, not counted
@@ -347,7 +363,7 @@ impl JobTracker {
         }
         if let Some(closed) = self.closed.get_mut(jid) {
             let Some(reason) = closed.missing.remove(minion) else {
-                self.stats.duplicate_returns += 1;
+                self.stats.duplicate_returns.inc();
                 return;
             };
             record.duration_ms = Some(millis_between(closed.summary.published_at, at));
@@ -370,6 +386,12 @@ impl JobTracker {
             summary.first_return_ms.get_or_insert(summary.duration_ms);
             let amended = summary.clone();
             let revision = amended.revision.to_string();
+            self.closed_now.push(JobClosed {
+                jid: jid.to_owned(),
+                revision: amended.revision,
+                context: amended.context.clone(),
+                at,
+            });
             out.push(
                 self.records
                     .make(at, &[jid, minion], RecordBody::LateReturn(record)),
@@ -380,7 +402,7 @@ impl JobTracker {
             );
             return;
         }
-        self.stats.unknown_job_returns += 1;
+        self.stats.unknown_job_returns.inc();
         out.push(
             self.records
                 .make(at, &[jid, minion], RecordBody::MinionReturn(record)),
@@ -405,7 +427,7 @@ impl JobTracker {
             .last_gap_end
             .is_some_and(|end| at >= end && at <= end.plus(self.config.restart_grace));
         if after_gap {
-            self.stats.restarts_ignored_after_gap += 1;
+            self.stats.restarts_ignored_after_gap.inc();
             return;
         }
         for job in self.open.values_mut() {
@@ -415,88 +437,6 @@ impl JobTracker {
                 }
             }
         }
-    }
-
-    fn on_runner_new(
-        &mut self,
-        jid: &str,
-        fun: Option<&Text<'_>>,
-        at: Stamp,
-        out: &mut Vec<Record>,
-    ) {
-        let fun = fun.map_or("", Text::as_str);
-        if self.runners.len() >= self.config.max_jobs {
-            // A runner whose return never came: forget the oldest (a rare O(n)).
-            let oldest = self
-                .runners
-                .iter()
-                .min_by_key(|(_, (_, started))| *started)
-                .map(|(j, _)| j.clone());
-            if let Some(oldest) = oldest {
-                self.runners.remove(&oldest);
-                self.stats.evicted_jobs += 1;
-            }
-        }
-        self.runners.insert(jid.into(), (fun.into(), at));
-        out.push(self.records.make(
-            at,
-            &[jid],
-            RecordBody::JobPublished(JobPublished {
-                jid: jid.to_owned(),
-                fun: fun.to_owned(),
-                arg: None,
-                tgt: Vec::new(),
-                tgt_type: None,
-                user: None,
-                expected: Vec::new(),
-                not_connected: Vec::new(),
-                deadline: at,
-                context: JobContext {
-                    run_kind: RunKind::Runner,
-                    ..JobContext::default()
-                },
-                commits: BTreeMap::new(),
-            }),
-        ));
-    }
-
-    fn on_runner_return(
-        &mut self,
-        jid: &str,
-        fun: Option<&Text<'_>>,
-        success: Option<bool>,
-        at: Stamp,
-        out: &mut Vec<Record>,
-    ) {
-        let (fun, published_at) = match self.runners.remove(jid) {
-            Some((fun, published_at)) => (fun.into_string(), published_at),
-            None => (fun.map_or("", Text::as_str).to_owned(), at),
-        };
-        let ok = success != Some(false);
-        let duration_ms = millis_between(published_at, at);
-        out.push(self.records.make(
-            at,
-            &[jid, "0"],
-            RecordBody::JobCompleted(JobCompleted {
-                jid: jid.to_owned(),
-                fun,
-                tgt: Vec::new(),
-                expected: 0,
-                returned: 1,
-                succeeded: u32::from(ok),
-                failed: u32::from(!ok),
-                missing: BTreeMap::new(),
-                published_at,
-                duration_ms,
-                first_return_ms: Some(duration_ms),
-                revision: 0,
-                evicted: false,
-                context: JobContext {
-                    run_kind: RunKind::Runner,
-                    ..JobContext::default()
-                },
-            }),
-        ));
     }
 
     /// A gap has begun (the connection was lost, or frames are being dropped):
@@ -550,6 +490,7 @@ impl JobTracker {
                 self.close(jid, job, deadline, false, out);
             }
         }
+        self.stats.open_jobs.set(self.open.len() as u64);
         let (window, cap) = (self.config.late_window, self.config.max_jobs);
         prune(&mut self.closed_order, &mut self.closed, now, window, cap);
         prune(
@@ -568,6 +509,7 @@ impl JobTracker {
                 self.close(jid, job, deadline, false, out);
             }
         }
+        self.stats.open_jobs.set(0);
     }
 
     fn remember_find_job(&mut self, jid: &str, watched: String, at: Stamp) {
@@ -586,7 +528,7 @@ impl JobTracker {
                 break;
             };
             if let Some(job) = self.open.remove(&jid) {
-                self.stats.evicted_jobs += 1;
+                self.stats.evicted_jobs.inc();
                 self.close(jid, job, at, true, out);
             }
         }
@@ -666,6 +608,12 @@ impl JobTracker {
             self.records
                 .make(at, &[&jid, "0"], RecordBody::JobCompleted(summary.clone())),
         );
+        self.closed_now.push(JobClosed {
+            jid: jid.to_string(),
+            revision: 0,
+            context: summary.context.clone(),
+            at,
+        });
         // Kept for the late window even with nothing missing: a repeated `new`
         // must not open the job again.
         self.closed_order.push_back((at, jid.clone()));
@@ -673,6 +621,7 @@ impl JobTracker {
     }
 }
 
+mod runners;
+
 #[cfg(test)]
-#[path = "tracker_tests.rs"]
 mod tests;

@@ -1,0 +1,32 @@
+//! Every default of saltsight's own settings, defined once: the resolver, the
+//! generated example config and the stages' own `Default`s read them here.
+
+use std::time::Duration;
+
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/saltsight/saltsight.toml";
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 64 << 20;
+pub const DEFAULT_QUEUE_FRAMES: usize = 16_384;
+pub const DEFAULT_QUEUE_BYTES: usize = 256 << 20;
+pub const DEFAULT_RECONNECT_MIN: Duration = Duration::from_millis(100);
+/// backon adds up to 100% jitter above the delay, so the longest wait is under 1.5 s:
+/// a master that comes back is seen within 2 s.
+pub const DEFAULT_RECONNECT_MAX: Duration = Duration::from_millis(750);
+
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
+pub const DEFAULT_LATE_WINDOW: Duration = Duration::from_secs(3600);
+pub const DEFAULT_MAX_JOBS: usize = 10_000;
+pub const DEFAULT_MAX_EXPECTED: usize = 1_000_000;
+/// Added to a job's own `timeout` kwarg when that is longer than its deadline.
+pub const DEFAULT_TIMEOUT_GRACE: Duration = Duration::from_secs(10);
+/// `minion_start` events this soon after a reconnect are minions re-announcing
+/// themselves to a restarted master, not restarts.
+pub const DEFAULT_RESTART_GRACE: Duration = Duration::from_secs(60);
+
+pub const DEFAULT_COMMENT_MAX_BYTES: usize = 1024;
+pub const DEFAULT_EXAMPLE_MINIONS: usize = 10;
+pub const DEFAULT_MAX_FINGERPRINTS: usize = 100_000;
+
+pub const DEFAULT_GIT: &str = "git";
+pub const DEFAULT_GIT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_MAX_HISTORY: usize = 1_000_000;
+pub const DEFAULT_MAX_COMMITS: usize = 20;

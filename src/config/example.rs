@@ -1,0 +1,265 @@
+//! The documented example config (`check-config --example`,
+//! `packaging/saltsight.toml`), written from the defaults so it cannot drift.
+
+use super::defaults::*;
+use super::master::DEFAULT_MASTER_CONFIG;
+use super::outputs;
+
+/// The documented example config, every key at its default. `packaging/saltsight.toml`
+/// is this text; a test keeps the two the same, so the example cannot drift.
+pub fn example() -> String {
+    format!(
+        r#"# saltsight configuration (/etc/saltsight/saltsight.toml).
+# Every key is optional; the values below are the defaults. Unknown keys are an
+# error. Command-line flags and SALTSIGHT_* environment variables override this
+# file (see `saltsight --help`); `saltsight check-config` shows the result.
+
+# This master's name in every record (default: the host name).
+# master_id = "salt-master-1"
+
+[bus]
+# The Salt master's config. saltsight reads root_dir, sock_dir, cachedir, ipc_mode
+# and tcp_master_pub_port from it (and from master.d/*.conf beside it) to find the
+# event publisher, exactly as the master does. Set, the file must exist; unset,
+# a missing /etc/salt/master means Salt's defaults. Flag: --master-config.
+# master_config = "{DEFAULT_MASTER_CONFIG}"
+
+# The event publisher itself, overriding what the master's config says:
+#   "unix:/var/run/salt/master/master_event_pub.ipc"   (ipc_mode: ipc, the default)
+#   "tcp:127.0.0.1:4512"                               (ipc_mode: tcp)
+# Flag: --endpoint; environment: SALTSIGHT_ENDPOINT.
+# endpoint = "unix:/var/run/salt/master/master_event_pub.ipc"
+
+# Largest frame accepted, in bytes. A highstate return of thousands of states is
+# several MB, and Salt's max_event_size does not trim it. Larger frames are counted
+# and skipped. At least 1024, below 2 GiB.
+max_frame_bytes = {DEFAULT_MAX_FRAME_BYTES}
+
+# Frames held between the reader and the pipeline. When full, frames are dropped
+# and counted, and the loss is reported as a bus gap: the reader never makes the
+# master wait (it drops a subscriber with 10,000 writes pending).
+queue_frames = {DEFAULT_QUEUE_FRAMES}
+# The same queue's bound in bytes (a highstate return can be several MB).
+queue_bytes = {DEFAULT_QUEUE_BYTES}
+
+# Reconnect backoff after the master restarts or the socket is missing: the delay
+# doubles from reconnect_min up to reconnect_max, plus up to as much again of
+# random jitter.
+reconnect_min = "{}ms"
+reconnect_max = "{}ms"
+
+[jobs]
+# When an expected minion has not returned by its job's deadline, saltsight names
+# it missing, with a reason. Deadlines by function glob; the longest matching glob
+# wins. A job's own `timeout=N` argument, when longer, extends its deadline.
+# deadlines = {{ "state.*" = "30m", "test.ping" = "30s" }}
+default_deadline = "{}s"
+# Bounds on memory: open jobs, and expected returns over all open jobs. Past them
+# the job with the earliest deadline is closed early (its job_completed says
+# evicted = true).
+max_jobs = {DEFAULT_MAX_JOBS}
+max_expected = {DEFAULT_MAX_EXPECTED}
+# How long a job with missing minions waits for late returns (late_return).
+late_window = "{}s"
+
+# Users whose jobs come through salt-api: their jobs are `run_kind = "api"`.
+# api_users = ["saltapi"]
+
+[triage]
+# State comments and render messages in records are cut to this many bytes (the
+# record keeps the original length).
+comment_max_bytes = {}
+# Minions named in a failure_group at most (its count has them all).
+example_minions = {}
+
+[correlate]
+# Git checkouts of the state tree and pillar. Each job records their HEADs at
+# publish; a failing state is tied to the last commit touching its SLS and, when
+# it passed before on that minion, to the commits since. With discover = true the
+# master's file_roots and pillar_roots that are git checkouts are watched, and
+# gitfs's cache (<cachedir>/gitfs) at the gitfs_base branch.
+discover = true
+# More, by name (SLS paths are relative to the directory):
+# state_repos = {{ states = "/srv/salt" }}
+# pillar_repos = {{ pillar = "/srv/pillar" }}
+git = "git"
+git_timeout = "{}s"
+# Commits listed in a config_change or suspect range at most.
+max_commits = {}
+# (minion, state) pairs remembered to find the first failing run (about 40
+# bytes each).
+max_history = {}
+
+[spool]
+# Each HTTP output keeps its batches here (in <dir>/<output name>/, 0700) until
+# upstream answers 2xx: they survive upstream outages and restarts. Refused
+# batches (4xx) go to <dir>/<output name>/dead-letter/ with the response.
+dir = "{spool_dir}"
+# Bound per output, in bytes; past it the oldest batches are dropped (counted
+# and logged). At least 4 times the output's batch_max_bytes.
+max_bytes = {spool_max}
+# fsync each batch when it is sealed (a power loss keeps all but the open batch).
+fsync = true
+
+# Outputs: where records go. None configured means one: stdout (JSON lines).
+# Several at once are fine; `saltsight run --output stdout|none` overrides.
+#
+# [[output]]
+# type = "stdout"
+#
+# [[output]]
+# type = "file"                          # JSON lines, rotated by size
+# path = "/var/log/saltsight/records.jsonl"
+# max_bytes = {file_max}
+# keep = {file_keep}
+#
+# [[output]]
+# type = "http"
+# name = "clickhouse"                    # names the spool directory; unique
+# url = "http://clickhouse.example.com:8123/"
+# encoding = "clickhouse"                # or "ndjson" (Vector, Logstash, Fluent Bit)
+# table = "{table}"          # clickhouse only; see packaging/clickhouse/schema.sql
+# headers = {{ "X-Fleet" = "eu-west" }}
+# Credentials are read from files at start, never written here:
+# bearer_token_file = "/etc/saltsight/upstream.token"
+# basic_auth_user = "saltsight"
+# basic_auth_password_file = "/etc/saltsight/upstream.password"
+# ca_file = "/etc/saltsight/upstream-ca.pem"   # trusted besides the system's roots
+# connect_timeout = "{connect}s"
+# timeout = "{timeout}s"
+# gzip = true
+# A batch is sent when it has batch_max_records, batch_max_bytes, or is
+# batch_max_age old, whichever comes first.
+# batch_max_records = {batch_records}
+# batch_max_bytes = {batch_bytes}
+# batch_max_age = "{batch_age}s"
+# 5xx, 408 and connection errors are retried without limit, waiting a random
+# time up to retry_min doubling to retry_max; 429 and 503 wait as Retry-After
+# says, up to retry_after_max.
+# retry_min = "{retry_min}ms"
+# retry_max = "{retry_max}s"
+# retry_after_max = "{retry_after_max}s"
+
+[metrics]
+# Prometheus metrics (docs/metrics.md) at /metrics, with /, /healthz and /readyz,
+# while `run` runs.
+enabled = true
+# host:port, [v6]:port, or :port for every interface. Flag: --web.listen-address.
+listen_address = ":{metrics_port}"
+# TLS and basic auth, in the Prometheus exporter-toolkit format (as node_exporter's
+# --web.config.file). Flag: --web.config.file.
+# web_config_file = "/etc/saltsight/web.yml"
+# Functions with their own `function` label value; every other one is "other".
+functions = [{functions}]
+# Per-minion series (saltsight_minion_*): off, as fleets have thousands of minions.
+per_minion = false
+# Minions given per-minion series at most; later ones are refused and counted in
+# saltsight_metric_series_refused_total.
+max_minions = {max_minions}
+# Also expose salt-exporter's metrics (salt_new_job_total, ...) for its dashboards.
+salt_exporter_compat = false
+
+[redact]
+# Before any output (stdout, files, upstream, logs, tail), secrets are masked as
+# "[redacted]" (docs/security.md): values of map keys matching key_pattern (a
+# case-insensitive regex; a key matches when it contains one), the `pillar`
+# kwarg, returns of secret_functions (a summary is kept), and in free text:
+# credentials in URLs, -p<secret> and --password= flags, key=value with a secret
+# key, bearer tokens, PEM private keys, AWS keys, and extra_patterns.
+key_pattern = "{key_pattern}"
+secret_functions = [{secret_functions}]
+# Every text is cut to this many bytes, ending with its original length.
+max_field_bytes = {max_field_bytes}
+# More patterns to mask, name = regex; a group named `s` masks only that group.
+# The name is the `rule` label of saltsight_redactions_total.
+# [redact.extra_patterns]
+# vault_token = 'hvs\.[A-Za-z0-9]{{20,}}'
+
+[log]
+# error, warn, info, debug, trace, or a tracing filter such as
+# "info,saltsight::bus=debug". Flag: --log-level.
+level = "info"
+# "text" or "json". Under systemd, text lines carry no timestamp (the journal
+# adds one). Flag: --log-format.
+format = "text"
+"#,
+        DEFAULT_RECONNECT_MIN.as_millis(),
+        DEFAULT_RECONNECT_MAX.as_millis(),
+        DEFAULT_DEADLINE.as_secs(),
+        DEFAULT_LATE_WINDOW.as_secs(),
+        DEFAULT_COMMENT_MAX_BYTES,
+        DEFAULT_EXAMPLE_MINIONS,
+        DEFAULT_GIT_TIMEOUT.as_secs(),
+        DEFAULT_MAX_COMMITS,
+        DEFAULT_MAX_HISTORY,
+        spool_dir = outputs::DEFAULT_SPOOL_DIR,
+        spool_max = outputs::DEFAULT_SPOOL_MAX_BYTES,
+        file_max = outputs::DEFAULT_FILE_MAX_BYTES,
+        file_keep = outputs::DEFAULT_FILE_KEEP,
+        table = outputs::DEFAULT_CLICKHOUSE_TABLE,
+        connect = outputs::DEFAULT_CONNECT_TIMEOUT.as_secs(),
+        timeout = outputs::DEFAULT_REQUEST_TIMEOUT.as_secs(),
+        batch_records = outputs::DEFAULT_BATCH_MAX_RECORDS,
+        batch_bytes = outputs::DEFAULT_BATCH_MAX_BYTES,
+        batch_age = outputs::DEFAULT_BATCH_MAX_AGE.as_secs(),
+        retry_min = outputs::DEFAULT_RETRY_MIN.as_millis(),
+        retry_max = outputs::DEFAULT_RETRY_MAX.as_secs(),
+        retry_after_max = outputs::DEFAULT_RETRY_AFTER_MAX.as_secs(),
+        metrics_port = super::metrics::DEFAULT_PORT,
+        functions = toml_list(super::metrics::DEFAULT_FUNCTIONS),
+        max_minions = super::metrics::DEFAULT_MAX_MINIONS,
+        key_pattern = super::redact::DEFAULT_KEY_PATTERN,
+        secret_functions = toml_list(super::redact::DEFAULT_SECRET_FUNCTIONS),
+        max_field_bytes = super::redact::DEFAULT_MAX_FIELD_BYTES,
+    )
+}
+
+/// `"a", "b"`: the inside of a TOML array of strings.
+fn toml_list(items: &[&str]) -> String {
+    items
+        .iter()
+        .map(|f| format!("{f:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_packaged_example_is_the_generated_one() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/saltsight.toml");
+        let packaged = std::fs::read_to_string(&path).expect("packaging/saltsight.toml");
+        assert!(
+            packaged == example(),
+            "packaging/saltsight.toml is stale: write config::example::example() to it"
+        );
+    }
+
+    #[test]
+    fn the_example_parses_and_resolves_to_the_defaults() {
+        let parsed: crate::config::file::FileConfig =
+            toml::from_str(&example()).expect("example parses");
+        assert_eq!(parsed.bus.queue_frames, Some(DEFAULT_QUEUE_FRAMES as u64));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("saltsight.toml");
+        std::fs::write(&path, example()).unwrap();
+        let from_example = crate::config::load(&crate::config::Overrides {
+            config: Some(path),
+            ..Default::default()
+        });
+        let from_nothing = crate::config::load(&crate::config::Overrides {
+            config: Some(dir.path().join("absent.toml")),
+            ..Default::default()
+        });
+        assert!(
+            from_nothing.is_err(),
+            "an explicit missing config file is an error"
+        );
+        let config = from_example.expect("example resolves");
+        assert_eq!(config.bus.max_frame_bytes, DEFAULT_MAX_FRAME_BYTES);
+        assert_eq!(config.bus.reconnect_max, DEFAULT_RECONNECT_MAX);
+    }
+}

@@ -1,0 +1,145 @@
+//! The agent's handler: drives the [`Stages`] on the right clock and hands every
+//! record through the redaction gate to the log, the metrics and the outputs.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tracing::{debug, info};
+
+use super::clock::{Clock, EventClock};
+use super::consumer::Handler;
+use super::stages::Stages;
+use crate::bus::{BusGap, Endpoint, Frame};
+use crate::counter::Counts;
+use crate::event::Event;
+use crate::metrics::Observer;
+use crate::record::redact::Redactor;
+use crate::record::{Record, RecordBody};
+use crate::sink::Outputs;
+use crate::time::Stamp;
+
+/// Stages in, records out to every output.
+pub struct Agent {
+    stages: Stages,
+    clock: EventClock,
+    outputs: Outputs,
+    /// The gate before the outputs, the log and the metrics.
+    redactor: Redactor,
+    metrics: Observer,
+    /// Records handed to the outputs.
+    pub emitted: u64,
+}
+
+impl Agent {
+    pub fn new(
+        stages: Stages,
+        clock: Clock,
+        outputs: Outputs,
+        redactor: Redactor,
+        metrics: Observer,
+    ) -> Self {
+        Self {
+            stages,
+            clock: EventClock::new(clock),
+            outputs,
+            redactor,
+            metrics,
+            emitted: 0,
+        }
+    }
+
+    pub fn stages(&self) -> &Stages {
+        &self.stages
+    }
+
+    /// The stages' and the outputs' own counts, for the scrape.
+    pub fn counts(&self) -> Vec<Arc<dyn Counts>> {
+        let mut counts = self.stages.counts();
+        counts.push(self.outputs.counts());
+        counts
+    }
+
+    fn write(&mut self, records: Vec<Record>) -> anyhow::Result<()> {
+        for record in records {
+            self.emitted += 1;
+            let record = self.redactor.record(record);
+            if let RecordBody::MinionMissing(m) = &record.body {
+                info!(jid = %m.jid, minion = %m.minion, fun = %m.fun, reason = m.reason.as_str(), "Minion did not return.");
+            } else {
+                debug!(kind = record.kind.as_str(), "Record.");
+            }
+            self.metrics.record(&record);
+            self.outputs.write(&record)?;
+        }
+        self.outputs.flush()?;
+        Ok(())
+    }
+}
+
+impl Handler for Agent {
+    fn event(&mut self, event: &Event<'_>, frame: &Frame) -> anyhow::Result<()> {
+        self.clock.observe(event.stamp, frame.received_at);
+        self.metrics.event(event);
+        let records = self.stages.on_event(event, self.clock.now());
+        self.write(records)
+    }
+
+    fn gap_started(&mut self, _at: SystemTime) -> anyhow::Result<()> {
+        self.stages.gap_started();
+        Ok(())
+    }
+
+    fn gap(&mut self, gap: &BusGap) -> anyhow::Result<()> {
+        info!(
+            reason = gap.reason.as_str(),
+            dropped_frames = gap.dropped_frames,
+            "Bus gap."
+        );
+        // A raw dump has no receive times: its gaps are placed at event time.
+        let (start, end) = if gap.started_at == UNIX_EPOCH {
+            (self.clock.now(), self.clock.now())
+        } else {
+            (
+                Stamp::from_system_time(gap.started_at),
+                Stamp::from_system_time(gap.ended_at),
+            )
+        };
+        let records = self
+            .stages
+            .on_gap(start, end, gap.reason.as_str(), gap.dropped_frames);
+        self.write(records)
+    }
+
+    fn connected(&mut self, endpoint: &Endpoint) -> anyhow::Result<()> {
+        info!(%endpoint, "Watching the event bus.");
+        Ok(())
+    }
+
+    /// On the wall clock: the next deadline shifted by the master's offset, or
+    /// the next batch to seal by age, whichever comes first.
+    fn next_wakeup(&self) -> Option<Stamp> {
+        if self.clock.clock != Clock::Wall {
+            return None;
+        }
+        let deadline = self.stages.next_deadline().map(|d| self.clock.wall_time(d));
+        let seal = self.outputs.next_seal_at().map(Stamp::from_system_time);
+        deadline.into_iter().chain(seal).min()
+    }
+
+    fn tick(&mut self, now: Stamp) -> anyhow::Result<()> {
+        let records = self.stages.advance(self.clock.master_time(now));
+        self.write(records)?;
+        self.outputs.seal(now.to_system_time(), false);
+        Ok(())
+    }
+
+    fn finish(&mut self, recording: bool) -> anyhow::Result<()> {
+        if recording {
+            // The end of a recording: event time moves past every deadline.
+            let records = self.stages.finish();
+            self.write(records)?;
+        }
+        self.outputs.close()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,260 @@
+//! The consumer loop: one source, one bounded queue, one task that decodes each
+//! frame and hands the event to a [`Handler`] synchronously (so the event may
+//! borrow from its frame), and drains in order on shutdown.
+//!
+//! The reader never waits on the queue (see `bus::reader`); a recording does, since
+//! a file can wait. What is queued always comes before the wall clock: a handler's
+//! wake-up (`tick`) is taken only when the queue is empty.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::source::{RecordingTotals, Source, read_recording};
+use crate::bus::{BusGap, BusMessage, BusReader, Endpoint, Frame, ReaderStats};
+use crate::event::{self, DecodeError, DecodeReason, Event};
+use crate::metrics::catalog::EventMetrics;
+use crate::ratelimit::LogLimiter;
+use crate::service::Watchdog;
+use crate::time::Stamp;
+
+/// What the pipeline does with what comes off the source. Called from one task.
+pub trait Handler {
+    fn event(&mut self, event: &Event<'_>, frame: &Frame) -> anyhow::Result<()>;
+    fn gap(&mut self, gap: &BusGap) -> anyhow::Result<()>;
+    fn connected(&mut self, _endpoint: &Endpoint) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Events may be being missed from `at` on (the connection was lost, or the
+    /// reader started dropping frames); a [`BusGap`] with the whole stretch follows.
+    fn gap_started(&mut self, _at: SystemTime) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Raw chunks (capture mode only).
+    fn chunk(&mut self, _chunk: &Frame) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// When the handler next needs the wall clock (live sources only).
+    fn next_wakeup(&self) -> Option<Stamp> {
+        None
+    }
+    /// The wall clock reached `now` (live sources only).
+    fn tick(&mut self, _now: Stamp) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// The source ended (`recording`: the end of a recording; else a live stop); flush.
+    fn finish(&mut self, _recording: bool) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// What went through, for the exit summary and tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub frames: u64,
+    pub events_by_class: BTreeMap<&'static str, u64>,
+    pub decode_errors: BTreeMap<DecodeReason, u64>,
+    pub malformed_fields: u64,
+    pub gaps: u64,
+    pub recording_skipped_frames: u64,
+    pub recording_desyncs: u64,
+    pub recording_trailing_bytes: u64,
+    pub recording_discarded_bytes: u64,
+}
+
+impl Summary {
+    pub fn events(&self) -> u64 {
+        self.events_by_class.values().sum()
+    }
+}
+
+/// One consumer loop: a source, the bounded queue between it and the handler,
+/// and what the loop reports to (event metrics, systemd's watchdog).
+pub struct Consumer {
+    source: Source,
+    queue: usize,
+    cancel: CancellationToken,
+    reader_stats: Arc<ReaderStats>,
+    metrics: EventMetrics,
+    watchdog: Option<Watchdog>,
+}
+
+impl Consumer {
+    /// Reads `source` through a queue of `queue` frames until it ends
+    /// (a recording) or `cancel` fires (live).
+    pub fn new(source: Source, queue: usize, cancel: CancellationToken) -> Self {
+        Self {
+            source,
+            queue,
+            cancel,
+            reader_stats: Arc::default(),
+            metrics: EventMetrics::default(),
+            watchdog: None,
+        }
+    }
+
+    /// Shares the reader's counters (metrics, systemd status).
+    pub fn reader_stats(mut self, stats: Arc<ReaderStats>) -> Self {
+        self.reader_stats = stats;
+        self
+    }
+
+    /// Counts each event into registered metrics.
+    pub fn metrics(mut self, metrics: EventMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Feeds systemd's watchdog from the loop.
+    pub fn watchdog(mut self, watchdog: Option<Watchdog>) -> Self {
+        self.watchdog = watchdog;
+        self
+    }
+
+    /// Runs the source into `handler`; the handler comes back for its results.
+    pub async fn run<H: Handler>(self, mut handler: H) -> anyhow::Result<(Summary, H)> {
+        let Consumer {
+            source,
+            queue,
+            cancel,
+            reader_stats,
+            metrics,
+            mut watchdog,
+        } = self;
+        let (tx, mut rx) = mpsc::channel::<BusMessage>(queue.max(1));
+        let live = matches!(source, Source::Live(_));
+        let producer = match source {
+            Source::Live(config) => {
+                let reader = BusReader::new(config, tx, reader_stats.clone());
+                tokio::spawn(async move {
+                    reader.run(cancel).await;
+                    Ok(RecordingTotals::default())
+                })
+            }
+            Source::Recording {
+                path,
+                max_frame_bytes,
+                progress,
+            } => tokio::task::spawn_blocking(move || {
+                read_recording(&path, max_frame_bytes, progress, &tx, &cancel)
+            }),
+        };
+
+        let mut summary = Summary::default();
+        let mut decode_log = LogLimiter::new(Duration::from_secs(10));
+        let mut dropped_seen = 0u64;
+        loop {
+            // Fed here, between events, so a handler that hangs starves systemd's
+            // watchdog (busy or idle, the loop passes here often enough).
+            let dog_wait = watchdog.as_mut().map(Watchdog::feed);
+            let wakeup = if live { handler.next_wakeup() } else { None };
+            let handler_wait = wakeup.map(|at| {
+                let now = Stamp::from_system_time(SystemTime::now());
+                Duration::from_micros(u64::try_from(at.micros_since(now)).unwrap_or(0))
+            });
+            let message = match wait_for(handler_wait, dog_wait) {
+                Some(wait) => {
+                    tokio::select! {
+                        // What is queued comes first: it is older than the wall clock.
+                        biased;
+                        m = rx.recv() => m,
+                        () = tokio::time::sleep(wait) => {
+                            if handler_wait.is_some_and(|h| h <= wait) {
+                                handler.tick(Stamp::from_system_time(SystemTime::now()))?;
+                            }
+                            continue;
+                        }
+                    }
+                }
+                None => rx.recv().await,
+            };
+            let Some(message) = message else { break };
+            // Frames dropped by the reader: a queue_full gap has begun, though its
+            // BusGap is still held behind the backlog.
+            let dropped = reader_stats
+                .dropped_queue_full
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if dropped != dropped_seen {
+                dropped_seen = dropped;
+                handler.gap_started(SystemTime::now())?;
+            }
+            match message {
+                BusMessage::Frame(frame) => {
+                    if live {
+                        reader_stats.consumed(frame.bytes.len());
+                    }
+                    summary.frames += 1;
+                    match event::decode(&frame.bytes) {
+                        Ok(event) => {
+                            *summary
+                                .events_by_class
+                                .entry(event.class.as_str())
+                                .or_default() += 1;
+                            let lag =
+                                event.stamp.zip(frame.received_at).map(|(stamp, received)| {
+                                    Stamp::from_system_time(received).micros_since(stamp)
+                                });
+                            metrics.event(event.class, event.malformed_field.is_some(), lag);
+                            if let Some(field) = event.malformed_field {
+                                summary.malformed_fields += 1;
+                                if let Some(suppressed) = decode_log.admit("malformed_field") {
+                                    warn!(
+                                        tag = event.tag,
+                                        field,
+                                        suppressed,
+                                        "Event field of an unexpected type; left empty."
+                                    );
+                                }
+                            }
+                            debug!(tag = event.tag, class = event.class.as_str(), "Event.");
+                            handler.event(&event, &frame)?;
+                        }
+                        Err(error) => {
+                            metrics.decode_error(error.reason());
+                            note_decode_error(&mut summary, &mut decode_log, &error)
+                        }
+                    }
+                }
+                BusMessage::Chunk(chunk) => {
+                    if live {
+                        reader_stats.consumed(chunk.bytes.len());
+                    }
+                    handler.chunk(&chunk)?;
+                }
+                BusMessage::Gap(gap) => {
+                    summary.gaps += 1;
+                    handler.gap(&gap)?;
+                }
+                BusMessage::Connected { endpoint, .. } => handler.connected(&endpoint)?,
+                BusMessage::Disconnected { at, .. } => handler.gap_started(at)?,
+            }
+        }
+        handler.finish(!live)?;
+        let totals = producer.await.context("the source task panicked")??;
+        summary.recording_skipped_frames = totals.skipped_frames;
+        summary.recording_desyncs = totals.desyncs;
+        summary.recording_trailing_bytes = totals.trailing_bytes;
+        summary.recording_discarded_bytes = totals.discarded_bytes;
+        Ok((summary, handler))
+    }
+}
+
+/// The shorter of two optional waits.
+fn wait_for(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn note_decode_error(summary: &mut Summary, log: &mut LogLimiter, error: &DecodeError) {
+    *summary.decode_errors.entry(error.reason()).or_default() += 1;
+    if let Some(suppressed) = log.admit(error.reason().as_str()) {
+        warn!(%error, reason = error.reason().as_str(), tag = error.tag(), suppressed, "Skipped an undecodable frame.");
+    }
+}

@@ -1,0 +1,238 @@
+//! The stages records come from, in data-flow order, and what they hand each
+//! other. Per event:
+//!
+//! 1. verdicts due before the event are given first (the tracker, on event time);
+//! 2. triage of a return (its findings take the job's context as the tracker
+//!    holds it *before* the return) → the correlator's `state_failure` and
+//!    `render_failure` records;
+//! 3. the tracker takes the event → its records, and the jobs it closed;
+//! 4. the correlator stamps each `job_published` with the HEADs of the moment
+//!    (a `config_change` first, when one moved), and turns each closed job's
+//!    failure groups into `failure_group` records, after its `job_completed`.
+//!
+//! A job the tracker does not follow (scheduled, a runner, published unseen) has
+//! one return: its groups are complete at once.
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::correlate::Correlator;
+use crate::counter::Counts;
+use crate::event::{Body, Event};
+use crate::jobs::tracker::{JobClosed, context_of_return};
+use crate::jobs::{JobTracker, TrackerConfig};
+use crate::record::{JobContext, Record, RecordFactory, RunKind};
+use crate::time::Stamp;
+use crate::triage::Triage;
+
+/// Triage, the job tracker and the correlator, wired in order.
+pub struct Stages {
+    tracker: JobTracker,
+    triage: Triage,
+    correlator: Correlator,
+}
+
+impl Stages {
+    pub fn from_config(config: &Config) -> Self {
+        let records = RecordFactory::new(config.master_id.clone());
+        let correlator = Correlator::new(&config.correlate, records.clone());
+        let mut triage = config.triage.clone();
+        triage.want_outcomes = correlator.watches_states();
+        Self {
+            tracker: JobTracker::new(TrackerConfig::from(&config.jobs), records),
+            triage: Triage::new(triage),
+            correlator,
+        }
+    }
+
+    /// Each stage's own counts, for the scrape.
+    pub fn counts(&self) -> Vec<Arc<dyn Counts>> {
+        vec![
+            self.tracker.stats.clone(),
+            self.triage.stats.clone(),
+            self.correlator.stats.clone(),
+        ]
+    }
+
+    pub fn tracker(&self) -> &JobTracker {
+        &self.tracker
+    }
+
+    /// When the next verdict is due, on the master's clock.
+    pub fn next_deadline(&self) -> Option<Stamp> {
+        self.tracker.next_deadline()
+    }
+
+    /// One event, at event time `now`: its records, in order.
+    pub fn on_event(&mut self, event: &Event<'_>, now: Stamp) -> Vec<Record> {
+        // Verdicts due before this event first, on event time, live as in replay.
+        let mut out = self.advance(now);
+        let at = event.stamp.unwrap_or(now);
+        let triaged = self.triage(event, at, &mut out);
+        let mut tracked = Vec::new();
+        self.tracker.on_event(event, now, &mut tracked);
+        self.after_tracker(tracked, &mut out);
+        if let Some((jid, context)) = triaged {
+            if self.tracker.context(&jid).is_none() {
+                let groups = self.triage.close_job(&jid);
+                out.extend(self.correlator.on_groups(groups, &context, 0, at));
+            }
+        }
+        out
+    }
+
+    /// Events may be being missed from now on.
+    pub fn gap_started(&mut self) {
+        self.tracker.on_gap_start();
+    }
+
+    /// A stretch in which events may have been missed.
+    pub fn on_gap(
+        &mut self,
+        start: Stamp,
+        end: Stamp,
+        reason: &'static str,
+        dropped: u64,
+    ) -> Vec<Record> {
+        let mut tracked = Vec::new();
+        self.tracker
+            .on_gap(start, end, reason, dropped, &mut tracked);
+        let mut out = Vec::new();
+        self.after_tracker(tracked, &mut out);
+        out
+    }
+
+    /// Verdicts due at or before `now`.
+    pub fn advance(&mut self, now: Stamp) -> Vec<Record> {
+        let mut tracked = Vec::new();
+        self.tracker.advance(now, &mut tracked);
+        let mut out = Vec::new();
+        self.after_tracker(tracked, &mut out);
+        out
+    }
+
+    /// The end of a recording: every open job reaches its deadline.
+    pub fn finish(&mut self) -> Vec<Record> {
+        let mut tracked = Vec::new();
+        self.tracker.finish(&mut tracked);
+        let mut out = Vec::new();
+        self.after_tracker(tracked, &mut out);
+        out
+    }
+
+    /// Triage of a return → the correlator's records; the job and its context.
+    fn triage(
+        &mut self,
+        event: &Event<'_>,
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) -> Option<(String, JobContext)> {
+        let (findings, context) = match &event.body {
+            Body::JobReturn(r) => {
+                let findings = self.triage.on_return(r, at)?;
+                let context = self
+                    .tracker
+                    .context(r.jid.as_str())
+                    .cloned()
+                    .unwrap_or_else(|| context_of_return(r));
+                (findings, context)
+            }
+            Body::RunReturn(r) => {
+                let findings = self.triage.on_runner_return(r, at)?;
+                let context = JobContext {
+                    run_kind: RunKind::Runner,
+                    ..JobContext::default()
+                };
+                (findings, context)
+            }
+            _ => return None,
+        };
+        out.extend(self.correlator.on_findings(&findings, &context, at));
+        Some((findings.jid, context))
+    }
+
+    /// The tracker's records, stamped by the correlator, then the failure groups
+    /// of every job it closed.
+    fn after_tracker(&mut self, tracked: Vec<Record>, out: &mut Vec<Record>) {
+        out.extend(self.correlator.on_job_records(tracked));
+        for JobClosed {
+            jid,
+            revision,
+            context,
+            at,
+        } in self.tracker.drain_closed()
+        {
+            let groups = self.triage.close_job(&jid);
+            out.extend(self.correlator.on_groups(groups, &context, revision, at));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{decode, encode_frame};
+    use crate::record::RecordKind;
+    use serde_json::json;
+
+    fn frame(tag: &str, data: serde_json::Value) -> Vec<u8> {
+        encode_frame(tag, &rmp_serde::to_vec_named(&data).unwrap(), false)
+    }
+
+    /// The defaults, with no master config or git checkout to read.
+    fn config() -> Config {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("saltsight.toml");
+        std::fs::write(
+            &path,
+            "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n",
+        )
+        .expect("write config");
+        crate::config::load(&crate::config::Overrides {
+            config: Some(path),
+            ..Default::default()
+        })
+        .expect("config loads")
+    }
+
+    /// A failing state run on the last expected minion: triage's findings come
+    /// before the tracker's return and completion, and the job's failure group
+    /// after its `job_completed`.
+    #[test]
+    fn triage_then_the_tracker_then_the_correlator() {
+        let mut stages = Stages::from_config(&config());
+        let jid = "20261124100000000000";
+        let stamp = |s: u32| format!("2026-11-24T10:00:{s:02}.000000+00:00");
+        let mut kinds = Vec::new();
+        let new = frame(
+            &format!("salt/job/{jid}/new"),
+            json!({"jid": jid, "fun": "state.apply", "arg": ["web"], "tgt": "web1",
+                "tgt_type": "glob", "minions": ["web1"], "missing": [], "user": "root",
+                "_stamp": stamp(0)}),
+        );
+        let ret = frame(
+            &format!("salt/job/{jid}/ret/web1"),
+            json!({"jid": jid, "id": "web1", "fun": "state.apply", "fun_args": ["web"],
+                "retcode": 2, "success": false, "_stamp": stamp(3),
+                "return": {"cmd_|-broken_|-false_|-run": {"result": false,
+                    "comment": "Command \"false\" run", "__sls__": "web", "__id__": "broken",
+                    "__run_num__": 0, "changes": {"retcode": 1, "stderr": "", "stdout": ""},
+                    "name": "false"}}}),
+        );
+        for f in [new, ret] {
+            let event = decode(&f).expect("decode");
+            let now = event.stamp.expect("stamped");
+            kinds.extend(stages.on_event(&event, now).into_iter().map(|r| r.kind));
+        }
+        assert_eq!(
+            kinds,
+            [
+                RecordKind::JobPublished,
+                RecordKind::StateFailure,
+                RecordKind::MinionReturn,
+                RecordKind::JobCompleted,
+                RecordKind::FailureGroup,
+            ]
+        );
+    }
+}
