@@ -9,15 +9,17 @@
 use std::time::Instant;
 
 use criterion::{Criterion, Throughput, criterion_group};
-use saltsight::config::outputs::{BatchConfig, Encoding, HttpOutputConfig, SpoolConfig};
 use saltsight::config::redact::RedactConfig;
+use saltsight::config::spool::SpoolConfig;
 use saltsight::record::redact::Redactor;
 use saltsight::record::{
     JobContext, MinionReturn, Record, RecordBody, RecordFactory, RunKind, StateCounts,
 };
-use saltsight::sink::encode;
-use saltsight::sink::http::HttpSender;
-use saltsight::sink::spool::{Spool, SpoolWriter};
+use saltsight::sink::deliver::{Delivery, Upstream};
+use saltsight::sink::encode::{self, Encoding};
+use saltsight::sink::http::{HttpSettings, HttpUpstream};
+use saltsight::sink::retry::RetryConfig;
+use saltsight::sink::spool::{BatchConfig, Spool, SpoolWriter};
 use saltsight::time::Stamp;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
@@ -97,8 +99,8 @@ async fn serve(listener: tokio::net::TcpListener) {
     }
 }
 
-fn sender(url: &str, encoding: Encoding) -> HttpSender {
-    HttpSender::new("bench", &HttpOutputConfig::with_defaults(url, encoding)).expect("sender")
+fn upstream(url: &str, encoding: Encoding) -> HttpUpstream {
+    HttpUpstream::new(&HttpSettings::with_defaults(url, encoding)).expect("upstream")
 }
 
 /// Redacts (or not), encodes, spools and sends every record; returns when the
@@ -137,7 +139,13 @@ async fn deliver(
     }
     writer.seal().expect("seal");
     let cancel = CancellationToken::new();
-    let task = tokio::spawn(sender(url, encoding).run(spool.clone(), cancel.clone()));
+    let task = Delivery::new(
+        "bench",
+        spool.clone(),
+        upstream(url, encoding),
+        RetryConfig::default(),
+    )
+    .start(cancel.clone());
     spool.drained(&CancellationToken::new()).await;
     cancel.cancel();
     task.await.expect("sender");
@@ -171,7 +179,8 @@ fn bench(c: &mut Criterion) {
             line
         })
         .collect();
-    let gzipped = runtime.block_on(async { sender(&url, Encoding::Ndjson).prepare(&batch).len() });
+    let gzipped =
+        runtime.block_on(async { upstream(&url, Encoding::Ndjson).prepare(&batch).len() });
     eprintln!(
         "a batch of 1000: {} bytes, {} gzipped ({:.1}x)",
         batch.len(),

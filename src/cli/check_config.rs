@@ -10,7 +10,7 @@ use clap::Args;
 use crate::bus::Endpoint;
 use crate::bus::endpoint::current_user;
 use crate::config::Config;
-use crate::config::outputs::OutputKind;
+use crate::sink::OutputSpec;
 
 #[derive(Debug, Args)]
 pub struct CheckConfigArgs {
@@ -19,7 +19,7 @@ pub struct CheckConfigArgs {
     pub example: bool,
 }
 
-pub fn run(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
+pub fn run(config: &Config, outputs: &[OutputSpec], out: &mut impl Write) -> std::io::Result<()> {
     match &config.file {
         Some(path) => writeln!(out, "config file: {}", path.display())?,
         None => writeln!(out, "config file: none (defaults)")?,
@@ -48,17 +48,8 @@ pub fn run(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
         };
         writeln!(out, "socket: {status}")?;
     }
-    for output in &config.outputs {
-        let what = match &output.kind {
-            OutputKind::Stdout => "stdout (JSON lines)".to_string(),
-            OutputKind::File { path, .. } => format!("file {}", path.display()),
-            OutputKind::Http(http) => format!(
-                "http {} ({}), spool {}",
-                http.url,
-                http.encoding.as_str(),
-                config.spool.dir.join(&output.name).display()
-            ),
-        };
+    for output in outputs {
+        let what = output.settings.describe(&output.name, &config.spool);
         writeln!(out, "output {}: {what}", output.name)?;
     }
     for warning in &config.warnings {

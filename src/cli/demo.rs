@@ -45,6 +45,7 @@ pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
         config: template,
         redactor,
         cancel,
+        ..
     } = session;
     eprintln!("Starting a Salt master and 3 minions on loopback (about 10 s)...");
     let lab = tokio::task::spawn_blocking(|| Lab::start(LabOptions::default()))
@@ -90,7 +91,7 @@ pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
         tokio::spawn(async move { consumer.run(handler).await.map(|(summary, _)| summary) })
     } else {
         // Stdout only: no spool, so no senders to start.
-        let (outputs, _) = open_outputs(&config, OutputChoice::Stdout, Clock::Wall)?;
+        let (outputs, _) = open_outputs(&[], &config.spool, OutputChoice::Stdout, Clock::Wall)?;
         let agent = Agent::new(
             Stages::from_config(&config),
             Clock::Wall,

@@ -22,6 +22,7 @@ use crate::config::{Config, Overrides};
 use crate::pipeline::Summary;
 use crate::record::redact::Redactor;
 use crate::shutdown;
+use crate::sink::OutputSpec;
 
 /// Watches a Salt master's event bus, read-only, and reports on jobs, returns and
 /// failures. It never sends anything to the master.
@@ -187,6 +188,8 @@ pub mod exit {
 /// the redactor made from it, and the token the first SIGINT/SIGTERM cancels.
 pub struct Session {
     pub config: Config,
+    /// The config's `[[output]]`s, resolved by their kinds.
+    pub outputs: Vec<OutputSpec>,
     pub redactor: Redactor,
     pub cancel: CancellationToken,
 }
@@ -215,7 +218,7 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
         reload::listen_for_hangups()
     });
     let overrides = global.overrides();
-    let config = crate::config::load(&overrides)
+    let (config, outputs) = crate::pipeline::load_config(&overrides)
         // A config error may quote a value (an upstream URL with its password).
         .map_err(|errors| {
             Failure::Config(default_redactor().line(&errors.to_string()).into_owned())
@@ -232,7 +235,7 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
         tracing::warn!("{warning}");
     }
     if let Command::CheckConfig(_) = command {
-        return check_config::run(&config, &mut std::io::stdout().lock())
+        return check_config::run(&config, &outputs, &mut std::io::stdout().lock())
             .map(|()| Outcome::Ok)
             .map_err(|e| Failure::Runtime(e.to_string()));
     }
@@ -241,6 +244,7 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
         let cancel = shutdown::on_signals().context("cannot install signal handlers")?;
         let session = Session {
             config,
+            outputs,
             redactor,
             cancel,
         };

@@ -64,7 +64,7 @@ impl Reloader {
     }
 
     fn try_reload(&mut self) -> anyhow::Result<Reloaded> {
-        let new = config::load(&self.overrides)?;
+        let (new, _) = crate::pipeline::load_config(&self.overrides)?;
         let mut done = Reloaded::default();
         // The web config is built (and may fail) before anything is applied;
         // setting the level fails only without a subscriber.

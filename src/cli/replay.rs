@@ -23,10 +23,16 @@ pub struct ReplayArgs {
 pub async fn run(args: ReplayArgs, session: Session) -> anyhow::Result<Outcome> {
     let Session {
         config,
+        outputs,
         redactor,
         cancel,
     } = session;
-    let (outputs, senders) = open_outputs(&config, args.output.into(), Clock::EventTime)?;
+    let (outputs, senders) = open_outputs(
+        &outputs,
+        &config.spool,
+        args.output.into(),
+        Clock::EventTime,
+    )?;
     let sending = senders.spawn();
     let agent = Agent::new(
         Stages::from_config(&config),

@@ -62,10 +62,12 @@ pub struct Reload {
 pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Result<Outcome> {
     let Session {
         config,
+        outputs,
         redactor,
         cancel,
     } = session;
-    let (outputs, senders) = open_outputs(&config, args.output.into(), Clock::Wall)?;
+    let (outputs, senders) =
+        open_outputs(&outputs, &config.spool, args.output.into(), Clock::Wall)?;
     let stages = Stages::from_config(&config);
     let mut counts = stages.counts();
     counts.push(outputs.counts());

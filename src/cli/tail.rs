@@ -120,6 +120,7 @@ pub async fn run(args: TailArgs, session: Session) -> anyhow::Result<Outcome> {
         config,
         redactor,
         cancel,
+        ..
     } = session;
     let handler = TailHandler::new(std::io::stdout(), &args, cancel.clone(), &redactor);
     let source = match &args.from {

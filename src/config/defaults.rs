@@ -30,3 +30,18 @@ pub const DEFAULT_GIT: &str = "git";
 pub const DEFAULT_GIT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_HISTORY: usize = 1_000_000;
 pub const DEFAULT_MAX_COMMITS: usize = 20;
+
+// Outputs and their spool.
+pub const DEFAULT_SPOOL_DIR: &str = "/var/lib/saltsight/spool";
+pub const DEFAULT_SPOOL_MAX_BYTES: u64 = 1 << 30;
+pub const DEFAULT_BATCH_MAX_RECORDS: usize = 1_000;
+pub const DEFAULT_BATCH_MAX_BYTES: usize = 1 << 20;
+pub const DEFAULT_BATCH_MAX_AGE: Duration = Duration::from_secs(1);
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_RETRY_MIN: Duration = Duration::from_millis(500);
+pub const DEFAULT_RETRY_MAX: Duration = Duration::from_secs(60);
+pub const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(600);
+pub const DEFAULT_FILE_MAX_BYTES: u64 = 100 << 20;
+pub const DEFAULT_FILE_KEEP: usize = 5;
+pub const DEFAULT_CLICKHOUSE_TABLE: &str = "saltsight.records";

@@ -3,7 +3,6 @@
 
 use super::defaults::*;
 use super::master::DEFAULT_MASTER_CONFIG;
-use super::outputs;
 
 /// The documented example config, every key at its default. `packaging/saltsight.toml`
 /// is this text; a test keeps the two the same, so the example cannot drift.
@@ -192,19 +191,19 @@ format = "text"
         DEFAULT_GIT_TIMEOUT.as_secs(),
         DEFAULT_MAX_COMMITS,
         DEFAULT_MAX_HISTORY,
-        spool_dir = outputs::DEFAULT_SPOOL_DIR,
-        spool_max = outputs::DEFAULT_SPOOL_MAX_BYTES,
-        file_max = outputs::DEFAULT_FILE_MAX_BYTES,
-        file_keep = outputs::DEFAULT_FILE_KEEP,
-        table = outputs::DEFAULT_CLICKHOUSE_TABLE,
-        connect = outputs::DEFAULT_CONNECT_TIMEOUT.as_secs(),
-        timeout = outputs::DEFAULT_REQUEST_TIMEOUT.as_secs(),
-        batch_records = outputs::DEFAULT_BATCH_MAX_RECORDS,
-        batch_bytes = outputs::DEFAULT_BATCH_MAX_BYTES,
-        batch_age = outputs::DEFAULT_BATCH_MAX_AGE.as_secs(),
-        retry_min = outputs::DEFAULT_RETRY_MIN.as_millis(),
-        retry_max = outputs::DEFAULT_RETRY_MAX.as_secs(),
-        retry_after_max = outputs::DEFAULT_RETRY_AFTER_MAX.as_secs(),
+        spool_dir = DEFAULT_SPOOL_DIR,
+        spool_max = DEFAULT_SPOOL_MAX_BYTES,
+        file_max = DEFAULT_FILE_MAX_BYTES,
+        file_keep = DEFAULT_FILE_KEEP,
+        table = DEFAULT_CLICKHOUSE_TABLE,
+        connect = DEFAULT_CONNECT_TIMEOUT.as_secs(),
+        timeout = DEFAULT_REQUEST_TIMEOUT.as_secs(),
+        batch_records = DEFAULT_BATCH_MAX_RECORDS,
+        batch_bytes = DEFAULT_BATCH_MAX_BYTES,
+        batch_age = DEFAULT_BATCH_MAX_AGE.as_secs(),
+        retry_min = DEFAULT_RETRY_MIN.as_millis(),
+        retry_max = DEFAULT_RETRY_MAX.as_secs(),
+        retry_after_max = DEFAULT_RETRY_AFTER_MAX.as_secs(),
         metrics_port = super::metrics::DEFAULT_PORT,
         functions = toml_list(super::metrics::DEFAULT_FUNCTIONS),
         max_minions = super::metrics::DEFAULT_MAX_MINIONS,

@@ -22,10 +22,11 @@ pub struct FileConfig {
     #[serde(default)]
     pub log: LogSection,
     #[serde(default)]
-    pub spool: super::outputs::SpoolSection,
-    /// `[[output]]`: where records go (default: stdout).
+    pub spool: super::spool::SpoolSection,
+    /// `[[output]]`: where records go (default: stdout); each output kind
+    /// reads its own keys (`sink`).
     #[serde(default)]
-    pub output: Vec<super::outputs::OutputSection>,
+    pub output: Vec<toml::Table>,
     #[serde(default)]
     pub metrics: super::metrics::MetricsSection,
     #[serde(default)]

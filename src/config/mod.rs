@@ -5,16 +5,17 @@
 pub mod defaults;
 pub mod duration;
 pub mod example;
+pub mod fields;
 pub mod file;
 pub mod glob;
 pub mod master;
 pub mod metrics;
-pub mod outputs;
 pub mod redact;
 pub mod resolve;
+pub mod spool;
 pub mod web;
 
 pub use resolve::{
     BusConfig, Config, ConfigErrors, CorrelateConfig, JobsConfig, LogConfig, LogFormat, Overrides,
-    RepoSpec, TriageConfig, load,
+    RepoSpec, TriageConfig, load, load_with,
 };

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::duration::{parse_duration, positive_or};
 use super::file::FileConfig;
 use super::master::{DEFAULT_MASTER_CONFIG, MasterBusSettings};
-use super::outputs::{OutputConfig, SpoolConfig, resolve_outputs, resolve_spool};
+use super::spool::{RawOutput, SpoolConfig, raw_outputs, resolve_spool};
 use crate::bus::Endpoint;
 
 pub use super::defaults::*;
@@ -38,7 +38,8 @@ pub struct Config {
     pub correlate: CorrelateConfig,
     pub log: LogConfig,
     pub spool: SpoolConfig,
-    pub outputs: Vec<OutputConfig>,
+    /// `[[output]]` as written (each output kind checks its own; see `load_with`).
+    pub outputs: Vec<RawOutput>,
     pub metrics: super::metrics::MetricsConfig,
     pub redact: super::redact::RedactConfig,
     /// The saltsight config file read, if any.
@@ -167,9 +168,19 @@ impl fmt::Display for ConfigErrors {
 
 impl std::error::Error for ConfigErrors {}
 
-/// Reads and validates. `config` in `overrides` names the file; without it the
+/// Reads and validates everything but the outputs' own keys (kept as written in
+/// [`Config::outputs`]). `config` in `overrides` names the file; without it the
 /// default path is read if it exists.
 pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
+    load_with(overrides, |_, _, _| ()).map(|(config, ())| config)
+}
+
+/// [`load`], with the outputs resolved by `outputs` (the sink's registry of
+/// output kinds), whose problems are listed with every other one.
+pub fn load_with<T>(
+    overrides: &Overrides,
+    outputs: impl FnOnce(&[RawOutput], &SpoolConfig, &mut Vec<String>) -> T,
+) -> Result<(Config, T), ConfigErrors> {
     let mut errors = Vec::new();
     let (file, file_path) = read_file(overrides.config.as_deref(), &mut errors);
     let mut warnings = Vec::new();
@@ -190,7 +201,8 @@ pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
     let triage = resolve_triage(&file, &jobs, &mut errors);
     let correlate = resolve_correlate(&file, overrides, &jobs, &mut errors, &mut warnings);
     let spool = resolve_spool(&file.spool, &mut errors);
-    let outputs = resolve_outputs(&file.output, &spool, &mut errors);
+    let raw = raw_outputs(&file.output, &mut errors);
+    let resolved = outputs(&raw, &spool, &mut errors);
     let metrics = super::metrics::resolve(
         &file.metrics,
         overrides.web_listen_address.as_deref(),
@@ -199,20 +211,23 @@ pub fn load(overrides: &Overrides) -> Result<Config, ConfigErrors> {
     );
     let redact = super::redact::resolve(&file.redact, &mut errors);
     match (bus, log) {
-        (Some(bus), Some(log)) if errors.is_empty() => Ok(Config {
-            warnings,
-            master_id,
-            bus,
-            triage,
-            correlate,
-            jobs,
-            log,
-            spool,
-            outputs,
-            metrics,
-            redact,
-            file: file_path,
-        }),
+        (Some(bus), Some(log)) if errors.is_empty() => Ok((
+            Config {
+                warnings,
+                master_id,
+                bus,
+                triage,
+                correlate,
+                jobs,
+                log,
+                spool,
+                outputs: raw,
+                metrics,
+                redact,
+                file: file_path,
+            },
+            resolved,
+        )),
         _ => Err(ConfigErrors(errors)),
     }
 }

@@ -23,6 +23,6 @@ pub mod stages;
 pub use agent::Agent;
 pub use clock::Clock;
 pub use consumer::{Consumer, Handler, Summary};
-pub use outputs::{OutputChoice, open_outputs};
+pub use outputs::{OutputChoice, load_config, open_outputs};
 pub use source::Source;
 pub use stages::Stages;

@@ -1,8 +1,9 @@
-//! Which outputs a subcommand opens: the config's, stdout only, or none.
+//! The config with its outputs resolved by their kinds, and which outputs a
+//! subcommand opens: the config's, stdout only, or none.
 
-use crate::config::Config;
-use crate::config::outputs::OutputConfig;
-use crate::sink::{Outputs, Senders, SinkError};
+use crate::config::spool::SpoolConfig;
+use crate::config::{Config, ConfigErrors, Overrides};
+use crate::sink::{OutputSpec, Outputs, Senders, SinkError, resolve_outputs};
 
 use super::clock::Clock;
 
@@ -17,24 +18,26 @@ pub enum OutputChoice {
     None,
 }
 
+/// Reads and validates the whole config, each `[[output]]` by its kind's own
+/// rules; every problem of either is listed.
+pub fn load_config(overrides: &Overrides) -> Result<(Config, Vec<OutputSpec>), ConfigErrors> {
+    crate::config::load_with(overrides, resolve_outputs)
+}
+
 /// Opens the outputs `choice` selects. Live (`Clock::Wall`), stdout is flushed
 /// after each event; replay lets it buffer.
 pub fn open_outputs(
-    config: &Config,
+    specs: &[OutputSpec],
+    spool: &SpoolConfig,
     choice: OutputChoice,
     clock: Clock,
 ) -> Result<(Outputs, Senders), SinkError> {
-    let stdout_only = [OutputConfig::stdout()];
-    let configs: &[OutputConfig] = match choice {
-        OutputChoice::Config => &config.outputs,
+    let stdout_only = [OutputSpec::stdout()];
+    let specs: &[OutputSpec] = match choice {
+        OutputChoice::Config => specs,
         OutputChoice::Stdout => &stdout_only,
         OutputChoice::None => &[],
     };
     let flush_each = clock == Clock::Wall;
-    Outputs::open(
-        configs,
-        &config.spool,
-        Box::new(std::io::stdout()),
-        flush_each,
-    )
+    Outputs::open(specs, spool, Box::new(std::io::stdout()), flush_each)
 }

@@ -5,8 +5,25 @@
 
 use serde::Serialize;
 
-use crate::config::outputs::Encoding;
 use crate::record::{Correlation, JobContext, Record, RecordBody};
+
+/// How records are written into a batch (a spool keeps it in its header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// One JSON record per line (Vector, Logstash, Fluent Bit http inputs).
+    Ndjson,
+    /// One row per line for `INSERT INTO <table> FORMAT JSONEachRow`.
+    ClickHouse,
+}
+
+impl Encoding {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Encoding::Ndjson => "ndjson",
+            Encoding::ClickHouse => "clickhouse",
+        }
+    }
+}
 
 /// Appends `record` as one JSON line.
 pub fn ndjson(record: &Record, out: &mut Vec<u8>) {

@@ -2,10 +2,131 @@
 //! (`records.jsonl` → `records.jsonl.1` → ... → `.<keep>`, the oldest removed).
 //! Files are 0600: records may carry what the bus carried.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::SinkError;
+use super::output::{Lost, OpenContext, Output, OutputError, OutputKind};
+use crate::config::defaults::{DEFAULT_FILE_KEEP, DEFAULT_FILE_MAX_BYTES};
+use crate::config::spool::SpoolConfig;
+use crate::record::Record;
+
+/// `type = "file"`.
+pub struct File;
+
+/// Its keys as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSection {
+    /// Absolute path of the file records are appended to.
+    pub path: Option<PathBuf>,
+    /// Rotate when the file would grow past this.
+    pub max_bytes: Option<u64>,
+    /// Rotated files kept.
+    pub keep: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSettings {
+    pub path: PathBuf,
+    pub max_bytes: u64,
+    pub keep: usize,
+}
+
+impl OutputKind for File {
+    const TYPE: &'static str = "file";
+    type Section = FileSection;
+    type Settings = FileSettings;
+
+    fn resolve(
+        section: FileSection,
+        _: &SpoolConfig,
+        problems: &mut Vec<String>,
+    ) -> Option<FileSettings> {
+        let Some(path) = section.path else {
+            problems.push("`path` is missing".into());
+            return None;
+        };
+        if !path.is_absolute() {
+            problems.push(format!("path {} must be absolute", path.display()));
+        }
+        let max_bytes = section.max_bytes.unwrap_or(DEFAULT_FILE_MAX_BYTES);
+        if max_bytes < 4096 {
+            problems.push(format!(
+                "max_bytes is {max_bytes}; it must be at least 4096"
+            ));
+        }
+        let keep = section.keep.unwrap_or(DEFAULT_FILE_KEEP as u64);
+        if !(1..=1000).contains(&keep) {
+            problems.push(format!("keep is {keep}; it must be between 1 and 1000"));
+        }
+        Some(FileSettings {
+            path,
+            max_bytes,
+            keep: keep as usize,
+        })
+    }
+
+    fn describe(_: &str, settings: &FileSettings, _: &SpoolConfig) -> String {
+        format!(
+            "file {} (JSON lines, rotated at {} bytes, {} kept)",
+            settings.path.display(),
+            settings.max_bytes,
+            settings.keep
+        )
+    }
+
+    fn open(
+        name: &str,
+        settings: &FileSettings,
+        _: &mut OpenContext<'_>,
+    ) -> Result<Box<dyn Output>, SinkError> {
+        let file = RotatingFile::open(&settings.path, settings.max_bytes, settings.keep).map_err(
+            |source| SinkError::File {
+                name: name.to_owned(),
+                source,
+            },
+        )?;
+        Ok(Box::new(FileOutput {
+            name: name.to_owned(),
+            file,
+            lines: Vec::new(),
+        }))
+    }
+}
+
+struct FileOutput {
+    name: String,
+    file: RotatingFile,
+    lines: Vec<u8>,
+}
+
+impl Output for FileOutput {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn queue(&mut self, _: &Record, json: &[u8]) -> Result<(), OutputError> {
+        self.lines.extend_from_slice(json);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), OutputError> {
+        let result = self.file.write(&self.lines).map_err(|e| {
+            OutputError::Lost(Lost {
+                records: self.lines.iter().filter(|b| **b == b'\n').count() as u64,
+                what: "file_write",
+                error: e.to_string(),
+            })
+        });
+        self.lines.clear();
+        result
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot {action} {}: {source}", path.display())]
@@ -15,15 +136,16 @@ pub struct FileOutputError {
     source: std::io::Error,
 }
 
+/// A file of lines, rotated by size.
 pub struct RotatingFile {
     path: PathBuf,
     max_bytes: u64,
     keep: usize,
-    file: File,
+    file: fs::File,
     written: u64,
 }
 
-fn open_append(path: &Path) -> Result<(File, u64), FileOutputError> {
+fn open_append(path: &Path) -> Result<(fs::File, u64), FileOutputError> {
     let error = |action| {
         move |source| FileOutputError {
             action,

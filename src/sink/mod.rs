@@ -6,20 +6,25 @@
 //!                                           └─▶ spool (batches) ─▶ http sender (task)
 //! ```
 //!
-//! [`Outputs`] runs on the consumer task: each record is encoded once per
-//! encoding, and after each event every output gets one write (the spool's
-//! open batch included, so a SIGKILL loses nothing already handled). Batches are
-//! sealed by count, size and age ([`spool::SpoolWriter`]); each HTTP output's
-//! [`http::HttpSender`] is its own task and sends sealed batches oldest first.
+//! Each output kind is one file (or folder) behind [`output::OutputKind`], listed
+//! once in [`output`]'s registry. [`Outputs`] runs on the consumer task: each
+//! record is made JSON once, every output queues it, and after each event every
+//! output gets one write, durable ones (spools) first, so a SIGKILL loses
+//! nothing already handled and nothing is shown before it is safe. Batches are
+//! sealed by count, size and age ([`spool::SpoolWriter`]); each spooled output's
+//! sender ([`deliver`]) is its own task and sends sealed batches oldest first.
 
+pub mod deliver;
 pub mod encode;
 pub mod file;
 pub mod http;
+pub mod output;
 pub mod retry;
 pub mod segment;
 pub mod spool;
+pub mod stdout;
 
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
@@ -28,14 +33,23 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::config::outputs::{Encoding, OutputConfig, OutputKind, SpoolConfig};
+use crate::config::spool::SpoolConfig;
 use crate::counter::Counts;
 use crate::ratelimit::LogLimiter;
 use crate::record::Record;
 use crate::record::redact::Redacted;
-use file::RotatingFile;
-use http::HttpSender;
-use spool::{Spool, SpoolWriter};
+use deliver::Delivery;
+use output::{OpenContext, Output, OutputError};
+pub use output::{OutputSpec, resolve_outputs};
+
+// The registry of output kinds: one line each (`Variant => kind type`).
+output::output_kinds! {
+    Stdout => stdout::Stdout,
+    File => file::File,
+    Http => http::Http,
+}
+
+use spool::Spool;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
@@ -58,37 +72,6 @@ pub enum SinkError {
     Stdout(std::io::Error),
 }
 
-enum Target {
-    Stdout {
-        out: BufWriter<Box<dyn Write + Send>>,
-        lines: Vec<u8>,
-    },
-    File {
-        file: RotatingFile,
-        lines: Vec<u8>,
-    },
-    Spool {
-        writer: SpoolWriter,
-        encoding: Encoding,
-    },
-}
-
-struct Output {
-    name: String,
-    target: Target,
-}
-
-/// Every configured output, fed from the consumer task.
-pub struct Outputs {
-    outputs: Vec<Output>,
-    /// Flush stdout after each event (live); replay lets it buffer.
-    flush_each: bool,
-    json: Vec<u8>,
-    row: Vec<u8>,
-    log: LogLimiter,
-    counts: Arc<OutputCounts>,
-}
-
 crate::counts! {
     /// What the outputs together could not take.
     pub struct OutputCounts {
@@ -97,76 +80,51 @@ crate::counts! {
     }
 }
 
-/// The HTTP senders, to be started on the runtime.
+/// Every configured output, fed from the consumer task.
+pub struct Outputs {
+    outputs: Vec<Box<dyn Output>>,
+    json: Vec<u8>,
+    log: LogLimiter,
+    counts: Arc<OutputCounts>,
+}
+
+/// The senders of the outputs that deliver in the background, to be started on
+/// the runtime.
 pub struct Senders {
-    senders: Vec<(HttpSender, Spool)>,
+    deliveries: Vec<Delivery>,
 }
 
 impl Outputs {
     /// Opens every output: files, spools (recovering an earlier run's batches)
-    /// and HTTP clients. Any failure names its output.
+    /// and upstream clients. Any failure names its output.
     pub fn open(
-        configs: &[OutputConfig],
+        specs: &[OutputSpec],
         spool: &SpoolConfig,
         stdout: Box<dyn Write + Send>,
         flush_each: bool,
     ) -> Result<(Outputs, Senders), SinkError> {
-        let mut outputs = Vec::new();
-        let mut senders = Vec::new();
         let mut stdout = Some(stdout);
-        for config in configs {
-            let name = config.name.clone();
-            let target = match &config.kind {
-                OutputKind::Stdout => {
-                    let out = stdout.take().unwrap_or_else(|| Box::new(std::io::sink()));
-                    Target::Stdout {
-                        out: BufWriter::new(out),
-                        lines: Vec::new(),
-                    }
-                }
-                OutputKind::File {
-                    path,
-                    max_bytes,
-                    keep,
-                } => Target::File {
-                    file: RotatingFile::open(path, *max_bytes, *keep).map_err(|source| {
-                        SinkError::File {
-                            name: name.clone(),
-                            source,
-                        }
-                    })?,
-                    lines: Vec::new(),
-                },
-                OutputKind::Http(http) => {
-                    let sender =
-                        HttpSender::new(&name, http).map_err(|source| SinkError::Http {
-                            name: name.clone(),
-                            source,
-                        })?;
-                    let (opened, _) = Spool::open(&spool.dir, &name, spool, http.encoding)
-                        .map_err(|source| SinkError::Spool {
-                            name: name.clone(),
-                            source,
-                        })?;
-                    senders.push((sender, opened.clone()));
-                    Target::Spool {
-                        writer: SpoolWriter::new(opened, http.batch),
-                        encoding: http.encoding,
-                    }
-                }
-            };
-            outputs.push(Output { name, target });
+        let mut deliveries = Vec::new();
+        let mut context = OpenContext {
+            spool,
+            stdout: &mut stdout,
+            flush_each,
+            deliveries: &mut deliveries,
+        };
+        let mut outputs = Vec::new();
+        for spec in specs {
+            outputs.push(spec.settings.open(&spec.name, &mut context)?);
         }
+        // Durable outputs first: no record is shown before it is safe.
+        outputs.sort_by_key(|o| !o.durable());
         Ok((
             Outputs {
                 outputs,
-                flush_each,
                 json: Vec::new(),
-                row: Vec::new(),
                 log: LogLimiter::new(Duration::from_secs(10)),
                 counts: Arc::default(),
             },
-            Senders { senders },
+            Senders { deliveries },
         ))
     }
 
@@ -179,65 +137,37 @@ impl Outputs {
         let record = record.get();
         self.json.clear();
         encode::ndjson(record, &mut self.json);
-        for output in &mut self.outputs {
-            match &mut output.target {
-                Target::Stdout { lines, .. } | Target::File { lines, .. } => {
-                    lines.extend_from_slice(&self.json)
-                }
-                Target::Spool { writer, encoding } => {
-                    let payload = match encoding {
-                        Encoding::Ndjson => &self.json,
-                        Encoding::ClickHouse => {
-                            self.row.clear();
-                            encode::encode(*encoding, record, &self.json, &mut self.row);
-                            &self.row
-                        }
-                    };
-                    if let Err(e) = writer.append(payload) {
-                        // The record itself is lost too; the spool counts its batch.
-                        self.counts.lost_records.inc();
-                        spool_failed(writer, &mut self.log, &output.name, &e);
-                    }
-                }
-            }
+        for i in 0..self.outputs.len() {
+            let result = self.outputs[i].queue(record, &self.json);
+            self.settle(i, result)?;
         }
         Ok(())
     }
 
-    /// Writes what was queued: one write per output, spools first, so that no
-    /// record is shown (stdout, file) before it is safe in every spool.
+    /// Writes what was queued: one write per output, durable ones first, so that
+    /// no record is shown (stdout, file) before it is safe in every spool.
     pub fn flush(&mut self) -> Result<(), SinkError> {
-        for output in &mut self.outputs {
-            if let Target::Spool { writer, .. } = &mut output.target {
-                if let Err(e) = writer.flush() {
-                    spool_failed(writer, &mut self.log, &output.name, &e);
-                }
-            }
-        }
-        for output in &mut self.outputs {
-            match &mut output.target {
-                Target::Stdout { out, lines } => {
-                    out.write_all(lines).map_err(SinkError::Stdout)?;
-                    lines.clear();
-                    if self.flush_each {
-                        out.flush().map_err(SinkError::Stdout)?;
-                    }
-                }
-                Target::File { file, lines } => {
-                    if let Err(e) = file.write(lines) {
-                        self.counts
-                            .lost_records
-                            .add(lines.iter().filter(|b| **b == b'\n').count() as u64);
-                        if let Some(suppressed) = self.log.admit("file_write") {
-                            warn!(output = %output.name, error = %e, suppressed, "Cannot write records to the file; they are lost (counted).");
-                        }
-                    }
-                    lines.clear();
-                }
-                Target::Spool { .. } => {}
-            }
+        for i in 0..self.outputs.len() {
+            let result = self.outputs[i].flush();
+            self.settle(i, result)?;
         }
         Ok(())
+    }
+
+    /// A lost record is counted and logged (at most once per interval per
+    /// kind of loss); a fatal error stops the run.
+    fn settle(&mut self, i: usize, result: Result<(), OutputError>) -> Result<(), SinkError> {
+        match result {
+            Ok(()) => Ok(()),
+            Err(OutputError::Fatal(e)) => Err(e),
+            Err(OutputError::Lost(lost)) => {
+                self.counts.lost_records.add(lost.records);
+                if let Some(suppressed) = self.log.admit(lost.what) {
+                    warn!(output = %self.outputs[i].name(), error = %lost.error, lost_records = lost.records, suppressed, "An output could not take records; they are lost (counted).");
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Their own counts, for the scrape.
@@ -247,56 +177,26 @@ impl Outputs {
 
     /// When the oldest open batch must be sealed.
     pub fn next_seal_at(&self) -> Option<SystemTime> {
-        self.writers().filter_map(SpoolWriter::seal_at).min()
-    }
-
-    fn writers(&self) -> impl Iterator<Item = &SpoolWriter> {
-        self.outputs.iter().filter_map(|o| match &o.target {
-            Target::Spool { writer, .. } => Some(writer),
-            _ => None,
-        })
+        self.outputs.iter().filter_map(|o| o.next_seal_at()).min()
     }
 
     /// Seals batches that reached their age (`all`: every open batch, at the end).
     pub fn seal(&mut self, now: SystemTime, all: bool) {
-        for output in &mut self.outputs {
-            if let Target::Spool { writer, .. } = &mut output.target {
-                let result = if all {
-                    writer.seal()
-                } else {
-                    writer.seal_if_due(now)
-                };
-                if let Err(e) = result {
-                    spool_failed(writer, &mut self.log, &output.name, &e);
-                }
-            }
+        for i in 0..self.outputs.len() {
+            let result = self.outputs[i].seal(now, all);
+            // A fatal seal is stdout closing at the end; nothing more to write.
+            let _ = self.settle(i, result);
         }
     }
 
-    /// The end: queued records written, stdout flushed, every open batch sealed.
+    /// The end: queued records written, every open batch sealed, stdout flushed.
     pub fn close(&mut self) -> Result<(), SinkError> {
         self.flush()?;
-        self.seal(SystemTime::now(), true);
-        for output in &mut self.outputs {
-            if let Target::Stdout { out, .. } = &mut output.target {
-                out.flush().map_err(SinkError::Stdout)?;
-            }
+        for i in 0..self.outputs.len() {
+            let result = self.outputs[i].seal(SystemTime::now(), true);
+            self.settle(i, result)?;
         }
         Ok(())
-    }
-}
-
-/// A spool write or seal failed: its open batch is lost (the spool counts it),
-/// logged at most once per interval.
-fn spool_failed(
-    writer: &mut SpoolWriter,
-    log: &mut LogLimiter,
-    output: &str,
-    error: &spool::SpoolError,
-) {
-    writer.on_error();
-    if let Some(suppressed) = log.admit("spool_write") {
-        warn!(output, error = %error, suppressed, "Cannot spool records; the open batch is lost (counted).");
     }
 }
 
@@ -308,22 +208,19 @@ pub struct Sending {
 }
 
 impl Senders {
-    /// Each HTTP output's spool (for metrics read at scrape time).
+    /// Each spooled output's spool (for metrics read at scrape time).
     pub fn spools(&self) -> Vec<Spool> {
-        self.senders
-            .iter()
-            .map(|(_, spool)| spool.clone())
-            .collect()
+        self.deliveries.iter().map(|d| d.spool.clone()).collect()
     }
 
-    /// Starts one task per HTTP output; they stop with [`Sending::stop`].
+    /// Starts one task per spooled output; they stop with [`Sending::stop`].
     pub fn spawn(self) -> Sending {
         let cancel = CancellationToken::new();
         let mut tasks = Vec::new();
         let mut spools = Vec::new();
-        for (sender, spool) in self.senders {
-            spools.push(spool.clone());
-            tasks.push(tokio::spawn(sender.run(spool, cancel.clone())));
+        for delivery in self.deliveries {
+            spools.push(delivery.spool.clone());
+            tasks.push(delivery.start(cancel.clone()));
         }
         Sending {
             tasks,

@@ -5,8 +5,28 @@ use std::time::{Duration, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 
-use crate::config::outputs::RetryConfig;
+use crate::config::defaults::{DEFAULT_RETRY_AFTER_MAX, DEFAULT_RETRY_MAX, DEFAULT_RETRY_MIN};
 use crate::time::days_from_civil;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryConfig {
+    /// First backoff delay (before jitter).
+    pub min: Duration,
+    /// Longest backoff delay (before jitter).
+    pub max: Duration,
+    /// A `Retry-After` longer than this is cut to it.
+    pub retry_after_max: Duration,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            min: DEFAULT_RETRY_MIN,
+            max: DEFAULT_RETRY_MAX,
+            retry_after_max: DEFAULT_RETRY_AFTER_MAX,
+        }
+    }
+}
 
 /// Delays for one batch's retries: the n-th is uniform in `[0, min·2ⁿ]`, with
 /// `min·2ⁿ` capped at `max` ("full jitter": many agents that lost the same

@@ -12,7 +12,7 @@
 //! the page cache, and a machine that lost power may leave a torn last frame,
 //! which recovery cuts off.
 
-use crate::config::outputs::Encoding;
+use super::encode::Encoding;
 
 pub const HEADER_LEN: usize = 16;
 const MAGIC: &[u8; 8] = b"SSPOOL01";

@@ -255,8 +255,9 @@ fn a_full_spool_drops_its_oldest_batches_counted_and_keeps_running() {
 /// is a retry, not a certificate error).
 #[test]
 fn ca_file_is_trusted_for_https() {
-    use saltsight::config::outputs::{Encoding, HttpOutputConfig};
-    use saltsight::sink::http::{Attempt, HttpSender};
+    use saltsight::sink::deliver::{Attempt, Upstream};
+    use saltsight::sink::encode::Encoding;
+    use saltsight::sink::http::{HttpSettings, HttpUpstream};
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = |name: &str| dir.path().join(name).display().to_string();
@@ -341,13 +342,13 @@ fn ca_file_is_trusted_for_https() {
         .spawn()
         .expect("openssl s_server");
     let attempt = |ca: Option<Vec<u8>>| {
-        let mut config = HttpOutputConfig::with_defaults(
+        let mut config = HttpSettings::with_defaults(
             format!("https://127.0.0.1:{port}/ingest"),
             Encoding::Ndjson,
         );
         config.ca_pem = ca;
         config.timeout = Duration::from_secs(2);
-        let sender = HttpSender::new("tls", &config).expect("sender");
+        let sender = HttpUpstream::new(&config).expect("upstream");
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::*;
+use crate::sink::segment;
 
 fn config(max_bytes: u64) -> SpoolConfig {
     SpoolConfig {

@@ -1,0 +1,88 @@
+//! The `stdout` output: records as JSON lines on standard output (the journal,
+//! under systemd). It has no keys of its own.
+
+use std::io::{BufWriter, Write};
+
+use serde::Deserialize;
+
+use super::SinkError;
+use super::output::{OpenContext, Output, OutputError, OutputKind};
+use crate::config::spool::SpoolConfig;
+use crate::record::Record;
+
+/// `type = "stdout"`.
+pub struct Stdout;
+
+/// No keys besides `type` and `name`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StdoutSection {}
+
+impl OutputKind for Stdout {
+    const TYPE: &'static str = "stdout";
+    type Section = StdoutSection;
+    type Settings = ();
+
+    fn resolve(_: StdoutSection, _: &SpoolConfig, _: &mut Vec<String>) -> Option<()> {
+        Some(())
+    }
+
+    fn describe(_: &str, _: &(), _: &SpoolConfig) -> String {
+        "stdout (JSON lines)".into()
+    }
+
+    fn open(
+        name: &str,
+        _: &(),
+        context: &mut OpenContext<'_>,
+    ) -> Result<Box<dyn Output>, SinkError> {
+        // Only the first stdout output writes; another would double every line.
+        let out = context
+            .stdout
+            .take()
+            .unwrap_or_else(|| Box::new(std::io::sink()));
+        Ok(Box::new(StdoutOutput {
+            name: name.to_owned(),
+            out: BufWriter::new(out),
+            lines: Vec::new(),
+            flush_each: context.flush_each,
+        }))
+    }
+}
+
+struct StdoutOutput {
+    name: String,
+    out: BufWriter<Box<dyn Write + Send>>,
+    lines: Vec<u8>,
+    flush_each: bool,
+}
+
+impl Output for StdoutOutput {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn queue(&mut self, _: &Record, json: &[u8]) -> Result<(), OutputError> {
+        self.lines.extend_from_slice(json);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), OutputError> {
+        let fatal = |e| OutputError::Fatal(SinkError::Stdout(e));
+        self.out.write_all(&self.lines).map_err(fatal)?;
+        self.lines.clear();
+        if self.flush_each {
+            self.out.flush().map_err(fatal)?;
+        }
+        Ok(())
+    }
+
+    fn seal(&mut self, _: std::time::SystemTime, all: bool) -> Result<(), OutputError> {
+        if all {
+            self.out
+                .flush()
+                .map_err(|e| OutputError::Fatal(SinkError::Stdout(e)))?;
+        }
+        Ok(())
+    }
+}
