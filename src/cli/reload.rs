@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::cli::log::LogLevel;
-use crate::config::{self, Config, Overrides};
+use crate::config::{Config, Overrides};
 use crate::metrics::collect::ConfigReloads;
 use crate::metrics::server::WebSwitch;
 use crate::service::ServiceManager;
