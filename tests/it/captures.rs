@@ -1,13 +1,14 @@
 //! Every capture in tests/fixtures/captures (recorded from real masters: 3006.25,
 //! 3006.30 with length prefixes, 3007.17, 3008.3 on ipc and tcp) replayed through
 //! `saltsight tail --from FILE --json` gives exactly the frames its `.jsonl` lists:
-//! the same tags in the same order, and data that round-trips to the same JSON.
+//! the same tags in the same order, and data that round-trips to the same JSON;
+//! and replays to exactly its golden records (`support::replay`).
 
 use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{bin, fixture};
+use crate::support::{bin, fixture, replay};
 
 fn expected(jsonl: &std::path::Path) -> Vec<(String, Value)> {
     std::fs::read_to_string(jsonl)
@@ -142,4 +143,51 @@ fn replay_summarises_by_class_and_a_master_restart_dump_has_every_frame() {
     );
     assert!(summary.contains("minion_start=6"), "{summary}");
     assert!(summary.contains("decode errors: none"), "{summary}");
+}
+
+/// Every capture replays to exactly its golden records
+/// (`<capture>.records.jsonl`); `SALTSIGHT_BLESS=1` rewrites them.
+#[test]
+fn every_capture_replays_to_its_golden_records() {
+    let dir = fixture("captures");
+    let mut captures: Vec<String> = std::fs::read_dir(&dir)
+        .expect("captures")
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_suffix(".bin").map(str::to_owned)
+        })
+        .collect();
+    captures.sort();
+    assert!(captures.len() >= 20, "captures: {captures:?}");
+    let mut stale = Vec::new();
+    for capture in &captures {
+        let records = replay::replay_text(capture, "");
+        let golden = replay::golden_path(capture);
+        if replay::blessing() {
+            std::fs::write(&golden, &records).expect("write golden records");
+            continue;
+        }
+        let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+        if expected != records {
+            let line = expected
+                .lines()
+                .zip(records.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| expected.lines().count().min(records.lines().count()));
+            stale.push(format!(
+                "{capture}: differs from line {} (expected {} records, got {}):\n  expected: {}\n  got:      {}",
+                line + 1,
+                expected.lines().count(),
+                records.lines().count(),
+                expected.lines().nth(line).unwrap_or("(end)"),
+                records.lines().nth(line).unwrap_or("(end)"),
+            ));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "golden records differ (SALTSIGHT_BLESS=1 cargo test golden rewrites them; review the diff):\n{}",
+        stale.join("\n")
+    );
 }

@@ -1,48 +1,12 @@
-//! Job tracking on the captures, through `saltsight replay --output stdout` on
-//! event time: every missing minion named with its jid and reason, exactly; late
+//! Job tracking on the captures, through `saltsight replay` on event time
+//! (`support::replay`): every missing minion named with its jid and reason, exactly; late
 //! returns amend their job; CLI bookkeeping (find_job) is not a user job.
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{bin, fixture};
-
-/// Replays a capture with `[jobs]` set to `jobs_toml`; returns the records.
-fn replay(capture: &str, jobs_toml: &str) -> Vec<Value> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("saltsight.toml");
-    std::fs::write(
-        &config,
-        format!("master_id = \"lab\"\n[bus]\nendpoint = \"unix:/unused\"\n[jobs]\n{jobs_toml}\n"),
-    )
-    .expect("write config");
-    let out = Command::new(bin())
-        .args([
-            "--config",
-            config.to_str().expect("utf-8"),
-            "replay",
-            "--output",
-            "stdout",
-        ])
-        .arg(fixture(&format!("captures/{capture}.bin")))
-        .output()
-        .expect("run replay");
-    assert!(
-        out.status.success(),
-        "{capture}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json record"))
-        .collect()
-}
-
-fn of_kind<'a>(records: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    records.iter().filter(|r| r["kind"] == kind).collect()
-}
+use crate::support::replay::{of_kind, replay};
 
 /// (jid, minion, reason) of every `minion_missing`; a minion judged twice in one
 /// job fails the test.
@@ -109,7 +73,7 @@ fn minions_still_running_at_the_deadline_are_running_past_deadline_then_late() {
     // and +15 s) and return at +20 s; db1 never answered anything.
     let records = replay(
         "3008.3_ipc_minion_sigkill_mid_job",
-        "deadlines = { \"test.sleep\" = \"18s\" }",
+        "[jobs]\ndeadlines = { \"test.sleep\" = \"18s\" }",
     );
     let jid = "20261121193400660690";
     assert_eq!(
@@ -141,7 +105,7 @@ fn a_hung_minion_is_no_response_then_its_late_return_amends_the_job() {
     // at +29.3 s after SIGCONT: past a 20 s deadline.
     let records = replay(
         "3008.3_ipc_minion_sigstop_hang",
-        "deadlines = { \"test.sleep\" = \"20s\" }",
+        "[jobs]\ndeadlines = { \"test.sleep\" = \"20s\" }",
     );
     let jid = "20261121193554332166";
     assert_eq!(missing(&records), set(&[(jid, "web2", "no_response")]));
@@ -173,7 +137,7 @@ fn a_hung_minion_is_no_response_then_its_late_return_amends_the_job() {
 fn a_stopped_minion_is_no_response_and_an_unknown_one_not_connected() {
     let records = replay(
         "3008.3_ipc_minion_stopped_before_publish",
-        "deadlines = { \"test.ping\" = \"15s\" }",
+        "[jobs]\ndeadlines = { \"test.ping\" = \"15s\" }",
     );
     assert_eq!(
         missing(&records),
@@ -223,7 +187,7 @@ fn a_find_job_answer_decides_between_running_past_the_deadline_and_returned() {
     // past a 6 s deadline it was running; within the default one it returned.
     let records = replay(
         "3008.3_ipc_pkg_missing",
-        "deadlines = { \"state.*\" = \"6s\" }",
+        "[jobs]\ndeadlines = { \"state.*\" = \"6s\" }",
     );
     let jid = "20261121193321720484";
     assert_eq!(

@@ -13,7 +13,7 @@ use nix::sys::signal::Signal;
 use saltsight::lab::{Lab, LabOptions};
 use serde_json::Value;
 
-use crate::alerts::{dashboard_exprs, metric_names, rule_exprs};
+use crate::alerts::{dashboard_exprs, metric_names, rule_exprs, sample_names};
 use crate::support::prometheus::{alertmanager, packaging, prometheus};
 use crate::support::upstream::{Reply, Upstream, get};
 use crate::support::{Saltsight, lab_lock, metrics_address_once_connected, read_records, salt_bg};
@@ -30,16 +30,6 @@ fn write_config(lab: &Lab, dir: &Path, upstream: &str) -> String {
     )
     .expect("write config");
     config.display().to_string()
-}
-
-/// The sample names of an exposition (`name{labels} value` or `name value`).
-fn sample_names(exposition: &str) -> BTreeSet<String> {
-    exposition
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| l.split(['{', ' ']).next())
-        .map(str::to_owned)
-        .collect()
 }
 
 /// The value of the sample whose line starts with `series`.

@@ -4,33 +4,12 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{bin, fixture};
+use crate::support::replay;
 
-/// Replays a capture with git correlation off (the captures' state tree is not
-/// on this machine); returns the records of `kinds`.
+/// The records of `kinds` a capture replays to (`support::replay`).
 fn replay(capture: &str, kinds: &[&str]) -> Vec<Value> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("saltsight.toml");
-    std::fs::write(
-        &config,
-        "master_id = \"lab\"\n[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n",
-    )
-    .expect("write config");
-    let out = std::process::Command::new(bin())
-        .arg("--config")
-        .arg(&config)
-        .args(["replay", "--output", "stdout"])
-        .arg(fixture(&format!("captures/{capture}.bin")))
-        .output()
-        .expect("run replay");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("json record"))
+    replay::replay(capture, "")
+        .into_iter()
         .filter(|r| kinds.iter().any(|k| r["kind"] == *k))
         .collect()
 }

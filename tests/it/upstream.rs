@@ -11,36 +11,9 @@ use std::time::Duration;
 use saltsight::sink::segment;
 use serde_json::Value;
 
+use crate::support::replay::replay;
 use crate::support::upstream::{Reply, Upstream};
 use crate::support::{Saltsight, bin, fixture, wait_line};
-
-/// The records a replay emits, in order (to stdout, no spool), with the same
-/// master id and correlation as [`write_config`].
-fn replayed(capture: &str) -> Vec<Value> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("saltsight.toml");
-    std::fs::write(
-        &config,
-        "master_id = \"lab\"\n[correlate]\ndiscover = false\n",
-    )
-    .expect("config");
-    let out = Command::new(bin())
-        .args(["--endpoint", "tcp:127.0.0.1:1", "--config"])
-        .arg(&config)
-        .args(["replay", "--output", "stdout"])
-        .arg(fixture(capture))
-        .output()
-        .expect("replay runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a record line"))
-        .collect()
-}
 
 fn ids(records: &[Value]) -> Vec<String> {
     records
@@ -90,7 +63,7 @@ fn files_with(dir: &Path, extension: &str) -> Vec<std::path::PathBuf> {
 #[test]
 fn retries_5xx_waits_out_retry_after_and_dead_letters_a_4xx() {
     const CAPTURE: &str = "captures/3008.3_tcp_ping_and_fail.bin";
-    let expected = replayed(CAPTURE);
+    let expected = replay(CAPTURE, "");
     assert_eq!(expected.len(), 14, "the capture's records");
     let upstream = Upstream::start(
         vec![
@@ -175,7 +148,7 @@ fn retries_5xx_waits_out_retry_after_and_dead_letters_a_4xx() {
 #[test]
 fn a_full_spool_drops_its_oldest_batches_counted_and_keeps_running() {
     const CAPTURE: &str = "captures/3008.3_ipc_schedule.bin";
-    let expected = replayed(CAPTURE);
+    let expected = replay(CAPTURE, "");
     assert_eq!(expected.len(), 24, "the capture's records");
     let upstream = Upstream::start(Vec::new(), Reply::status(503).body("maintenance"));
     let dir = tempfile::tempdir().expect("tempdir");

@@ -15,6 +15,7 @@ use nix::unistd::Pid;
 pub mod clickhouse;
 pub mod nspawn;
 pub mod prometheus;
+pub mod replay;
 pub mod upstream;
 
 pub fn bin() -> &'static str {
