@@ -149,8 +149,9 @@ fn exposition() -> String {
         ..Default::default()
     })
     .expect("config loads");
-    let (outputs, senders) = open_outputs(&outputs, &config.spool, OutputChoice::Config, Clock::Wall)
-        .expect("outputs open");
+    let (outputs, senders) =
+        open_outputs(&outputs, &config.spool, OutputChoice::Config, Clock::Wall)
+            .expect("outputs open");
     let stages = Stages::from_config(&config);
     let mut counts = stages.counts();
     counts.push(outputs.counts());
