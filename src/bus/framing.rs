@@ -11,9 +11,13 @@
 //! - a frame is handed out only when all its bytes are buffered;
 //! - no allocation is sized from a length read off the wire before that length is
 //!   checked against `max_frame_bytes`;
-//! - on the prefixed form a bad or oversized frame is skipped by its length and the
-//!   stream goes on; on the bare form there is no length to trust, so an invalid or
-//!   oversized frame is a [`FramingError`] and the reader reconnects.
+//! - on the prefixed form a length is trusted only when Salt's envelope follows it
+//!   (`{"head": ..., "body": ...}`, a map whose first key is `head` or `body`); an
+//!   oversized frame that passes is skipped by its length (its first bytes kept, so
+//!   the pipeline can name what was lost) and the stream goes on; anything else is
+//!   garbage: a [`FramingError`], and the reader reconnects;
+//! - on the bare form there is no length to trust, so an invalid or oversized
+//!   frame is a [`FramingError`] and the reader reconnects.
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -42,19 +46,17 @@ impl Framing {
 pub enum Split {
     /// One whole frame (the msgpack map, without any length prefix).
     Frame(Bytes),
-    /// A prefixed frame that was skipped by its length; its bytes are discarded as
-    /// they arrive.
-    Skipped {
-        declared_len: u64,
-        reason: SkipReason,
-    },
+    /// A prefixed frame over the cap, skipped by its length; its bytes are
+    /// discarded as they arrive. `head` is its first bytes (up to
+    /// [`SKIPPED_HEAD_BYTES`]), as far as they were buffered: where its tag is.
+    Skipped { declared_len: u64, head: Bytes },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SkipReason {
-    TooLarge,
-    Empty,
-}
+/// How much of a skipped frame is kept to name it.
+pub const SKIPPED_HEAD_BYTES: usize = 1024;
+
+/// The envelope's first key, as Salt writes it: `{"head": {}, "body": ...}`.
+const ENVELOPE_STARTS: [&[u8]; 2] = [b"\x82\xa4head", b"\x82\xa4body"];
 
 /// The stream cannot be split any further on this connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +71,10 @@ pub enum FramingError {
         "bare frame of at least {declared_end} bytes exceeds the {cap}-byte cap and has no length to skip by"
     )]
     TooLarge { declared_end: u64, cap: usize },
+    #[error(
+        "length prefix {declared_len} is not followed by an event envelope; the stream is out of sync"
+    )]
+    BadPrefix { declared_len: u64 },
 }
 
 impl FramingError {
@@ -78,6 +84,7 @@ impl FramingError {
             FramingError::NotAMap { .. } => "not_a_map",
             FramingError::InvalidMsgpack { .. } => "invalid_msgpack",
             FramingError::TooLarge { .. } => "too_large",
+            FramingError::BadPrefix { .. } => "bad_prefix",
         }
     }
 }
@@ -131,7 +138,7 @@ impl FrameSplitter {
         });
         match framing {
             Framing::Plain => self.next_plain(buf, first),
-            Framing::LengthPrefixed => Ok(self.next_prefixed(buf)),
+            Framing::LengthPrefixed => self.next_prefixed(buf),
         }
     }
 
@@ -150,30 +157,46 @@ impl FrameSplitter {
         }
     }
 
-    fn next_prefixed(&mut self, buf: &mut BytesMut) -> Option<Split> {
-        let prefix: [u8; PREFIX_LEN] = buf.get(..PREFIX_LEN)?.try_into().ok()?;
-        let declared_len = u32::from_be_bytes(prefix) as usize;
-        if declared_len == 0 || declared_len > self.max_frame_bytes {
-            buf.advance(PREFIX_LEN);
-            self.discard_remaining = declared_len as u64;
-            let reason = if declared_len == 0 {
-                SkipReason::Empty
-            } else {
-                SkipReason::TooLarge
-            };
-            return Some(Split::Skipped {
+    fn next_prefixed(&mut self, buf: &mut BytesMut) -> Result<Option<Split>, FramingError> {
+        let Some(prefix) = buf.get(..PREFIX_LEN) else {
+            return Ok(None);
+        };
+        let declared_len = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
+        // Trust the length only once the envelope's first key is there to see.
+        let start = ENVELOPE_STARTS[0].len();
+        let Some(envelope) = buf.get(PREFIX_LEN..PREFIX_LEN + start.min(declared_len)) else {
+            return Ok(None);
+        };
+        if declared_len < start || !ENVELOPE_STARTS.iter().any(|e| e.starts_with(envelope)) {
+            return Err(FramingError::BadPrefix {
                 declared_len: declared_len as u64,
-                reason,
             });
+        }
+        if declared_len > self.max_frame_bytes {
+            buf.advance(PREFIX_LEN);
+            let kept = buf.len().min(declared_len).min(SKIPPED_HEAD_BYTES);
+            let head = Bytes::copy_from_slice(&buf[..kept]);
+            self.discard_remaining = declared_len as u64;
+            return Ok(Some(Split::Skipped {
+                declared_len: declared_len as u64,
+                head,
+            }));
         }
         let total = PREFIX_LEN + declared_len;
         if buf.len() < total {
             // The length is under the cap: reserving for it is bounded.
             buf.reserve(total - buf.len());
-            return None;
+            return Ok(None);
         }
         buf.advance(PREFIX_LEN);
-        Some(Split::Frame(buf.split_to(declared_len).freeze()))
+        Ok(Some(Split::Frame(buf.split_to(declared_len).freeze())))
+    }
+
+    /// Whether the stream is inside a frame: some of it buffered, or a skipped
+    /// frame's bytes still to come. A stream that stays there with nothing
+    /// arriving was declared but never sent.
+    pub fn mid_frame(&self, buf: &BytesMut) -> bool {
+        self.discard_remaining > 0 || !buf.is_empty()
     }
 }
 
@@ -255,45 +278,83 @@ mod tests {
         assert_eq!(fresh.framing(), Some(Framing::Plain));
     }
 
+    /// A frame whose body carries `pad` bytes after its tag.
+    fn big_frame(tag: &str, pad: usize) -> Vec<u8> {
+        let mut body = tag.as_bytes().to_vec();
+        body.extend_from_slice(b"\n\n");
+        body.extend(std::iter::repeat_n(b'x', pad));
+        let mut out = b"\x82\xa4head\x80\xa4body\xc6".to_vec();
+        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
     #[test]
-    fn prefixed_oversize_is_skipped_by_length_and_the_next_frame_survives() {
-        let big = vec![0x82; 5000];
+    fn prefixed_oversize_is_skipped_by_length_with_its_head_and_the_next_frame_survives() {
+        let big = big_frame("salt/job/1/ret/web1", 5000);
         let good = frame("after");
         let stream = [prefixed(&big), prefixed(&good)].concat();
-        for chunk in [1, 100, 10_000] {
+        for chunk in [100, 10_000] {
             let out = split_all(&stream, chunk, 1000).unwrap();
-            assert_eq!(
-                out,
-                vec![
-                    Split::Skipped {
-                        declared_len: 5000,
-                        reason: SkipReason::TooLarge
-                    },
-                    Split::Frame(Bytes::copy_from_slice(&good)),
-                ],
-                "chunk {chunk}"
+            let [Split::Skipped { declared_len, head }, Split::Frame(next)] = &out[..] else {
+                panic!("chunk {chunk}: {out:?}")
+            };
+            assert_eq!(*declared_len, big.len() as u64);
+            assert!(big.starts_with(head), "chunk {chunk}");
+            assert_eq!(&next[..], &good[..]);
+        }
+    }
+
+    #[test]
+    fn a_prefix_not_followed_by_an_envelope_is_garbage_not_a_length_to_skip() {
+        let mut splitter = FrameSplitter::new(1 << 20);
+        // The first frame establishes the prefixed form; then 4 GiB - 1 is claimed
+        // by bytes that are no event.
+        let mut buf = BytesMut::from(
+            &[
+                prefixed(&frame("t")),
+                vec![0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5, 6],
+            ]
+            .concat()[..],
+        );
+        assert!(matches!(splitter.next(&mut buf), Ok(Some(Split::Frame(_)))));
+        assert_eq!(
+            splitter.next(&mut buf),
+            Err(FramingError::BadPrefix {
+                declared_len: u32::MAX as u64
+            })
+        );
+        assert!(buf.capacity() < 1 << 20, "nothing sized by the claim");
+        for garbage in [
+            vec![0, 0, 0, 0],
+            vec![0, 0, 0, 3, 0x82, 0xa4, b'h'],
+            vec![0, 0, 1, 0, 0x93, 1, 2, 3, 4, 5],
+        ] {
+            let mut splitter = FrameSplitter::new(1 << 20);
+            let mut buf = BytesMut::from(&[prefixed(&frame("t")), garbage.clone()].concat()[..]);
+            assert!(matches!(splitter.next(&mut buf), Ok(Some(Split::Frame(_)))));
+            assert!(
+                matches!(splitter.next(&mut buf), Err(FramingError::BadPrefix { .. })),
+                "{garbage:?}"
             );
         }
     }
 
     #[test]
-    fn a_hostile_prefix_does_not_allocate_its_length() {
+    fn a_frame_begun_and_not_finished_is_mid_frame() {
         let mut splitter = FrameSplitter::new(1 << 20);
-        // First frame establishes the prefixed form, the second claims 4 GiB - 1.
-        let mut buf = BytesMut::from(
-            &[prefixed(&frame("t")), vec![0xff, 0xff, 0xff, 0xff, 1, 2]].concat()[..],
-        );
-        assert!(matches!(splitter.next(&mut buf), Ok(Some(Split::Frame(_)))));
-        assert!(matches!(
-            splitter.next(&mut buf),
-            Ok(Some(Split::Skipped {
-                reason: SkipReason::TooLarge,
-                ..
-            }))
-        ));
-        assert!(buf.capacity() < 1 << 20);
+        let whole = prefixed(&frame("t"));
+        let mut buf = BytesMut::from(&whole[..whole.len() - 1]);
         assert_eq!(splitter.next(&mut buf), Ok(None));
-        assert!(buf.is_empty());
+        assert!(splitter.mid_frame(&buf));
+        buf.extend_from_slice(&whole[whole.len() - 1..]);
+        assert!(matches!(splitter.next(&mut buf), Ok(Some(Split::Frame(_)))));
+        assert!(!splitter.mid_frame(&buf));
+        // A skipped frame whose bytes never come is mid-frame too.
+        let mut buf = BytesMut::from(&prefixed(&big_frame("big", 5000))[..100]);
+        let mut small = FrameSplitter::new(1000);
+        assert!(matches!(small.next(&mut buf), Ok(Some(Split::Skipped { .. }))));
+        assert!(small.mid_frame(&buf));
     }
 
     #[test]

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::endpoint::{BusStream, Endpoint};
-use super::framing::{FrameSplitter, SkipReason, Split};
+use super::framing::{FrameSplitter, Split};
 use crate::ratelimit::LogLimiter;
 
 /// One frame as read, with when it was read.
@@ -34,6 +34,9 @@ pub struct Frame {
     pub bytes: Bytes,
     /// When it was read; `None` for frames from a raw dump, which has no times.
     pub received_at: Option<SystemTime>,
+    /// The same moment on the monotonic clock (live frames only): deadlines are
+    /// kept on it, so a step of the wall clock moves no verdict.
+    pub received_mono: Option<Instant>,
 }
 
 /// A stretch in which events may have been missed.
@@ -60,6 +63,11 @@ crate::label_set! {
         QueueFull = "queue_full",
         /// saltsight stopped while disconnected.
         Shutdown = "shutdown",
+        /// A frame was read but could not be read through (over the cap, or
+        /// undecodable) and nothing in it named what it was.
+        FrameLost = "frame_lost",
+        /// saltsight itself was not running (a restart, an upgrade).
+        Restart = "restart",
     }
 }
 
@@ -81,6 +89,17 @@ pub enum BusMessage {
         reason: GapReason,
     },
     Gap(BusGap),
+    /// A frame that was read but could not be handed on (over the cap).
+    Lost(Lost),
+}
+
+/// A frame read and not handed on: what is known of it.
+#[derive(Debug, Clone)]
+pub struct Lost {
+    /// Its first bytes (its tag, when it is there).
+    pub head: Bytes,
+    pub declared_len: u64,
+    pub received_at: SystemTime,
 }
 
 /// Counters shared with whoever reports on the reader (metrics, `tail` at exit).
@@ -93,8 +112,9 @@ pub struct ReaderStats {
     pub frames: AtomicU64,
     pub dropped_queue_full: AtomicU64,
     pub skipped_too_large: AtomicU64,
-    pub skipped_empty: AtomicU64,
     pub desyncs: AtomicU64,
+    /// Desyncs that were a frame begun and never finished.
+    pub stalls: AtomicU64,
     pub gaps: AtomicU64,
     /// Bytes of frames queued and not yet consumed: the consumer subtracts what it
     /// takes ([`ReaderStats::consumed`]).
@@ -165,6 +185,9 @@ pub struct ReaderConfig {
     pub max_queue_bytes: usize,
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
+    /// How long a frame may stay half-read with nothing arriving before the
+    /// stream counts as out of sync.
+    pub stall_timeout: Duration,
     pub delivery: Delivery,
 }
 
@@ -176,6 +199,19 @@ enum ConnectionEnd {
     Cancelled,
     Lost(GapReason),
 }
+
+/// How a connection ended.
+struct Drained {
+    end: ConnectionEnd,
+    /// When its last frame was read (where the loss of a dropped subscriber begins).
+    last_frame_at: Option<SystemTime>,
+    /// It delivered a frame, or stayed up [`HEALTHY_AFTER`].
+    healthy: bool,
+}
+
+/// How long a new connection must last, when it delivers nothing, to count as
+/// working (and end the gap before it).
+const HEALTHY_AFTER: Duration = Duration::from_secs(1);
 
 pub struct BusReader {
     config: ReaderConfig,
@@ -200,37 +236,61 @@ impl BusReader {
     }
 
     /// Runs until `cancel` fires or the queue's receiver is gone.
+    ///
+    /// A lost connection opens a gap at the last frame read on it (the master
+    /// dropping a stalled subscriber lost everything since) and says so at once
+    /// (`Disconnected`); the gap is reported whole (`Gap`) only once a new
+    /// connection proves healthy (a frame split, or [`HEALTHY_AFTER`] without a
+    /// loss), so a storm of failed connections is one gap. A connection that
+    /// ends unhealthy is followed by the same backoff as a failed connect.
     #[tracing::instrument(name = "bus_reader", skip_all, fields(endpoint = %self.config.endpoint))]
     pub async fn run(mut self, cancel: CancellationToken) {
         let mut open_gap: Option<(SystemTime, GapReason)> = None;
+        let mut backoff = self.backoff();
+        let mut lost_log = LogLimiter::new(Duration::from_secs(10));
         while let Some(stream) = self.connect(&cancel).await {
-            let now = SystemTime::now();
-            if let Some((started_at, reason)) = open_gap.take() {
-                self.outbox.control(BusMessage::Gap(BusGap {
-                    started_at,
-                    ended_at: now,
-                    reason,
-                    dropped_frames: 0,
-                }));
-            }
             let endpoint = self.config.endpoint.clone();
-            self.outbox
-                .control(BusMessage::Connected { endpoint, at: now });
+            self.outbox.control(BusMessage::Connected {
+                endpoint,
+                at: SystemTime::now(),
+            });
             self.outbox.flush_held();
-            let end = self.drain(stream, &cancel).await;
+            let drained = self.drain(stream, &cancel, &mut open_gap).await;
             self.stats.connected.store(false, Ordering::Relaxed);
             self.stats.changed.notify_waiters();
-            match end {
-                ConnectionEnd::Cancelled => break,
-                ConnectionEnd::Lost(reason) => {
-                    warn!(
-                        reason = reason.as_str(),
-                        "Lost the event bus; reconnecting."
-                    );
-                    let at = SystemTime::now();
+            let ConnectionEnd::Lost(reason) = drained.end else {
+                break;
+            };
+            let at = drained.last_frame_at.unwrap_or_else(SystemTime::now);
+            match &mut open_gap {
+                Some((started_at, held)) => {
+                    *started_at = (*started_at).min(at);
+                    if *held == GapReason::QueueFull {
+                        *held = reason;
+                    }
+                }
+                None => {
                     open_gap = Some((at, reason));
                     self.outbox.control(BusMessage::Disconnected { at, reason });
                     self.outbox.flush_held();
+                }
+            }
+            if let Some(suppressed) = lost_log.admit(reason.as_str()) {
+                warn!(
+                    reason = reason.as_str(),
+                    suppressed,
+                    "Lost the event bus; reconnecting."
+                );
+            }
+            if drained.healthy {
+                backoff = self.backoff();
+            } else {
+                // Garbage on every connection must not become a reconnect loop.
+                let delay = backoff.next().unwrap_or(self.config.reconnect_max);
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => break,
+                    () = tokio::time::sleep(delay) => {}
                 }
             }
             if self.outbox.tx.is_closed() {
@@ -249,18 +309,24 @@ impl BusReader {
         self.outbox.flush(Duration::from_secs(1)).await;
     }
 
-    /// Connects, retrying with exponential backoff (backon's jitter adds up to 100% of
-    /// each delay) until it works or
-    /// `cancel` fires. The first failure of a series is a warning naming the path
-    /// and the user; repeats are debug.
-    async fn connect(&mut self, cancel: &CancellationToken) -> Option<BusStream> {
-        let mut backoff = ExponentialBuilder::default()
+    /// The reconnect delays: exponential from `reconnect_min` to `reconnect_max`,
+    /// with backon's jitter (up to 100% of each delay), without end.
+    fn backoff(&self) -> backon::ExponentialBackoff {
+        ExponentialBuilder::default()
             .with_min_delay(self.config.reconnect_min)
             .with_max_delay(self.config.reconnect_max)
             .with_factor(2.0)
             .with_jitter()
             .without_max_times()
-            .build();
+            .build()
+    }
+
+    /// Connects, retrying with exponential backoff (backon's jitter adds up to 100% of
+    /// each delay) until it works or
+    /// `cancel` fires. The first failure of a series is a warning naming the path
+    /// and the user; repeats are debug.
+    async fn connect(&mut self, cancel: &CancellationToken) -> Option<BusStream> {
+        let mut backoff = self.backoff();
         let mut failures = 0u64;
         loop {
             let attempt = tokio::select! {
@@ -298,51 +364,93 @@ impl BusReader {
         }
     }
 
-    async fn drain(&mut self, mut stream: BusStream, cancel: &CancellationToken) -> ConnectionEnd {
+    /// Reads one connection until it ends. Reports `open_gap` (what earlier
+    /// connections lost) once this one proves healthy.
+    async fn drain(
+        &mut self,
+        mut stream: BusStream,
+        cancel: &CancellationToken,
+        open_gap: &mut Option<(SystemTime, GapReason)>,
+    ) -> Drained {
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let mut splitter = FrameSplitter::new(self.config.max_frame_bytes);
+        let connected_at = Instant::now();
+        let mut drained = Drained {
+            end: ConnectionEnd::Cancelled,
+            last_frame_at: None,
+            healthy: false,
+        };
+        // Set while inside a frame: when its next bytes are due at the latest.
+        let mut stall_at: Option<Instant> = None;
         loop {
             if buf.capacity() - buf.len() < READ_CHUNK / 4 {
                 buf.reserve(READ_CHUNK);
             }
+            // A timer only while one is needed: an idle, healthy bus costs no wake-ups.
+            let healthy_at = open_gap.is_some().then(|| connected_at + HEALTHY_AFTER);
+            let wake_at = [stall_at, healthy_at].into_iter().flatten().min();
             let read = tokio::select! {
                 biased;
-                () = cancel.cancelled() => return ConnectionEnd::Cancelled,
-                r = stream.read_buf(&mut buf) => r,
+                () = cancel.cancelled() => return drained,
+                r = stream.read_buf(&mut buf) => Some(r),
+                () = sleep_until_some(wake_at) => None,
+            };
+            let Some(read) = read else {
+                if stall_at.is_some_and(|t| t <= Instant::now()) {
+                    ReaderStats::add(&self.stats.desyncs, 1);
+                    ReaderStats::add(&self.stats.stalls, 1);
+                    warn!(
+                        buffered_bytes = buf.len(),
+                        stall_timeout_ms = self.config.stall_timeout.as_millis() as u64,
+                        "A frame was begun but not finished in time; reconnecting."
+                    );
+                    drained.end = ConnectionEnd::Lost(GapReason::Desync);
+                    return drained;
+                }
+                self.healthy(open_gap, &mut drained);
+                continue;
             };
             let n = match read {
                 Ok(0) => {
                     if !buf.is_empty() {
                         warn!(partial_bytes = buf.len(), "The bus closed inside a frame.");
                     }
-                    return ConnectionEnd::Lost(GapReason::Disconnected);
+                    drained.end = ConnectionEnd::Lost(GapReason::Disconnected);
+                    return drained;
                 }
                 Ok(n) => n,
                 Err(error) => {
                     // A reset is the master going away (a restart kills its publisher).
                     use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
-                    if matches!(
+                    let reason = if matches!(
                         error.kind(),
                         ConnectionReset | ConnectionAborted | BrokenPipe
                     ) {
-                        return ConnectionEnd::Lost(GapReason::Disconnected);
-                    }
-                    warn!(%error, "Reading the event bus failed.");
-                    return ConnectionEnd::Lost(GapReason::ReadError);
+                        GapReason::Disconnected
+                    } else {
+                        warn!(%error, "Reading the event bus failed.");
+                        GapReason::ReadError
+                    };
+                    drained.end = ConnectionEnd::Lost(reason);
+                    return drained;
                 }
             };
             ReaderStats::add(&self.stats.bytes, n as u64);
             let received_at = SystemTime::now();
+            let received_mono = Some(Instant::now());
             if self.config.delivery == Delivery::RawChunks {
                 let chunk = Frame {
                     bytes: buf.split().freeze(),
                     received_at: Some(received_at),
+                    received_mono,
                 };
                 if !self.outbox.offer(BusMessage::Chunk(chunk)) {
                     // A lost chunk breaks the byte stream mid-frame: start a new one.
                     warn!("Capture fell behind the bus; reconnecting to restart the stream.");
-                    return ConnectionEnd::Lost(GapReason::QueueFull);
+                    drained.end = ConnectionEnd::Lost(GapReason::QueueFull);
+                    return drained;
                 }
+                self.healthy(open_gap, &mut drained);
                 continue;
             }
             let detected_before = splitter.framing();
@@ -350,23 +458,33 @@ impl BusReader {
                 match splitter.next(&mut buf) {
                     Ok(Some(Split::Frame(bytes))) => {
                         ReaderStats::add(&self.stats.frames, 1);
+                        self.healthy(open_gap, &mut drained);
+                        drained.last_frame_at = Some(received_at);
                         self.outbox.offer(BusMessage::Frame(Frame {
                             bytes,
                             received_at: Some(received_at),
+                            received_mono,
                         }));
                     }
-                    Ok(Some(Split::Skipped {
-                        declared_len,
-                        reason,
-                    })) => self.skipped(declared_len, reason),
+                    Ok(Some(Split::Skipped { declared_len, head })) => {
+                        self.healthy(open_gap, &mut drained);
+                        drained.last_frame_at = Some(received_at);
+                        self.skipped(declared_len, head, received_at);
+                    }
                     Ok(None) => break,
                     Err(error) => {
                         ReaderStats::add(&self.stats.desyncs, 1);
-                        warn!(%error, reason = error.reason(), "Bare framing lost; reconnecting to resynchronise.");
-                        return ConnectionEnd::Lost(GapReason::Desync);
+                        if let Some(suppressed) = self.skip_log.admit(error.reason()) {
+                            warn!(%error, reason = error.reason(), suppressed, "The frame stream is out of sync; reconnecting to resynchronise.");
+                        }
+                        drained.end = ConnectionEnd::Lost(GapReason::Desync);
+                        return drained;
                     }
                 }
             }
+            stall_at = splitter
+                .mid_frame(&buf)
+                .then(|| Instant::now() + self.config.stall_timeout);
             if detected_before.is_none() {
                 if let Some(framing) = splitter.framing() {
                     info!(framing = framing.as_str(), "Detected the bus framing.");
@@ -375,21 +493,46 @@ impl BusReader {
         }
     }
 
-    fn skipped(&mut self, declared_len: u64, reason: SkipReason) {
-        let (counter, label) = match reason {
-            SkipReason::TooLarge => (&self.stats.skipped_too_large, "too_large"),
-            SkipReason::Empty => (&self.stats.skipped_empty, "empty"),
-        };
-        ReaderStats::add(counter, 1);
-        if let Some(suppressed) = self.skip_log.admit(label) {
+    /// This connection works: the gap earlier connections opened is over.
+    fn healthy(&mut self, open_gap: &mut Option<(SystemTime, GapReason)>, drained: &mut Drained) {
+        drained.healthy = true;
+        if let Some((started_at, reason)) = open_gap.take() {
+            self.outbox.control(BusMessage::Gap(BusGap {
+                started_at,
+                ended_at: SystemTime::now(),
+                reason,
+                dropped_frames: 0,
+            }));
+            self.outbox.flush_held();
+        }
+    }
+
+    /// A frame over the cap was read and skipped: the pipeline hears of it (with
+    /// its first bytes, to name it), counted, logged at most once an interval.
+    fn skipped(&mut self, declared_len: u64, head: Bytes, received_at: SystemTime) {
+        ReaderStats::add(&self.stats.skipped_too_large, 1);
+        if let Some(suppressed) = self.skip_log.admit("too_large") {
             warn!(
                 declared_len,
                 cap = self.config.max_frame_bytes,
-                reason = label,
                 suppressed,
-                "Skipped a frame by its length prefix."
+                "Skipped a frame over bus.max_frame_bytes by its length prefix."
             );
         }
+        self.outbox.control(BusMessage::Lost(Lost {
+            head,
+            declared_len,
+            received_at,
+        }));
+        self.outbox.flush_held();
+    }
+}
+
+/// Sleeps until `at`, or for ever.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -528,6 +671,7 @@ mod tests {
         BusMessage::Frame(Frame {
             bytes: Bytes::from_static(b"x"),
             received_at: None,
+            received_mono: None,
         })
     }
 
@@ -656,6 +800,7 @@ mod tests {
             BusMessage::Frame(Frame {
                 bytes: Bytes::from_static(b"x"),
                 received_at: None,
+                received_mono: None,
             })
         };
         assert!(outbox.offer(one_byte()));

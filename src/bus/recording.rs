@@ -285,6 +285,7 @@ impl<R: Read> RecordingReader<R> {
                 Ok(Some(Split::Frame(bytes))) => out.push(BusMessage::Frame(Frame {
                     bytes,
                     received_at: at,
+                    received_mono: None,
                 })),
                 Ok(Some(Split::Skipped { .. })) => self.skipped_frames += 1,
                 Ok(None) => return,

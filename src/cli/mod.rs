@@ -144,6 +144,7 @@ impl Outcome {
     /// `BadInput` when the source held anything undecodable.
     pub fn of(summary: &Summary) -> Outcome {
         let bad = !summary.decode_errors.is_empty()
+            || summary.recording_damaged
             || summary.recording_desyncs > 0
             || summary.recording_trailing_bytes > 0;
         if bad { Outcome::BadInput } else { Outcome::Ok }

@@ -86,5 +86,9 @@ fn describe(summary: &Summary) -> String {
         summary.recording_desyncs,
         summary.recording_discarded_bytes,
         summary.recording_trailing_bytes
-    )
+    ) + if summary.recording_damaged {
+        "; the recording is damaged after that (exit 3)"
+    } else {
+        ""
+    }
 }

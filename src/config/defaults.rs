@@ -11,6 +11,8 @@ pub const DEFAULT_RECONNECT_MIN: Duration = Duration::from_millis(100);
 /// backon adds up to 100% jitter above the delay, so the longest wait is under 1.5 s:
 /// a master that comes back is seen within 2 s.
 pub const DEFAULT_RECONNECT_MAX: Duration = Duration::from_millis(750);
+/// Salt writes a frame in one go: one half-read this long was never sent whole.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 pub const DEFAULT_LATE_WINDOW: Duration = Duration::from_secs(3600);

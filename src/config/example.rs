@@ -47,6 +47,11 @@ queue_bytes = {DEFAULT_QUEUE_BYTES}
 reconnect_min = "{}ms"
 reconnect_max = "{}ms"
 
+# A frame half-read this long with nothing more arriving was never sent whole
+# (Salt writes each frame at once): the stream is out of sync, saltsight says so,
+# reports a gap and reconnects.
+stall_timeout = "{}s"
+
 [jobs]
 # When an expected minion has not returned by its job's deadline, saltsight names
 # it missing, with a reason. Deadlines by function glob; the longest matching glob
@@ -184,6 +189,7 @@ format = "text"
 "#,
         DEFAULT_RECONNECT_MIN.as_millis(),
         DEFAULT_RECONNECT_MAX.as_millis(),
+        DEFAULT_STALL_TIMEOUT.as_secs(),
         DEFAULT_DEADLINE.as_secs(),
         DEFAULT_LATE_WINDOW.as_secs(),
         DEFAULT_COMMENT_MAX_BYTES,

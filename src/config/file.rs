@@ -79,6 +79,9 @@ pub struct BusSection {
     pub reconnect_min: Option<String>,
     /// Longest reconnect delay, e.g. `"1s"`.
     pub reconnect_max: Option<String>,
+    /// How long a frame may stay half-read, nothing arriving, before the stream
+    /// counts as out of sync, e.g. `"10s"`.
+    pub stall_timeout: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]

@@ -192,6 +192,10 @@ fn roots_of(value: &Yaml) -> Option<Vec<PathBuf>> {
 
 impl RawSettings {
     fn apply(&mut self, path: &Path, text: &str) -> Result<(), MasterConfigError> {
+        super::yaml_bounds::check(text).map_err(|refused| MasterConfigError::Yaml {
+            path: path.into(),
+            detail: format!("refused: {refused}"),
+        })?;
         let docs = YamlLoader::load_from_str(text).map_err(|e| MasterConfigError::Yaml {
             path: path.into(),
             detail: e.to_string(),
@@ -500,5 +504,24 @@ mod tests {
             MasterBusSettings::load(&path, false),
             Err(MasterConfigError::Yaml { .. })
         ));
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_with_its_file_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("master");
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..9 {
+            let list = vec![format!("*a{}", i - 1); 10].join(", ");
+            text.push_str(&format!("a{i}: &a{i} [{list}]\n"));
+        }
+        std::fs::write(&path, text).unwrap();
+        let err = MasterBusSettings::load(&path, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("refused") && err.contains(&path.display().to_string()),
+            "{err}"
+        );
     }
 }

@@ -14,6 +14,7 @@ pub mod redact;
 pub mod resolve;
 pub mod spool;
 pub mod web;
+pub mod yaml_bounds;
 
 pub use resolve::{
     BusConfig, Config, ConfigErrors, CorrelateConfig, JobsConfig, LogConfig, LogFormat, Overrides,

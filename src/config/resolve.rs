@@ -56,6 +56,7 @@ pub struct BusConfig {
     pub queue_bytes: usize,
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
+    pub stall_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -346,6 +347,16 @@ fn resolve_bus(
         &file.bus.reconnect_max,
         DEFAULT_RECONNECT_MAX,
     );
+    let stall_timeout = duration(
+        "stall_timeout",
+        &file.bus.stall_timeout,
+        DEFAULT_STALL_TIMEOUT,
+    );
+    if stall_timeout < Duration::from_millis(100) {
+        errors.push(format!(
+            "bus.stall_timeout ({stall_timeout:?}) must be at least 100ms"
+        ));
+    }
     if reconnect_min.is_zero() || reconnect_min > reconnect_max {
         errors.push(format!("bus.reconnect_min ({reconnect_min:?}) must be above zero and at most bus.reconnect_max ({reconnect_max:?})"));
     }
@@ -357,6 +368,7 @@ fn resolve_bus(
         queue_bytes: usize::try_from(queue_bytes).unwrap_or(usize::MAX),
         reconnect_min,
         reconnect_max,
+        stall_timeout,
     })
 }
 

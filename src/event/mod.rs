@@ -254,6 +254,32 @@ pub fn split_body(frame: &[u8]) -> Result<(&str, &[u8]), DecodeError> {
     Ok((tag, &body[at + TAG_END.len()..]))
 }
 
+/// The tag of a frame of which only the first bytes are known (one skipped for
+/// its size): `None` when they do not reach the end of the tag.
+pub fn tag_of_head(head: &[u8]) -> Option<&str> {
+    let mut cursor = Cursor::new(head);
+    for _ in 0..cursor.read_map_len()? {
+        let key = cursor.read_str_or_bin()?;
+        if key != b"body" {
+            cursor.take_raw().ok()?;
+            continue;
+        }
+        // The body's header, then as much of it as there is.
+        let marker = cursor.peek()?;
+        let header = match marker {
+            0xa0..=0xbf => 1,
+            0xd9 | 0xc4 => 2,
+            0xda | 0xc5 => 3,
+            0xdb | 0xc6 => 5,
+            _ => return None,
+        };
+        let body = head.get(cursor.position() + header..)?;
+        let at = body.windows(TAG_END.len()).position(|w| w == TAG_END)?;
+        return std::str::from_utf8(&body[..at]).ok();
+    }
+    None
+}
+
 /// Decodes one frame (the msgpack map, without any length prefix).
 pub fn decode(frame: &[u8]) -> Result<Event<'_>, DecodeError> {
     let (tag, data) = split_body(frame)?;
@@ -430,6 +456,21 @@ mod tests {
             assert_eq!(ret.fun.as_ref().map(Text::as_str), Some("state.apply"));
             assert_eq!(event.stamp, Stamp::parse("2026-11-21T19:33:17.000001Z"));
         }
+    }
+
+    #[test]
+    fn the_tag_is_read_from_the_head_of_a_frame() {
+        let frame = salt_frame(
+            "salt/job/20261124100000000000/ret/web1",
+            &serde_json::json!({"return": "x".repeat(5000)}),
+            false,
+        );
+        assert_eq!(
+            tag_of_head(&frame[..100]),
+            Some("salt/job/20261124100000000000/ret/web1")
+        );
+        assert_eq!(tag_of_head(&frame[..30]), None, "the tag is cut");
+        assert_eq!(tag_of_head(b"\x93\x01\x02\x03"), None);
     }
 
     #[test]

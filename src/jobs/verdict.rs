@@ -26,6 +26,9 @@ pub enum MinionState {
         asked_at: Option<Stamp>,
     },
     Returned,
+    /// Its return came but could not be read (undecodable, or over the frame
+    /// cap): whether it succeeded is not known.
+    Unreadable,
 }
 
 /// The reason for a minion still pending at the deadline, in the order the reasons
@@ -37,6 +40,7 @@ pub fn verdict(state: MinionState, overlaps_gap: bool, deadline: Stamp) -> Missi
         |asked: Option<Stamp>| asked.is_some_and(|t| t.plus(UNANSWERED_AFTER) <= deadline);
     match state {
         _ if overlaps_gap => MissingReason::UnknownGap,
+        MinionState::Unreadable => MissingReason::UnknownGap,
         MinionState::Pending {
             restarted: false,
             evidence: Evidence::StillRunning,

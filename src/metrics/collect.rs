@@ -170,6 +170,12 @@ impl SelfCollector {
             "Times the frame stream could not be followed (the reader reconnected)",
             load(&r.desyncs),
         )?;
+        counter(
+            e,
+            "saltsight_bus_stalls",
+            "Desyncs that were a frame begun and never finished (bus.stall_timeout)",
+            load(&r.stalls),
+        )?;
         counters(
             e,
             "saltsight_events_dropped",
@@ -178,7 +184,6 @@ impl SelfCollector {
             &[
                 ("queue_full", load(&r.dropped_queue_full)),
                 ("too_large", load(&r.skipped_too_large)),
-                ("empty", load(&r.skipped_empty)),
             ],
         )?;
         gauge(

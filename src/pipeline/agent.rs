@@ -9,14 +9,16 @@ use tracing::{debug, info};
 use super::clock::{Clock, EventClock};
 use super::consumer::Handler;
 use super::stages::Stages;
-use crate::bus::{BusGap, Endpoint, Frame};
+use crate::bus::{BusGap, Endpoint, Frame, GapReason};
 use crate::counter::Counts;
-use crate::event::Event;
+use crate::event::tag::ParsedTag;
+use crate::event::{self, Event, TagClass};
 use crate::metrics::Observer;
 use crate::record::redact::Redactor;
 use crate::record::{Record, RecordBody};
 use crate::sink::Outputs;
 use crate::time::Stamp;
+use tokio::time::Instant;
 
 /// Stages in, records out to every output.
 pub struct Agent {
@@ -78,7 +80,7 @@ impl Agent {
 
 impl Handler for Agent {
     fn event(&mut self, event: &Event<'_>, frame: &Frame) -> anyhow::Result<()> {
-        self.clock.observe(event.stamp, frame.received_at);
+        self.clock.observe(event.stamp, frame.received_mono);
         self.metrics.event(event);
         let records = self.stages.on_event(event, self.clock.now());
         self.write(records)
@@ -110,26 +112,50 @@ impl Handler for Agent {
         self.write(records)
     }
 
+    /// A return that could not be read costs its minion a verdict; a frame that
+    /// names nothing could have been any event: a gap.
+    fn unreadable(&mut self, tag: Option<&str>, at: SystemTime) -> anyhow::Result<()> {
+        let at = if at == UNIX_EPOCH {
+            self.clock.now()
+        } else {
+            Stamp::from_system_time(at)
+        };
+        let records = match tag.map(event::tag::parse) {
+            Some(ParsedTag {
+                class: TagClass::JobReturn,
+                jid: Some(jid),
+                minion: Some(minion),
+                ..
+            }) => self.stages.on_unreadable_return(jid, minion, at),
+            Some(_) => return Ok(()),
+            None => {
+                self.stages.gap_started();
+                self.stages.on_gap(at, at, GapReason::FrameLost.as_str(), 1)
+            }
+        };
+        self.write(records)
+    }
+
     fn connected(&mut self, endpoint: &Endpoint) -> anyhow::Result<()> {
         info!(%endpoint, "Watching the event bus.");
         Ok(())
     }
 
-    /// On the wall clock: the next deadline shifted by the master's offset, or
-    /// the next batch to seal by age, whichever comes first.
-    fn next_wakeup(&self) -> Option<Stamp> {
+    /// The next deadline when the master's clock reaches it, or the next batch
+    /// to seal by age, whichever comes first (monotonic).
+    fn next_wakeup(&self) -> Option<Instant> {
         if self.clock.clock != Clock::Wall {
             return None;
         }
-        let deadline = self.stages.next_deadline().map(|d| self.clock.wall_time(d));
-        let seal = self.outputs.next_seal_at().map(Stamp::from_system_time);
+        let deadline = self.stages.next_deadline().map(|d| self.clock.instant_of(d));
+        let seal = self.outputs.next_seal_at();
         deadline.into_iter().chain(seal).min()
     }
 
-    fn tick(&mut self, now: Stamp) -> anyhow::Result<()> {
+    fn tick(&mut self, now: Instant) -> anyhow::Result<()> {
         let records = self.stages.advance(self.clock.master_time(now));
         self.write(records)?;
-        self.outputs.seal(now.to_system_time(), false);
+        self.outputs.seal(now, false);
         Ok(())
     }
 

@@ -1,32 +1,35 @@
-//! Which time the stages run on. Live, the wall clock: each event advances event
-//! time by its own `_stamp` (a backlog is judged by when things happened), and
-//! an idle wake-up at the next deadline judges at the wall clock minus the
-//! master's observed offset (receive time minus `_stamp`), so a skewed master or
-//! a lagging bus cannot bring verdicts early. Under replay, event time only: the
-//! end of a recording passes every deadline.
+//! Which time the stages run on. Live: each event advances event time by its own
+//! `_stamp` (a backlog is judged by when things happened), and an idle wake-up
+//! judges at the master's time as the monotonic clock carries it forward from
+//! the latest event (its `_stamp`, and the monotonic instant it was read): a
+//! skewed master or a lagging bus cannot bring verdicts early, and a step of the
+//! wall clock (NTP, a VM resumed) moves no verdict. Under replay, event time
+//! only: the end of a recording passes every deadline.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
 
 use crate::time::Stamp;
 
 /// Which time the tracker runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Clock {
-    /// The wall clock (live).
+    /// The master's time, carried by the monotonic clock between events (live).
     Wall,
     /// The latest `_stamp` seen (replay).
     EventTime,
 }
 
-/// Event time and the master's offset, as events arrive.
+/// Event time, and where the master's time stood on the monotonic clock.
 #[derive(Debug, Clone, Copy)]
 pub struct EventClock {
     pub clock: Clock,
     /// The latest `_stamp` seen.
     now: Stamp,
-    /// Receive time minus `_stamp` of the latest event: the master's clock offset
-    /// plus bus lag.
-    offset_micros: i64,
+    /// The latest stamped event read live: its `_stamp` and the monotonic instant
+    /// it was read. Until one comes, the wall clock at start.
+    anchor: (Stamp, Instant),
 }
 
 impl EventClock {
@@ -34,16 +37,20 @@ impl EventClock {
         Self {
             clock,
             now: Stamp(i64::MIN),
-            offset_micros: 0,
+            anchor: (
+                Stamp::from_system_time(SystemTime::now()),
+                Instant::now(),
+            ),
         }
     }
 
-    /// An event stamped `stamp` (when it has one), received at `received`.
-    pub fn observe(&mut self, stamp: Option<Stamp>, received: Option<SystemTime>) {
+    /// An event stamped `stamp` (when it has one), read at `received` on the
+    /// monotonic clock (live frames).
+    pub fn observe(&mut self, stamp: Option<Stamp>, received: Option<Instant>) {
         if let Some(stamp) = stamp {
             self.now = self.now.max(stamp);
             if let Some(received) = received {
-                self.offset_micros = Stamp::from_system_time(received).micros_since(stamp);
+                self.anchor = (stamp, received);
             }
         }
     }
@@ -53,35 +60,51 @@ impl EventClock {
         self.now
     }
 
-    /// The master's clock when the wall clock reads `wall`.
-    pub fn master_time(&self, wall: Stamp) -> Stamp {
-        Stamp(wall.0.saturating_sub(self.offset_micros))
+    /// The master's time when the monotonic clock reads `at`.
+    pub fn master_time(&self, at: Instant) -> Stamp {
+        let (stamp, read) = self.anchor;
+        if at >= read {
+            stamp.plus(at - read)
+        } else {
+            Stamp(stamp.0.saturating_sub(micros(read - at)))
+        }
     }
 
-    /// The wall-clock time at which the master's clock reads `master`.
-    pub fn wall_time(&self, master: Stamp) -> Stamp {
-        Stamp(master.0.saturating_add(self.offset_micros))
+    /// The monotonic instant at which the master's clock reads `master`.
+    pub fn instant_of(&self, master: Stamp) -> Instant {
+        let (stamp, read) = self.anchor;
+        let ahead = master.micros_since(stamp);
+        if ahead >= 0 {
+            read + Duration::from_micros(ahead as u64)
+        } else {
+            read.checked_sub(Duration::from_micros(ahead.unsigned_abs()))
+                .unwrap_or(read)
+        }
     }
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn event_time_only_moves_forward_and_the_offset_follows_the_latest_event() {
+    #[tokio::test(start_paused = true)]
+    async fn the_masters_time_moves_with_the_monotonic_clock_from_the_latest_event() {
         let mut clock = EventClock::new(Clock::Wall);
-        let received = Stamp(10_000_000).to_system_time();
-        clock.observe(Some(Stamp(9_000_000)), Some(received));
+        let read = Instant::now();
+        clock.observe(Some(Stamp(9_000_000)), Some(read));
         assert_eq!(clock.now(), Stamp(9_000_000));
-        // A master 1 s behind: deadlines are judged 1 s later on the wall clock.
-        assert_eq!(clock.wall_time(Stamp(20_000_000)), Stamp(21_000_000));
-        assert_eq!(clock.master_time(Stamp(21_000_000)), Stamp(20_000_000));
-        clock.observe(Some(Stamp(8_000_000)), None);
+        // A deadline 11 s after the event is due 11 s after it was read.
         assert_eq!(
-            clock.now(),
-            Stamp(9_000_000),
-            "an older stamp does not go back"
+            clock.instant_of(Stamp(20_000_000)),
+            read + Duration::from_secs(11)
         );
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert_eq!(clock.master_time(Instant::now()), Stamp(12_000_000));
+        clock.observe(Some(Stamp(8_000_000)), None);
+        assert_eq!(clock.now(), Stamp(9_000_000), "an older stamp does not go back");
     }
 }

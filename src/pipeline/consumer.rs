@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use tokio::sync::mpsc;
@@ -22,6 +22,7 @@ use crate::metrics::catalog::EventMetrics;
 use crate::ratelimit::LogLimiter;
 use crate::service::Watchdog;
 use crate::time::Stamp;
+use tokio::time::Instant;
 
 /// What the pipeline does with what comes off the source. Called from one task.
 pub trait Handler {
@@ -35,16 +36,23 @@ pub trait Handler {
     fn gap_started(&mut self, _at: SystemTime) -> anyhow::Result<()> {
         Ok(())
     }
+    /// A frame was read but could not be read through (undecodable, or skipped
+    /// over the size cap); `tag` when it was readable: what it was, and so what
+    /// is lost. Received at `at` (the epoch for a raw dump).
+    fn unreadable(&mut self, _tag: Option<&str>, _at: SystemTime) -> anyhow::Result<()> {
+        Ok(())
+    }
     /// Raw chunks (capture mode only).
     fn chunk(&mut self, _chunk: &Frame) -> anyhow::Result<()> {
         Ok(())
     }
-    /// When the handler next needs the wall clock (live sources only).
-    fn next_wakeup(&self) -> Option<Stamp> {
+    /// When the handler next needs to be woken with nothing queued (live
+    /// sources only), on the monotonic clock.
+    fn next_wakeup(&self) -> Option<Instant> {
         None
     }
-    /// The wall clock reached `now` (live sources only).
-    fn tick(&mut self, _now: Stamp) -> anyhow::Result<()> {
+    /// The monotonic clock reached `now` (live sources only).
+    fn tick(&mut self, _now: Instant) -> anyhow::Result<()> {
         Ok(())
     }
     /// The source ended (`recording`: the end of a recording; else a live stop); flush.
@@ -61,6 +69,10 @@ pub struct Summary {
     pub decode_errors: BTreeMap<DecodeReason, u64>,
     pub malformed_fields: u64,
     pub gaps: u64,
+    /// Frames read but skipped (over `bus.max_frame_bytes`).
+    pub frames_lost: u64,
+    /// The recording ended in damage (what came before was replayed).
+    pub recording_damaged: bool,
     pub recording_skipped_frames: u64,
     pub recording_desyncs: u64,
     pub recording_trailing_bytes: u64,
@@ -148,30 +160,35 @@ impl Consumer {
         let mut summary = Summary::default();
         let mut decode_log = LogLimiter::new(Duration::from_secs(10));
         let mut dropped_seen = 0u64;
+        // One timer for the loop, moved only when the next wake-up moves (not made
+        // per message), on the monotonic clock.
+        let mut timer = std::pin::pin!(tokio::time::sleep_until(Instant::now()));
+        let mut armed: Option<Instant> = None;
         loop {
+            let now = Instant::now();
             // Fed here, between events, so a handler that hangs starves systemd's
             // watchdog (busy or idle, the loop passes here often enough).
-            let dog_wait = watchdog.as_mut().map(Watchdog::feed);
-            let wakeup = if live { handler.next_wakeup() } else { None };
-            let handler_wait = wakeup.map(|at| {
-                let now = Stamp::from_system_time(SystemTime::now());
-                Duration::from_micros(u64::try_from(at.micros_since(now)).unwrap_or(0))
-            });
-            let message = match wait_for(handler_wait, dog_wait) {
-                Some(wait) => {
-                    tokio::select! {
-                        // What is queued comes first: it is older than the wall clock.
-                        biased;
-                        m = rx.recv() => m,
-                        () = tokio::time::sleep(wait) => {
-                            if handler_wait.is_some_and(|h| h <= wait) {
-                                handler.tick(Stamp::from_system_time(SystemTime::now()))?;
-                            }
-                            continue;
-                        }
-                    }
+            let dog_at = watchdog.as_mut().map(|dog| dog.feed(now));
+            let wake_at = if live { handler.next_wakeup() } else { None };
+            let due = earliest(wake_at, dog_at);
+            if due != armed {
+                if let Some(at) = due {
+                    timer.as_mut().reset(at);
                 }
-                None => rx.recv().await,
+                armed = due;
+            }
+            let message = tokio::select! {
+                // What is queued comes first: it is older than the clock.
+                biased;
+                m = rx.recv() => m,
+                () = &mut timer, if armed.is_some() => {
+                    armed = None;
+                    let now = Instant::now();
+                    if wake_at.is_some_and(|at| at <= now) {
+                        handler.tick(now)?;
+                    }
+                    continue;
+                }
             };
             let Some(message) = message else { break };
             // Frames dropped by the reader: a queue_full gap has begun, though its
@@ -216,7 +233,10 @@ impl Consumer {
                         }
                         Err(error) => {
                             metrics.decode_error(error.reason());
-                            note_decode_error(&mut summary, &mut decode_log, &error)
+                            note_decode_error(&mut summary, &mut decode_log, &error);
+                            // Read, but not readable: the handler says what that loses.
+                            let at = frame.received_at.unwrap_or(UNIX_EPOCH);
+                            handler.unreadable(error.tag(), at)?;
                         }
                     }
                 }
@@ -232,10 +252,15 @@ impl Consumer {
                 }
                 BusMessage::Connected { endpoint, .. } => handler.connected(&endpoint)?,
                 BusMessage::Disconnected { at, .. } => handler.gap_started(at)?,
+                BusMessage::Lost(lost) => {
+                    summary.frames_lost += 1;
+                    handler.unreadable(event::tag_of_head(&lost.head), lost.received_at)?;
+                }
             }
         }
         handler.finish(!live)?;
         let totals = producer.await.context("the source task panicked")??;
+        summary.recording_damaged = totals.damaged;
         summary.recording_skipped_frames = totals.skipped_frames;
         summary.recording_desyncs = totals.desyncs;
         summary.recording_trailing_bytes = totals.trailing_bytes;
@@ -244,8 +269,8 @@ impl Consumer {
     }
 }
 
-/// The shorter of two optional waits.
-fn wait_for(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+/// The earlier of two optional instants.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

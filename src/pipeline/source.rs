@@ -37,6 +37,7 @@ impl Source {
             max_queue_bytes: bus.queue_bytes,
             reconnect_min: bus.reconnect_min,
             reconnect_max: bus.reconnect_max,
+            stall_timeout: bus.stall_timeout,
             delivery,
         })
     }
@@ -45,6 +46,8 @@ impl Source {
 /// What a recording held besides its frames.
 #[derive(Debug, Default)]
 pub struct RecordingTotals {
+    /// The recording ended in damage: nothing after it could be read.
+    pub damaged: bool,
     pub skipped_frames: u64,
     pub discarded_bytes: u64,
     pub desyncs: u64,
@@ -80,16 +83,25 @@ pub fn read_recording(
         bar
     });
     let mut batch = Vec::new();
+    let mut damaged = false;
     loop {
         if cancel.is_cancelled() {
             break;
         }
-        let more = reader.next_batch(&mut batch).with_context(|| {
-            format!(
-                "recording {} is damaged; what came before was replayed",
-                path.display()
-            )
-        })?;
+        let more = match reader.next_batch(&mut batch) {
+            Ok(more) => more,
+            Err(error) => {
+                // Bad input, not a failure of saltsight: what came before is
+                // replayed and the exit code says the input was bad.
+                tracing::warn!(
+                    path = %path.display(),
+                    %error,
+                    "The recording is damaged; what came before it was replayed."
+                );
+                damaged = true;
+                false
+            }
+        };
         for message in batch.drain(..) {
             if tx.blocking_send(message).is_err() {
                 return Ok(RecordingTotals::default());
@@ -106,6 +118,7 @@ pub fn read_recording(
         bar.finish_and_clear();
     }
     Ok(RecordingTotals {
+        damaged,
         skipped_frames: reader.skipped_frames,
         discarded_bytes: reader.discarded_bytes,
         desyncs: reader.desyncs,

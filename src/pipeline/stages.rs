@@ -81,6 +81,17 @@ impl Stages {
         out
     }
 
+    /// A return read but not readable: its minion is not waited for, and its
+    /// verdict is `unknown_gap`.
+    pub fn on_unreadable_return(&mut self, jid: &str, minion: &str, at: Stamp) -> Vec<Record> {
+        let mut tracked = Vec::new();
+        self.tracker
+            .on_unreadable_return(jid, minion, at, &mut tracked);
+        let mut out = Vec::new();
+        self.after_tracker(tracked, &mut out);
+        out
+    }
+
     /// Events may be being missed from now on.
     pub fn gap_started(&mut self) {
         self.tracker.on_gap_start();

@@ -27,9 +27,10 @@ pub mod stdout;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -176,12 +177,12 @@ impl Outputs {
     }
 
     /// When the oldest open batch must be sealed.
-    pub fn next_seal_at(&self) -> Option<SystemTime> {
+    pub fn next_seal_at(&self) -> Option<Instant> {
         self.outputs.iter().filter_map(|o| o.next_seal_at()).min()
     }
 
     /// Seals batches that reached their age (`all`: every open batch, at the end).
-    pub fn seal(&mut self, now: SystemTime, all: bool) {
+    pub fn seal(&mut self, now: Instant, all: bool) {
         for i in 0..self.outputs.len() {
             let result = self.outputs[i].seal(now, all);
             // A fatal seal is stdout closing at the end; nothing more to write.
@@ -193,7 +194,7 @@ impl Outputs {
     pub fn close(&mut self) -> Result<(), SinkError> {
         self.flush()?;
         for i in 0..self.outputs.len() {
-            let result = self.outputs[i].seal(SystemTime::now(), true);
+            let result = self.outputs[i].seal(Instant::now(), true);
             self.settle(i, result)?;
         }
         Ok(())

@@ -4,7 +4,7 @@
 //! [`Output`]. The registry below lists the kinds; adding one is adding a line.
 
 use std::fmt;
-use std::time::SystemTime;
+use tokio::time::Instant;
 
 use serde::de::DeserializeOwned;
 
@@ -85,11 +85,11 @@ pub trait Output: Send {
         false
     }
     /// When it next needs [`Output::seal`] (a batch reaching its age).
-    fn next_seal_at(&self) -> Option<SystemTime> {
+    fn next_seal_at(&self) -> Option<Instant> {
         None
     }
     /// Seals what is due at `now` (`all`: everything open, at the end).
-    fn seal(&mut self, _now: SystemTime, _all: bool) -> Result<(), OutputError> {
+    fn seal(&mut self, _now: Instant, _all: bool) -> Result<(), OutputError> {
         Ok(())
     }
 }

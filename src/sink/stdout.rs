@@ -77,7 +77,7 @@ impl Output for StdoutOutput {
         Ok(())
     }
 
-    fn seal(&mut self, _: std::time::SystemTime, all: bool) -> Result<(), OutputError> {
+    fn seal(&mut self, _: tokio::time::Instant, all: bool) -> Result<(), OutputError> {
         if all {
             self.out
                 .flush()

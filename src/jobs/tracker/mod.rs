@@ -342,7 +342,7 @@ impl JobTracker {
                     job.last_return = Some(at);
                     self.expected_total -= 1;
                 }
-                Some(MinionState::Returned) => {
+                Some(MinionState::Returned | MinionState::Unreadable) => {
                     self.stats.duplicate_returns.inc();
                     return;
                 }
@@ -407,6 +407,33 @@ impl JobTracker {
             self.records
                 .make(at, &[jid, minion], RecordBody::MinionReturn(record)),
         );
+    }
+
+    /// A return that came but could not be read (`salt/job/<jid>/ret/<minion>`
+    /// undecodable, or over the frame cap): the minion answered, so it is not
+    /// waited for, and its verdict is `unknown_gap`, never a false `no_response`.
+    pub fn on_unreadable_return(&mut self, jid: &str, minion: &str, at: Stamp, out: &mut Vec<Record>) {
+        self.stats.unreadable_returns.inc();
+        if self.find_jobs.contains_key(jid) {
+            return;
+        }
+        let Some(job) = self.open.get_mut(jid) else {
+            return;
+        };
+        let Some(state @ MinionState::Pending { .. }) = job.minions.get_mut(minion) else {
+            return;
+        };
+        *state = MinionState::Unreadable;
+        job.pending -= 1;
+        job.last_return = Some(at);
+        self.expected_total -= 1;
+        if job.pending == 0 {
+            if let Some(job) = self.open.remove(jid) {
+                self.deadlines.remove(job.deadline, jid);
+                self.close(jid.into(), job, at, false, out);
+            }
+        }
+        self.stats.open_jobs.set(self.open.len() as u64);
     }
 
     fn note_evidence(&mut self, jid: &str, minion: &str, new: Evidence) {
@@ -569,7 +596,9 @@ impl JobTracker {
         let mut pending: Vec<(&Box<str>, &MinionState)> = job
             .minions
             .iter()
-            .filter(|(_, s)| !evicted && matches!(s, MinionState::Pending { .. }))
+            .filter(|(_, s)| {
+                !evicted && matches!(s, MinionState::Pending { .. } | MinionState::Unreadable)
+            })
             .collect();
         pending.sort_by(|a, b| a.0.cmp(b.0));
         for (minion, state) in pending {

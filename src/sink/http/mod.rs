@@ -6,7 +6,7 @@
 pub mod config;
 pub mod upstream;
 
-use std::time::SystemTime;
+use tokio::time::Instant;
 
 use super::SinkError;
 use super::deliver::Delivery;
@@ -118,11 +118,11 @@ impl Output for SpoolOutput {
         true
     }
 
-    fn next_seal_at(&self) -> Option<SystemTime> {
+    fn next_seal_at(&self) -> Option<Instant> {
         self.writer.seal_at()
     }
 
-    fn seal(&mut self, now: SystemTime, all: bool) -> Result<(), OutputError> {
+    fn seal(&mut self, now: Instant, all: bool) -> Result<(), OutputError> {
         let result = if all {
             self.writer.seal()
         } else {

@@ -6,7 +6,9 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tracing::warn;
 
@@ -40,7 +42,7 @@ struct OpenBatch {
     file: File,
     records: u32,
     bytes: usize,
-    opened_at: SystemTime,
+    opened_at: Instant,
 }
 
 /// Appends records to the open batch and seals batches by count, size and age.
@@ -101,7 +103,7 @@ impl SpoolWriter {
             file,
             records: 0,
             bytes: header.len(),
-            opened_at: SystemTime::now(),
+            opened_at: Instant::now(),
         })
     }
 
@@ -124,11 +126,11 @@ impl SpoolWriter {
     }
 
     /// When the open batch reaches its `max_age`.
-    pub fn seal_at(&self) -> Option<SystemTime> {
+    pub fn seal_at(&self) -> Option<Instant> {
         self.open.as_ref().map(|o| o.opened_at + self.batch.max_age)
     }
 
-    pub fn seal_if_due(&mut self, now: SystemTime) -> Result<(), SpoolError> {
+    pub fn seal_if_due(&mut self, now: Instant) -> Result<(), SpoolError> {
         match self.seal_at() {
             Some(at) if at <= now => self.seal(),
             _ => Ok(()),
