@@ -11,11 +11,13 @@
 //! - a frame is handed out only when all its bytes are buffered;
 //! - no allocation is sized from a length read off the wire before that length is
 //!   checked against `max_frame_bytes`;
-//! - on the prefixed form a length is trusted only when Salt's envelope follows it
-//!   (`{"head": ..., "body": ...}`, a map whose first key is `head` or `body`); an
-//!   oversized frame that passes is skipped by its length (its first bytes kept, so
-//!   the pipeline can name what was lost) and the stream goes on; anything else is
-//!   garbage: a [`FramingError`], and the reader reconnects;
+//! - on the prefixed form a frame under the cap is taken by its length (a bad one
+//!   fails to decode, and is counted); a length over the cap is trusted only when
+//!   Salt's envelope follows it (`{"head": ..., "body": ...}`, a map whose first
+//!   key is `head` or `body`): then the frame is skipped by its length (its first
+//!   bytes kept, so the pipeline can name what was lost) and the stream goes on;
+//!   anything else (and a zero length) is garbage: a [`FramingError`], and the
+//!   reader reconnects;
 //! - on the bare form there is no length to trust, so an invalid or oversized
 //!   frame is a [`FramingError`] and the reader reconnects.
 
@@ -161,18 +163,23 @@ impl FrameSplitter {
         let Some(prefix) = buf.get(..PREFIX_LEN) else {
             return Ok(None);
         };
-        let declared_len = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
-        // Trust the length only once the envelope's first key is there to see.
-        let start = ENVELOPE_STARTS[0].len();
-        let Some(envelope) = buf.get(PREFIX_LEN..PREFIX_LEN + start.min(declared_len)) else {
-            return Ok(None);
-        };
-        if declared_len < start || !ENVELOPE_STARTS.iter().any(|e| e.starts_with(envelope)) {
-            return Err(FramingError::BadPrefix {
-                declared_len: declared_len as u64,
-            });
+        let declared_len =
+            u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
+        if declared_len == 0 {
+            return Err(FramingError::BadPrefix { declared_len: 0 });
         }
         if declared_len > self.max_frame_bytes {
+            // A length this large is trusted, and skipped, only once the envelope's
+            // first key is there to see: garbage must not swallow gigabytes.
+            let start = ENVELOPE_STARTS[0].len();
+            let Some(envelope) = buf.get(PREFIX_LEN..PREFIX_LEN + start) else {
+                return Ok(None);
+            };
+            if !ENVELOPE_STARTS.contains(&envelope) {
+                return Err(FramingError::BadPrefix {
+                    declared_len: declared_len as u64,
+                });
+            }
             buf.advance(PREFIX_LEN);
             let kept = buf.len().min(declared_len).min(SKIPPED_HEAD_BYTES);
             let head = Bytes::copy_from_slice(&buf[..kept]);
@@ -327,8 +334,8 @@ mod tests {
         assert!(buf.capacity() < 1 << 20, "nothing sized by the claim");
         for garbage in [
             vec![0, 0, 0, 0],
-            vec![0, 0, 0, 3, 0x82, 0xa4, b'h'],
-            vec![0, 0, 1, 0, 0x93, 1, 2, 3, 4, 5],
+            vec![0, 0x20, 0, 3, 0x82, 0xa4, b'h', b'o', b'x', b'x'],
+            vec![0x7f, 0, 1, 0, 0x93, 1, 2, 3, 4, 5],
         ] {
             let mut splitter = FrameSplitter::new(1 << 20);
             let mut buf = BytesMut::from(&[prefixed(&frame("t")), garbage.clone()].concat()[..]);
@@ -353,7 +360,10 @@ mod tests {
         // A skipped frame whose bytes never come is mid-frame too.
         let mut buf = BytesMut::from(&prefixed(&big_frame("big", 5000))[..100]);
         let mut small = FrameSplitter::new(1000);
-        assert!(matches!(small.next(&mut buf), Ok(Some(Split::Skipped { .. }))));
+        assert!(matches!(
+            small.next(&mut buf),
+            Ok(Some(Split::Skipped { .. }))
+        ));
         assert!(small.mid_frame(&buf));
     }
 

@@ -3,7 +3,9 @@
 
 pub mod endpoint;
 pub mod framing;
+pub mod message;
 pub mod msgpack;
+mod outbox;
 pub mod reader;
 pub mod recording;
 

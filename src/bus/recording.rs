@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 
 use super::framing::{FrameSplitter, Split};
-use super::reader::{BusGap, BusMessage, Frame, GapReason};
+use super::reader::{BusGap, BusMessage, Frame, GapReason, Lost};
 
 pub const MAGIC: &[u8] = b"saltsight-capture v1\n";
 const KIND_BYTES: u8 = 1;
@@ -287,7 +287,14 @@ impl<R: Read> RecordingReader<R> {
                     received_at: at,
                     received_mono: None,
                 })),
-                Ok(Some(Split::Skipped { .. })) => self.skipped_frames += 1,
+                Ok(Some(Split::Skipped { declared_len, head })) => {
+                    self.skipped_frames += 1;
+                    out.push(BusMessage::Lost(Lost {
+                        head,
+                        declared_len,
+                        received_at: at.unwrap_or(UNIX_EPOCH),
+                    }));
+                }
                 Ok(None) => return,
                 Err(_) => {
                     // As live: bare framing cannot be resynchronised within this

@@ -14,6 +14,7 @@ use crate::bus::reader::Delivery;
 use crate::bus::{BusGap, Endpoint, Frame};
 use crate::config::glob;
 use crate::event::Event;
+use crate::event::json::Limits;
 use crate::pipeline::{Consumer, Handler, Source};
 use crate::record::redact::{Redacted, Redactor};
 use crate::shutdown;
@@ -49,11 +50,23 @@ pub struct TailHandler<W: Write> {
     flush_each: bool,
     /// `None` with `--no-redact`.
     redactor: Option<Redactor>,
+    /// What one event may build: redacted texts are cut anyway, so they are not
+    /// built longer than the redactor looks (four times its cut).
+    limits: Limits,
 }
 
 impl<W: Write> TailHandler<W> {
     pub fn new(out: W, args: &TailArgs, stop: CancellationToken, redactor: &Redactor) -> Self {
+        let limits = if args.no_redact {
+            Limits::DEFAULT
+        } else {
+            Limits {
+                max_text: redactor.max_field_bytes().saturating_mul(4),
+                ..Limits::DEFAULT
+            }
+        };
         Self {
+            limits,
             redactor: (!args.no_redact).then(|| redactor.clone()),
             out: BufWriter::new(out),
             json: args.json,
@@ -73,7 +86,7 @@ impl<W: Write> Handler for TailHandler<W> {
         if !self.tags.is_empty() && !self.tags.iter().any(|g| glob::matches(g, event.tag)) {
             return Ok(());
         }
-        let data = tail_format::event_data(event);
+        let data = tail_format::event_data(event, self.limits);
         let shown = match &self.redactor {
             Some(redactor) => redactor.event(event.tag, data),
             None => Redacted::waived(event.tag, data),

@@ -8,13 +8,14 @@ use serde_json::{Value, json};
 
 use crate::bus::{BusGap, GapReason};
 use crate::event::Event;
-use crate::event::json::to_json;
+use crate::event::json::{Limits, to_json_within};
 use crate::record::redact::{EventJson, Redacted};
 use crate::time::Stamp;
 
-/// The event's data as JSON, as Salt sent it (to be redacted before it is shown).
-pub fn event_data(event: &Event<'_>) -> Value {
-    to_json(event.data).unwrap_or_else(|e| json!({"saltsight_error": e.to_string()}))
+/// The event's data as JSON, as Salt sent it (to be redacted before it is
+/// shown), within `limits`: a frame of tens of megabytes is not built whole.
+pub fn event_data(event: &Event<'_>, limits: Limits) -> Value {
+    to_json_within(event.data, limits).unwrap_or_else(|e| json!({"saltsight_error": e.to_string()}))
 }
 
 /// `{"tag": ..., "data": {...}}` on one line.

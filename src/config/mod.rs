@@ -10,6 +10,7 @@ pub mod file;
 pub mod glob;
 pub mod master;
 pub mod metrics;
+pub mod model;
 pub mod redact;
 pub mod resolve;
 pub mod spool;

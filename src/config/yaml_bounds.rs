@@ -16,7 +16,9 @@ pub const MAX_DEPTH: usize = 256;
 /// Why a document is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
-    #[error("it expands to more than {MAX_NODES} nodes (aliases counted as often as they are used)")]
+    #[error(
+        "it expands to more than {MAX_NODES} nodes (aliases counted as often as they are used)"
+    )]
     TooLarge,
     #[error("it nests sequences and mappings more than {MAX_DEPTH} deep")]
     TooDeep,
@@ -116,7 +118,7 @@ mod tests {
         let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
         for i in 1..10 {
             let prev = format!("*a{}", i - 1);
-            let list = vec![prev.as_str(); 10].join(", ");
+            let list = [prev.as_str(); 10].join(", ");
             text.push_str(&format!("a{i}: &a{i} [{list}]\n"));
         }
         assert!(text.len() < 700);

@@ -9,7 +9,10 @@
 //!   any other ext becomes `{"ext_type": n, "data_hex": "..."}`;
 //! - NaN and infinities become null.
 //!
-//! Nesting deeper than [`MAX_DEPTH`] is an error: the input is untrusted.
+//! Nesting deeper than [`MAX_DEPTH`] is an error: the input is untrusted. What a
+//! conversion builds is bounded ([`Limits`]): past a budget of values or of text
+//! bytes, a value is replaced by a marker saying how many bytes it had, so a
+//! frame of tens of megabytes never becomes gigabytes of JSON in memory.
 
 use serde_json::{Map, Number, Value};
 
@@ -22,9 +25,42 @@ pub struct JsonError {
     pub offset: usize,
 }
 
-/// Converts exactly one msgpack value (trailing bytes are an error).
+/// What one conversion may build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// A string longer than this keeps its first bytes and ends with how long it
+    /// was (`usize::MAX`: whole).
+    pub max_text: usize,
+    /// Values built at most; the rest become markers.
+    pub max_values: usize,
+    /// Text bytes built at most; the rest become markers.
+    pub max_text_total: usize,
+}
+
+impl Limits {
+    /// The defaults: strings whole, up to 2 million values and 64 MiB of text.
+    pub const DEFAULT: Limits = Limits {
+        max_text: usize::MAX,
+        max_values: 2_000_000,
+        max_text_total: 64 << 20,
+    };
+}
+
+/// Converts exactly one msgpack value (trailing bytes are an error), within
+/// [`Limits::DEFAULT`].
 pub fn to_json(raw: &[u8]) -> Result<Value, JsonError> {
-    let mut reader = Reader { buf: raw, pos: 0 };
+    to_json_within(raw, Limits::DEFAULT)
+}
+
+/// [`to_json`] within `limits`.
+pub fn to_json_within(raw: &[u8], limits: Limits) -> Result<Value, JsonError> {
+    let mut reader = Reader {
+        buf: raw,
+        pos: 0,
+        limits,
+        values: 0,
+        text: 0,
+    };
     let value = reader.value(0)?;
     if reader.pos != raw.len() {
         return Err(JsonError { offset: reader.pos });
@@ -32,9 +68,21 @@ pub fn to_json(raw: &[u8]) -> Result<Value, JsonError> {
     Ok(value)
 }
 
+/// The marker a value past the budget becomes.
+fn cut_marker(bytes: usize) -> Value {
+    Value::String(format!(
+        "[saltsight cut: a value of {bytes} bytes not shown]"
+    ))
+}
+
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    limits: Limits,
+    /// Values built so far.
+    values: usize,
+    /// Text bytes built so far.
+    text: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -64,6 +112,15 @@ impl<'a> Reader<'a> {
     fn value(&mut self, depth: usize) -> Result<Value, JsonError> {
         if depth > MAX_DEPTH {
             return Err(self.err());
+        }
+        self.values += 1;
+        if self.values > self.limits.max_values || self.text > self.limits.max_text_total {
+            // Over budget: the value is skipped whole and said to be.
+            let start = self.pos;
+            let end = crate::bus::msgpack::skip_value(self.buf, start, self.buf.len())
+                .map_err(|_| self.err())?;
+            self.pos = end;
+            return Ok(cut_marker(end - start));
         }
         let marker = self.take(1)?[0];
         Ok(match marker {
@@ -139,9 +196,21 @@ impl<'a> Reader<'a> {
     }
 
     fn text(&mut self, n: usize) -> Result<Value, JsonError> {
-        Ok(Value::String(
-            String::from_utf8_lossy(self.take(n)?).into_owned(),
-        ))
+        let bytes = self.take(n)?;
+        let room = self.limits.max_text_total.saturating_sub(self.text);
+        let keep = n.min(self.limits.max_text).min(room);
+        self.text += keep;
+        if keep == n {
+            return Ok(Value::String(String::from_utf8_lossy(bytes).into_owned()));
+        }
+        let mut end = keep;
+        // A cut inside a UTF-8 sequence would become U+FFFD: cut before it.
+        while end > 0 && end < n && (bytes[end] & 0xc0) == 0x80 {
+            end -= 1;
+        }
+        let mut text = String::from_utf8_lossy(&bytes[..end]).into_owned();
+        text.push_str(&format!(" [saltsight cut {n} bytes]"));
+        Ok(Value::String(text))
     }
 
     fn array(&mut self, n: usize, depth: usize) -> Result<Value, JsonError> {
@@ -224,6 +293,44 @@ mod tests {
         assert_eq!(got["1"], json!("x"));
         assert_eq!(got["hi"], json!("\u{fffd}"));
         assert_eq!(got["d"], json!("2026-11-21T19:32:59.034109"));
+    }
+
+    #[test]
+    fn what_is_built_stays_within_its_limits() {
+        let value = json!({"a": "x".repeat(100), "b": [1, 2, 3, 4, 5, 6], "c": "é".repeat(10)});
+        let raw = rmp_serde::to_vec_named(&value).unwrap();
+        let capped = to_json_within(
+            &raw,
+            Limits {
+                max_text: 10,
+                ..Limits::DEFAULT
+            },
+        )
+        .unwrap();
+        assert_eq!(capped["a"], json!("xxxxxxxxxx [saltsight cut 100 bytes]"));
+        assert_eq!(capped["c"], json!("ééééé [saltsight cut 20 bytes]"));
+        let few = to_json_within(
+            &raw,
+            Limits {
+                max_values: 6,
+                ..Limits::DEFAULT
+            },
+        )
+        .unwrap();
+        // The map, "a" and its value, "b", its array and its first element: 6.
+        let cut = json!("[saltsight cut: a value of 1 bytes not shown]");
+        assert_eq!(few["b"], json!([1, cut, cut, cut, cut, cut]));
+        // A frame of 20 MB in one string, with a 1 MB text budget.
+        let big = rmp_serde::to_vec_named(&json!({"return": "y".repeat(20 << 20)})).unwrap();
+        let small = to_json_within(
+            &big,
+            Limits {
+                max_text_total: 1 << 20,
+                ..Limits::DEFAULT
+            },
+        )
+        .unwrap();
+        assert!(small["return"].as_str().unwrap().len() < (1 << 20) + 64);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! over it, triage decodes only the failed ones.
 
 use super::cursor::Cursor;
+use super::json::{Limits, to_json_within};
 use crate::record::StateCounts;
 
 /// One state's entry in a state-run return.
@@ -83,6 +84,72 @@ fn state_outcome(raw: &[u8]) -> Option<(Option<bool>, bool)> {
         }
     }
     Some((result, changed))
+}
+
+/// The raw values of the keys in `keys` of a msgpack map, in `keys`' order
+/// (`None` for a key it lacks, or when `raw` is not a map).
+pub fn fields<'a, const N: usize>(raw: &'a [u8], keys: [&[u8]; N]) -> [Option<&'a [u8]>; N] {
+    let mut found = [None; N];
+    let mut cursor = Cursor::new(raw);
+    let Some(pairs) = cursor.read_map_len() else {
+        return found;
+    };
+    for _ in 0..pairs {
+        let key = cursor.read_str_or_bin();
+        let Ok(value) = cursor.take_raw() else {
+            return found;
+        };
+        if let Some(i) = key.and_then(|k| keys.iter().position(|w| *w == k)) {
+            found[i] = Some(value);
+        }
+    }
+    found
+}
+
+/// A field's value as text, at most `max` bytes of it (the head, or with
+/// `tail` the end: a command's last lines say why it failed); a list of lines
+/// is joined with newlines; anything else as JSON. Nothing larger than `max`
+/// is built.
+pub fn text_of(raw: &[u8], max: usize, tail: bool) -> Option<String> {
+    if let Some(bytes) = Cursor::new(raw).read_str_or_bin() {
+        let cut = if bytes.len() <= max {
+            bytes
+        } else if tail {
+            let mut start = bytes.len() - max;
+            while start < bytes.len() && (bytes[start] & 0xc0) == 0x80 {
+                start += 1;
+            }
+            &bytes[start..]
+        } else {
+            let mut end = max;
+            while end > 0 && (bytes[end] & 0xc0) == 0x80 {
+                end -= 1;
+            }
+            &bytes[..end]
+        };
+        return Some(String::from_utf8_lossy(cut).into_owned());
+    }
+    let limits = Limits {
+        max_text: max,
+        max_values: 10_000,
+        max_text_total: max.saturating_mul(4),
+    };
+    match to_json_within(raw, limits).ok()? {
+        serde_json::Value::Null => None,
+        serde_json::Value::Array(lines) => {
+            let joined = lines
+                .iter()
+                .map(|l| l.as_str().map_or_else(|| l.to_string(), str::to_owned))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let mut end = joined.len().min(max);
+            while !joined.is_char_boundary(end) {
+                end -= 1;
+            }
+            Some(joined[..end].to_owned())
+        }
+        other => Some(other.to_string()),
+    }
 }
 
 /// Counts a state-run return's states by outcome; `None` when it is not one.

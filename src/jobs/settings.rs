@@ -63,6 +63,8 @@ crate::counts! {
         counter evicted_jobs = "saltsight_jobs_evicted",
             "Jobs dropped before their deadline to respect jobs.max_jobs / max_expected";
         internal restarts_ignored_after_gap;
+        counter closed_jobs_forgotten = "saltsight_closed_jobs_forgotten",
+            "Closed jobs forgotten before their late window ended, to keep their missing minions within jobs.max_expected";
         counter unreadable_returns = "saltsight_unreadable_returns",
             "Returns that came but could not be read (undecodable, or over bus.max_frame_bytes): their minion is unknown_gap";
         gauge open_jobs = "saltsight_jobs_tracked",

@@ -61,14 +61,33 @@ impl Agent {
         counts
     }
 
+    /// Hands `records` on, then every batch a large job's verdicts still owe.
     fn write(&mut self, records: Vec<Record>) -> anyhow::Result<()> {
+        self.write_batch(records)?;
+        while let Some(more) = self.stages.more() {
+            self.write_batch(more)?;
+        }
+        Ok(())
+    }
+
+    fn write_batch(&mut self, records: Vec<Record>) -> anyhow::Result<()> {
         for record in records {
             self.emitted += 1;
             let record = self.redactor.record(record);
-            if let RecordBody::MinionMissing(m) = &record.body {
-                info!(jid = %m.jid, minion = %m.minion, fun = %m.fun, reason = m.reason.as_str(), "Minion did not return.");
-            } else {
-                debug!(kind = record.kind.as_str(), "Record.");
+            match &record.body {
+                RecordBody::MinionMissing(m) => {
+                    debug!(jid = %m.jid, minion = %m.minion, fun = %m.fun, reason = m.reason.as_str(), "Minion did not return.");
+                }
+                // One line per job, however many minions it is missing.
+                RecordBody::JobCompleted(c) if !c.missing.is_empty() => {
+                    let missing: Vec<String> = c
+                        .missing
+                        .iter()
+                        .map(|(reason, n)| format!("{reason}={n}"))
+                        .collect();
+                    info!(jid = %c.jid, fun = %c.fun, expected = c.expected, returned = c.returned, missing = %missing.join(" "), "Job completed with minions missing.");
+                }
+                _ => debug!(kind = record.kind.as_str(), "Record."),
             }
             self.metrics.record(&record);
             self.outputs.write(&record)?;
@@ -98,7 +117,7 @@ impl Handler for Agent {
             "Bus gap."
         );
         // A raw dump has no receive times: its gaps are placed at event time.
-        let (start, end) = if gap.started_at == UNIX_EPOCH {
+        let (mut start, end) = if gap.started_at == UNIX_EPOCH {
             (self.clock.now(), self.clock.now())
         } else {
             (
@@ -106,6 +125,17 @@ impl Handler for Agent {
                 Stamp::from_system_time(gap.ended_at),
             )
         };
+        // A lost connection lost what came after the last event read: when the
+        // master dropped a stalled subscriber, the frames read last are old, and
+        // their `_stamp` (the master is on this host, one clock) is where the loss
+        // began, not the moment they were read.
+        let lost_connection = matches!(
+            gap.reason,
+            GapReason::Disconnected | GapReason::ReadError | GapReason::Desync
+        );
+        if lost_connection && self.clock.now() > Stamp(i64::MIN) {
+            start = start.min(self.clock.now());
+        }
         let records = self
             .stages
             .on_gap(start, end, gap.reason.as_str(), gap.dropped_frames);
@@ -147,7 +177,10 @@ impl Handler for Agent {
         if self.clock.clock != Clock::Wall {
             return None;
         }
-        let deadline = self.stages.next_deadline().map(|d| self.clock.instant_of(d));
+        let deadline = self
+            .stages
+            .next_deadline()
+            .map(|d| self.clock.instant_of(d));
         let seal = self.outputs.next_seal_at();
         deadline.into_iter().chain(seal).min()
     }

@@ -37,10 +37,7 @@ impl EventClock {
         Self {
             clock,
             now: Stamp(i64::MIN),
-            anchor: (
-                Stamp::from_system_time(SystemTime::now()),
-                Instant::now(),
-            ),
+            anchor: (Stamp::from_system_time(SystemTime::now()), Instant::now()),
         }
     }
 
@@ -105,6 +102,10 @@ mod tests {
         tokio::time::advance(Duration::from_secs(3)).await;
         assert_eq!(clock.master_time(Instant::now()), Stamp(12_000_000));
         clock.observe(Some(Stamp(8_000_000)), None);
-        assert_eq!(clock.now(), Stamp(9_000_000), "an older stamp does not go back");
+        assert_eq!(
+            clock.now(),
+            Stamp(9_000_000),
+            "an older stamp does not go back"
+        );
     }
 }

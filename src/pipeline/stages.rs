@@ -92,6 +92,20 @@ impl Stages {
         out
     }
 
+    /// The next batch of a large job's verdicts, when one is part way: the
+    /// driver calls this until `None` before the next event, so no call holds
+    /// more than a batch of records.
+    pub fn more(&mut self) -> Option<Vec<Record>> {
+        if !self.tracker.has_more() {
+            return None;
+        }
+        let mut tracked = Vec::new();
+        self.tracker.more(&mut tracked);
+        let mut out = Vec::new();
+        self.after_tracker(tracked, &mut out);
+        Some(out)
+    }
+
     /// Events may be being missed from now on.
     pub fn gap_started(&mut self) {
         self.tracker.on_gap_start();

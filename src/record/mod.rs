@@ -9,6 +9,10 @@ use serde::Serialize;
 
 use crate::time::Stamp;
 
+/// Minions a `job_published` lists at most (a job may target hundreds of
+/// thousands: its returns and verdicts name each one).
+pub const MAX_LISTED_MINIONS: usize = 10_000;
+
 /// Bumped when a field changes meaning or disappears (adding one does not).
 pub const SCHEMA_VERSION: u32 = 2;
 
@@ -126,7 +130,10 @@ pub struct JobPublished {
     pub tgt: Vec<String>,
     pub tgt_type: Option<String>,
     pub user: Option<String>,
+    /// The minions targeted, the first [`MAX_LISTED_MINIONS`] of them.
     pub expected: Vec<String>,
+    /// How many were targeted (`expected` may list fewer).
+    pub expected_count: u32,
     pub not_connected: Vec<String>,
     pub deadline: Stamp,
     #[serde(flatten)]

@@ -6,10 +6,8 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
-
-use crate::event::json::to_json;
-use crate::event::states::{StateEntry, for_each_state};
+use crate::event::json::{Limits, to_json_within};
+use crate::event::states::{StateEntry, fields, for_each_state, text_of};
 use crate::record::stable_hash;
 
 /// Salt's comment on a state that did not run because a requisite failed.
@@ -32,7 +30,10 @@ pub struct FailedState {
     pub start_time: Option<String>,
     /// `changes.retcode` of a state that ran a command.
     pub exit_code: Option<i64>,
-    /// `changes.stderr` of a state that ran a command (evidence, not output).
+    /// The end of `changes.stdout` of a state that ran a command (Salt's own
+    /// "Timed out after N seconds" is only there).
+    pub stdout: Option<String>,
+    /// The end of `changes.stderr` of a state that ran a command.
     pub stderr: Option<String>,
     /// The requisites (`sls.id`) whose failure this state is fallout of, when it
     /// is fallout.
@@ -57,10 +58,16 @@ pub struct StateRun {
     pub failed: Vec<FailedState>,
     /// `result: null`: would change (`test=True`); not failures.
     pub would_change: u32,
+    /// Failed states past [`MAX_DECODED_FAILURES`]: counted, not examined.
+    pub not_examined: u32,
     /// Per state, a hash of (module, id, function) and whether it succeeded; only
     /// when asked for (the correlator's per-minion memory).
     pub outcomes: Vec<(u64, bool)>,
 }
+
+/// Failed states of one return examined at most (in the order the return lists
+/// them): a return of a hundred thousand failures costs no more than this many.
+pub const MAX_DECODED_FAILURES: usize = 10_000;
 
 /// Walks a state-run return. `None` when it is not one.
 pub fn walk(raw: &[u8], want_outcomes: bool) -> Option<StateRun> {
@@ -72,6 +79,7 @@ pub fn walk(raw: &[u8], want_outcomes: bool) -> Option<StateRun> {
             }
         }
         match state.result {
+            Some(false) if run.failed.len() >= MAX_DECODED_FAILURES => run.not_examined += 1,
             Some(false) => run.failed.push(decode_failed(&state)),
             None => run.would_change += 1,
             Some(true) => {}
@@ -103,27 +111,48 @@ fn split_key(key: &str) -> (&str, &str, &str) {
     (module, id, fun)
 }
 
+/// Bytes of a failed state's comment kept to classify it.
+const COMMENT_MAX: usize = 16 << 10;
+/// Bytes of a command's stderr and stdout kept: their end, where the error is.
+pub const OUTPUT_MAX: usize = 4 << 10;
+
+/// The fields of a failed state triage uses, each read within its bound; the
+/// rest of the state (its `changes`, which may be megabytes) is never decoded.
 fn decode_failed(state: &StateEntry<'_>) -> FailedState {
     let key = String::from_utf8_lossy(state.key).into_owned();
     let (module, key_id, fun) = split_key(&key);
-    let fields = match to_json(state.raw) {
-        Ok(Value::Object(map)) => map,
-        _ => serde_json::Map::new(),
+    let [
+        comment,
+        sls,
+        id,
+        name,
+        run_num,
+        duration,
+        start_time,
+        changes,
+    ] = fields(
+        state.raw,
+        [
+            b"comment".as_slice(),
+            b"__sls__",
+            b"__id__",
+            b"name",
+            b"__run_num__",
+            b"duration",
+            b"start_time",
+            b"changes",
+        ],
+    );
+    let text = |raw: Option<&[u8]>, max: usize| raw.and_then(|r| text_of(r, max, false));
+    let number = |raw: Option<&[u8]>| raw.and_then(|r| to_json_within(r, Limits::DEFAULT).ok());
+    let comment = text(comment, COMMENT_MAX).unwrap_or_default();
+    let [retcode, stderr, stdout] = changes.map_or([None; 3], |c| {
+        fields(c, [b"retcode".as_slice(), b"stderr", b"stdout"])
+    });
+    let output = |raw: Option<&[u8]>| {
+        raw.and_then(|r| text_of(r, OUTPUT_MAX, true))
+            .filter(|s| !s.trim().is_empty())
     };
-    let text = |name: &str| match fields.get(name) {
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Null) | None => None,
-        Some(other) => Some(other.to_string()),
-    };
-    let comment = match fields.get("comment") {
-        Some(Value::Array(lines)) => lines
-            .iter()
-            .map(|l| l.as_str().map_or_else(|| l.to_string(), str::to_owned))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => text("comment").unwrap_or_default(),
-    };
-    let changes = fields.get("changes");
     let failed_requisites = comment.strip_prefix(FALLOUT_PREFIX).map(|rest| {
         rest.trim_start_matches(':')
             .split(',')
@@ -132,22 +161,17 @@ fn decode_failed(state: &StateEntry<'_>) -> FailedState {
             .collect()
     });
     FailedState {
-        sls: text("__sls__").unwrap_or_default(),
-        state_id: text("__id__").unwrap_or_else(|| key_id.to_owned()),
+        sls: text(sls, 1024).unwrap_or_default(),
+        state_id: text(id, 1024).unwrap_or_else(|| key_id.to_owned()),
         function: format!("{module}.{fun}"),
-        name: text("name").unwrap_or_default(),
+        name: text(name, 1024).unwrap_or_default(),
         comment,
-        run_num: fields.get("__run_num__").and_then(Value::as_u64),
-        duration_ms: fields.get("duration").and_then(Value::as_f64),
-        start_time: text("start_time"),
-        exit_code: changes
-            .and_then(|c| c.get("retcode"))
-            .and_then(Value::as_i64),
-        stderr: changes
-            .and_then(|c| c.get("stderr"))
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned),
+        run_num: number(run_num).and_then(|v| v.as_u64()),
+        duration_ms: number(duration).and_then(|v| v.as_f64()),
+        start_time: text(start_time, 64),
+        exit_code: number(retcode).and_then(|v| v.as_i64()),
+        stderr: output(stderr),
+        stdout: output(stdout),
         failed_requisites,
         key,
     }
@@ -223,6 +247,7 @@ fn roots_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
     use serde_json::json;
 
     fn pack(v: &Value) -> Vec<u8> {
@@ -334,5 +359,34 @@ mod tests {
             state_hash(b"file_|-conf_|-x_|-managed"),
             state_hash(b"file_|-conf2_|-x_|-managed")
         );
+    }
+
+    #[test]
+    fn what_a_failed_state_costs_is_bounded() {
+        let mut ret = serde_json::Map::new();
+        let big = format!("{}the last line says why", "noise\n".repeat(200_000));
+        ret.insert(
+            "cmd_|-loud_|-loud_|-run".into(),
+            json!({"result": false, "comment": "Command \"loud\" run", "__run_num__": 0,
+                "__sls__": "s", "__id__": "loud", "name": "loud",
+                "changes": {"retcode": 2, "stdout": big, "stderr": "", "pid": 7}}),
+        );
+        for i in 0..MAX_DECODED_FAILURES + 5 {
+            ret.insert(
+                format!("test_|-f{i}_|-f{i}_|-fail_without_changes"),
+                json!({"result": false, "comment": "Failure!", "__run_num__": i + 1, "changes": {}}),
+            );
+        }
+        let run = walk(&pack(&Value::Object(ret)), false).unwrap();
+        assert_eq!(run.failed.len(), MAX_DECODED_FAILURES);
+        assert_eq!(run.not_examined, 6);
+        let loud = run
+            .failed
+            .iter()
+            .find(|s| s.state_id == "loud")
+            .expect("decoded");
+        let stdout = loud.stdout.as_deref().unwrap();
+        assert!(stdout.len() <= OUTPUT_MAX && stdout.ends_with("the last line says why"));
+        assert_eq!((loud.exit_code, loud.stderr.as_deref()), (Some(2), None));
     }
 }

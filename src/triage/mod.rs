@@ -124,6 +124,8 @@ crate::counts! {
         internal state_failures;
         internal render_failures;
         internal fallout_states;
+        counter failures_not_examined = "saltsight_triage_failures_not_examined",
+            "Failed states past the first 10,000 of one return: counted, not examined";
         counter evicted_jobs = "saltsight_triage_jobs_evicted",
             "Jobs whose failure groups were dropped to respect the job bound";
     }
@@ -209,6 +211,9 @@ impl Triage {
                 .fallout_states
                 .add(run.failed.iter().filter(|s| s.is_fallout()).count() as u64);
             findings.outcomes = run.outcomes;
+            self.stats
+                .failures_not_examined
+                .add(u64::from(run.not_examined));
             let (causes, unexplained) = root_causes(run.failed);
             findings.unexplained_fallout = unexplained;
             for RootCause { state, fallout } in causes {

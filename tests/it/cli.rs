@@ -74,7 +74,10 @@ fn bad_frames_in_a_prefixed_stream_are_counted_and_skipped() {
         dump.extend_from_slice(payload);
     };
     push(&mut dump, &[0x82, 0xc1, 0xc1]); // invalid msgpack
-    push(&mut dump, &vec![0x82; 5000]); // over the 4096-byte cap below
+    // Over the 4096-byte cap below, with Salt's envelope: skipped by its length.
+    let mut big = b"\x82\xa4head\x80\xa4body\xc6\x00\x00\x13\x80".to_vec();
+    big.resize(5000, b'x');
+    push(&mut dump, &big);
     push(&mut dump, b"\x81\xa4body\xc4\x03tag"); // no "\n\n"
     dump.extend_from_slice(&capture);
     let dir = tempfile::tempdir().unwrap();

@@ -26,14 +26,14 @@ use super::context::ContextRules;
 pub use super::context::context_of_return;
 use super::deadlines::{Deadlines, prune};
 pub use super::settings::{TrackerConfig, TrackerStats};
-use super::verdict::{Evidence, MinionState, verdict};
+use super::verdict::{Evidence, MinionState};
 use crate::config::glob;
 use crate::event::args::{first_arg, is_internal, raw_to_json, texts, timeout_kwarg};
 use crate::event::states::count_states;
 use crate::event::{Body, Event, JobPublication, JobReturn, Raw, Text};
 use crate::record::{
-    BusGapRecord, JobCompleted, JobContext, JobPublished, MinionMissing, MinionReturn,
-    MissingReason, Record, RecordBody, RecordFactory,
+    BusGapRecord, JobCompleted, JobContext, JobPublished, MAX_LISTED_MINIONS, MinionMissing,
+    MinionReturn, MissingReason, Record, RecordBody, RecordFactory,
 };
 use crate::time::Stamp;
 
@@ -90,6 +90,10 @@ pub struct JobTracker {
     gap_open: bool,
     /// Jobs completed (or amended) since the last [`JobTracker::drain_closed`].
     closed_now: Vec<JobClosed>,
+    /// Jobs being closed, their verdicts given a batch at a time.
+    closing: VecDeque<closing::Closing>,
+    /// Missing minions remembered by closed jobs, for their late returns.
+    closed_missing: usize,
     pub stats: std::sync::Arc<TrackerStats>,
 }
 
@@ -119,6 +123,8 @@ impl JobTracker {
             last_gap_end: None,
             gap_open: false,
             closed_now: Vec::new(),
+            closing: VecDeque::new(),
+            closed_missing: 0,
             stats: std::sync::Arc::default(),
         }
     }
@@ -229,23 +235,30 @@ impl JobTracker {
         let tgt = texts(p.tgt.as_ref());
         let context = self.contexts.for_publication(p, &tgt, at);
         self.stats.jobs_published.inc();
-        out.push(self.records.make(
-            at,
-            &[jid],
-            RecordBody::JobPublished(JobPublished {
-                jid: jid.to_owned(),
-                fun: fun.to_owned(),
-                arg: raw_to_json(p.arg),
-                tgt: tgt.clone(),
-                tgt_type: p.tgt_type.as_ref().map(|t| t.as_str().to_owned()),
-                user: p.user.as_ref().map(|t| t.as_str().to_owned()),
-                expected: expected.clone(),
-                not_connected: not_connected.clone(),
-                deadline,
-                context: context.clone(),
-                commits: BTreeMap::new(),
-            }),
-        ));
+        out.push(
+            self.records.make(
+                at,
+                &[jid],
+                RecordBody::JobPublished(JobPublished {
+                    jid: jid.to_owned(),
+                    fun: fun.to_owned(),
+                    arg: raw_to_json(p.arg),
+                    tgt: tgt.clone(),
+                    tgt_type: p.tgt_type.as_ref().map(|t| t.as_str().to_owned()),
+                    user: p.user.as_ref().map(|t| t.as_str().to_owned()),
+                    expected: expected.iter().take(MAX_LISTED_MINIONS).cloned().collect(),
+                    expected_count: u32::try_from(expected.len()).unwrap_or(u32::MAX),
+                    not_connected: not_connected
+                        .iter()
+                        .take(MAX_LISTED_MINIONS)
+                        .cloned()
+                        .collect(),
+                    deadline,
+                    context: context.clone(),
+                    commits: BTreeMap::new(),
+                }),
+            ),
+        );
         let pending = MinionState::Pending {
             restarted: false,
             evidence: Evidence::Nothing,
@@ -366,6 +379,7 @@ impl JobTracker {
                 self.stats.duplicate_returns.inc();
                 return;
             };
+            self.closed_missing -= 1;
             record.duration_ms = Some(millis_between(closed.summary.published_at, at));
             record.context = closed.summary.context.clone();
             let summary = &mut closed.summary;
@@ -412,7 +426,13 @@ impl JobTracker {
     /// A return that came but could not be read (`salt/job/<jid>/ret/<minion>`
     /// undecodable, or over the frame cap): the minion answered, so it is not
     /// waited for, and its verdict is `unknown_gap`, never a false `no_response`.
-    pub fn on_unreadable_return(&mut self, jid: &str, minion: &str, at: Stamp, out: &mut Vec<Record>) {
+    pub fn on_unreadable_return(
+        &mut self,
+        jid: &str,
+        minion: &str,
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) {
         self.stats.unreadable_returns.inc();
         if self.find_jobs.contains_key(jid) {
             return;
@@ -519,7 +539,7 @@ impl JobTracker {
         }
         self.stats.open_jobs.set(self.open.len() as u64);
         let (window, cap) = (self.config.late_window, self.config.max_jobs);
-        prune(&mut self.closed_order, &mut self.closed, now, window, cap);
+        self.prune_closed(now, window, cap);
         prune(
             &mut self.find_jobs_order,
             &mut self.find_jobs,
@@ -580,76 +600,9 @@ impl JobTracker {
             }),
         )
     }
-
-    /// Verdicts for the minions still pending, then `job_completed`. An evicted
-    /// job's pending minions are not judged: saltsight stopped watching, which
-    /// says nothing about them (its `job_completed` says `evicted`).
-    fn close(
-        &mut self,
-        jid: Box<str>,
-        mut job: Job,
-        at: Stamp,
-        evicted: bool,
-        out: &mut Vec<Record>,
-    ) {
-        let mut missing = HashMap::new();
-        let mut pending: Vec<(&Box<str>, &MinionState)> = job
-            .minions
-            .iter()
-            .filter(|(_, s)| {
-                !evicted && matches!(s, MinionState::Pending { .. } | MinionState::Unreadable)
-            })
-            .collect();
-        pending.sort_by(|a, b| a.0.cmp(b.0));
-        for (minion, state) in pending {
-            let reason = verdict(*state, job.overlaps_gap, job.deadline);
-            missing.insert(minion.clone(), reason);
-            out.push(self.missing_record(&jid, &job, minion, reason));
-        }
-        self.expected_total -= job.pending;
-        for reason in missing.values() {
-            *job.missing.entry(*reason).or_default() += 1;
-        }
-        let end = if job.pending == 0 {
-            job.last_return.unwrap_or(at)
-        } else {
-            at
-        };
-        let summary = JobCompleted {
-            jid: jid.to_string(),
-            fun: job.fun.to_string(),
-            tgt: std::mem::take(&mut job.tgt),
-            expected: u32::try_from(job.minions.len()).unwrap_or(u32::MAX),
-            returned: job.returned,
-            succeeded: job.succeeded,
-            failed: job.failed,
-            missing: job.missing.clone(),
-            published_at: job.published_at,
-            duration_ms: millis_between(job.published_at, end),
-            first_return_ms: job
-                .first_return
-                .map(|t| millis_between(job.published_at, t)),
-            revision: 0,
-            evicted,
-            context: std::mem::take(&mut job.context),
-        };
-        out.push(
-            self.records
-                .make(at, &[&jid, "0"], RecordBody::JobCompleted(summary.clone())),
-        );
-        self.closed_now.push(JobClosed {
-            jid: jid.to_string(),
-            revision: 0,
-            context: summary.context.clone(),
-            at,
-        });
-        // Kept for the late window even with nothing missing: a repeated `new`
-        // must not open the job again.
-        self.closed_order.push_back((at, jid.clone()));
-        self.closed.insert(jid, ClosedJob { summary, missing });
-    }
 }
 
+mod closing;
 mod runners;
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ impl JobTracker {
                 tgt_type: None,
                 user: None,
                 expected: Vec::new(),
+                expected_count: 0,
                 not_connected: Vec::new(),
                 deadline: at,
                 context: JobContext {

@@ -462,3 +462,42 @@ fn run_kinds_come_from_the_user_an_orchestration_step_and_test_kwarg() {
         ]
     );
 }
+
+/// A job of 10,000 minions that none answer: its verdicts come a batch at a
+/// time, every minion judged once, the job completed last; its missing minions
+/// are remembered within `max_expected`.
+#[test]
+fn a_large_jobs_verdicts_come_in_bounded_batches() {
+    let mut config = short("test.ping", 30);
+    config.max_expected = 15_000;
+    let mut lab = Lab::new(config);
+    let names: Vec<String> = (0..10_000).map(|i| format!("m{i:05}")).collect();
+    let minions: Vec<&str> = names.iter().map(String::as_str).collect();
+    lab.new_job(0, "1", "test.ping", json!([]), &minions);
+    lab.out.clear();
+    lab.tracker.advance(Stamp(31 * S), &mut lab.out);
+    assert_eq!(lab.out.len(), closing::VERDICT_BATCH);
+    assert!(lab.tracker.has_more());
+    let mut batches = 1;
+    while lab.tracker.has_more() {
+        let before = lab.out.len();
+        lab.tracker.more(&mut lab.out);
+        assert!(lab.out.len() - before <= closing::VERDICT_BATCH + 1);
+        batches += 1;
+    }
+    assert_eq!(batches, 3);
+    assert_eq!(lab.missing().len(), 10_000);
+    assert!(matches!(
+        lab.out.last().map(|r| &r.body),
+        Some(RecordBody::JobCompleted(c)) if c.missing.get(&MissingReason::NoResponse) == Some(&10_000)
+    ));
+    assert_eq!(lab.tracker.drain_closed().len(), 1);
+    // A second such job: the first is forgotten to keep 15,000 missing in all.
+    lab.new_job(40, "2", "test.ping", json!([]), &minions);
+    lab.tracker.advance(Stamp(71 * S), &mut lab.out);
+    while lab.tracker.has_more() {
+        lab.tracker.more(&mut lab.out);
+    }
+    assert_eq!(lab.tracker.stats.closed_jobs_forgotten.get(), 1);
+    assert!(lab.tracker.context("1").is_none() && lab.tracker.context("2").is_some());
+}

@@ -300,6 +300,11 @@ impl Redactor {
         Redacted(EventJson { tag, data })
     }
 
+    /// Every text is cut to this many bytes.
+    pub fn max_field_bytes(&self) -> usize {
+        self.0.max_field_bytes
+    }
+
     /// A log line: the text rules, no cap.
     pub fn line<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut fired = Fired::default();

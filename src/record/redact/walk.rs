@@ -116,6 +116,7 @@ impl Scrub for JobPublished {
             tgt_type,
             user,
             expected,
+            expected_count: _,
             not_connected,
             deadline: _,
             context,

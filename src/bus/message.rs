@@ -1,0 +1,151 @@
+//! What the reader hands downstream ([`BusMessage`]: frames, connections, gaps,
+//! lost frames), and the counters it shares with whoever reports on it
+//! ([`ReaderStats`]).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::endpoint::Endpoint;
+
+/// One frame as read, with when it was read.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub bytes: Bytes,
+    /// When it was read; `None` for frames from a raw dump, which has no times.
+    pub received_at: Option<SystemTime>,
+    /// The same moment on the monotonic clock (live frames only): deadlines are
+    /// kept on it, so a step of the wall clock moves no verdict.
+    pub received_mono: Option<Instant>,
+}
+
+/// A stretch in which events may have been missed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BusGap {
+    pub started_at: SystemTime,
+    pub ended_at: SystemTime,
+    pub reason: GapReason,
+    /// Frames read but dropped (queue full) inside the gap.
+    pub dropped_frames: u64,
+}
+
+crate::label_set! {
+    /// Why events may have been missed.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum GapReason {
+        /// The master closed or reset the connection (restart, stop).
+        Disconnected = "disconnected",
+        /// Reading failed.
+        ReadError = "read_error",
+        /// Bare framing could not be followed; the reader reconnected.
+        Desync = "desync",
+        /// The pipeline fell behind and frames were dropped.
+        QueueFull = "queue_full",
+        /// saltsight stopped while disconnected.
+        Shutdown = "shutdown",
+        /// A frame was read but could not be read through (over the cap, or
+        /// undecodable) and nothing in it named what it was.
+        FrameLost = "frame_lost",
+        /// saltsight itself was not running (a restart, an upgrade).
+        Restart = "restart",
+    }
+}
+
+/// What the reader hands downstream.
+#[derive(Debug, Clone)]
+pub enum BusMessage {
+    Frame(Frame),
+    /// Raw bytes as read (capture mode): no splitting.
+    Chunk(Frame),
+    /// A connection was made.
+    Connected {
+        endpoint: Endpoint,
+        at: SystemTime,
+    },
+    /// The connection was just lost: a gap has begun. Its [`BusGap`] follows at
+    /// the reconnect (or at shutdown), so that nothing is judged in between.
+    Disconnected {
+        at: SystemTime,
+        reason: GapReason,
+    },
+    Gap(BusGap),
+    /// A frame that was read but could not be handed on (over the cap).
+    Lost(Lost),
+}
+
+/// A frame read and not handed on: what is known of it.
+#[derive(Debug, Clone)]
+pub struct Lost {
+    /// Its first bytes (its tag, when it is there).
+    pub head: Bytes,
+    pub declared_len: u64,
+    pub received_at: SystemTime,
+}
+
+/// Counters shared with whoever reports on the reader (metrics, `tail` at exit).
+#[derive(Debug, Default)]
+pub struct ReaderStats {
+    pub connected: AtomicBool,
+    pub connects: AtomicU64,
+    pub connect_failures: AtomicU64,
+    pub bytes: AtomicU64,
+    pub frames: AtomicU64,
+    pub dropped_queue_full: AtomicU64,
+    pub skipped_too_large: AtomicU64,
+    pub desyncs: AtomicU64,
+    /// Desyncs that were a frame begun and never finished.
+    pub stalls: AtomicU64,
+    pub gaps: AtomicU64,
+    /// Bytes of frames queued and not yet consumed: the consumer subtracts what it
+    /// takes ([`ReaderStats::consumed`]).
+    pub queued_bytes: AtomicU64,
+    /// Woken after each connection attempt, whatever its outcome, and when a
+    /// connection is lost.
+    pub(super) changed: tokio::sync::Notify,
+}
+
+impl ReaderStats {
+    pub(super) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The consumer took a frame or chunk of `bytes` off the queue.
+    pub fn consumed(&self, bytes: usize) {
+        self.queued_bytes.fetch_sub(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Returns once the reader has tried to connect at least once (connected, or
+    /// failed and retrying): what "started" means for a service manager.
+    pub async fn first_attempt_over(&self) {
+        self.when_changed(|s| {
+            let attempts =
+                s.connects.load(Ordering::Relaxed) + s.connect_failures.load(Ordering::Relaxed);
+            (attempts > 0).then_some(())
+        })
+        .await
+    }
+
+    /// Whether connected, once that may have changed since `was` (a connection
+    /// made or lost, or an attempt that failed).
+    pub async fn connection_change(&self, was: bool) -> bool {
+        self.when_changed(|s| {
+            let now = s.connected.load(Ordering::Relaxed);
+            (now != was).then_some(now)
+        })
+        .await
+    }
+
+    /// Waits for the reader's connection news until `ready` answers.
+    async fn when_changed<T>(&self, ready: impl Fn(&Self) -> Option<T>) -> T {
+        loop {
+            // Made before the check: a wake-up between the two is not lost.
+            let woken = self.changed.notified();
+            if let Some(answer) = ready(self) {
+                return answer;
+            }
+            woken.await;
+        }
+    }
+}
