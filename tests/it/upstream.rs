@@ -40,7 +40,7 @@ fn write_config(dir: &Path, upstream: &str, spool_max: u64, output_extra: &str) 
 
 fn segment_ids(path: &Path) -> Vec<String> {
     let bytes = std::fs::read(path).expect("segment");
-    let segment = segment::decode(&bytes).expect("a segment");
+    let segment = segment::decode(&bytes, saltsight::sink::encode::Encoding::Ndjson);
     String::from_utf8_lossy(&segment.body)
         .lines()
         .map(|l| {

@@ -21,6 +21,9 @@ pub(super) struct Index {
     /// The open batch (its records are not sent yet either).
     pub(super) open_seq: Option<u64>,
     pub(super) last_seq: u64,
+    /// The batch the sender is delivering: the bound never drops it (it would
+    /// be counted dropped and then sent).
+    pub(super) in_flight: Option<u64>,
 }
 
 impl Index {
@@ -33,6 +36,9 @@ impl Index {
     }
 
     pub(super) fn remove(&mut self, seq: u64) -> Option<Sealed> {
+        if self.in_flight == Some(seq) {
+            self.in_flight = None;
+        }
         let sealed = self.sealed.remove(&seq)?;
         self.sealed_bytes -= sealed.bytes;
         Some(sealed)
@@ -43,7 +49,8 @@ impl Index {
     pub(super) fn drop_oldest_above(&mut self, room: u64) -> Vec<Sealed> {
         let mut dropped = Vec::new();
         while self.sealed_bytes > room && self.sealed.len() > 1 {
-            let Some(oldest) = self.sealed.keys().next().copied() else {
+            let in_flight = self.in_flight;
+            let Some(oldest) = self.sealed.keys().copied().find(|s| Some(*s) != in_flight) else {
                 break;
             };
             if let Some(sealed) = self.remove(oldest) {
@@ -60,6 +67,7 @@ impl Spool {
     /// copied to quarantine; the good ones are returned.
     pub fn read(&self, sealed: Sealed) -> Result<Option<Segment>, SpoolError> {
         let path = self.path_of(sealed.seq);
+        self.index().in_flight = Some(sealed.seq);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -68,27 +76,17 @@ impl Spool {
             }
             Err(e) => return Err(io("read", &path)(e)),
         };
-        match segment::decode(&bytes) {
-            Ok(segment) => {
-                if segment.corrupt_records > 0 || segment.torn_tail_bytes > 0 {
-                    warn!(file = %path.display(), corrupt_records = segment.corrupt_records, "Spool file damaged on disk; its good records are sent, a copy is quarantined.");
-                    add(&self.inner.stats.corrupt_files, 1);
-                    add(
-                        &self.inner.stats.corrupt_records,
-                        u64::from(segment.corrupt_records),
-                    );
-                    self.quarantine_copy(&path)?;
-                }
-                Ok(Some(segment))
-            }
-            Err(e) => {
-                warn!(file = %path.display(), error = %e, "Spool file is damaged; quarantined.");
-                add(&self.inner.stats.corrupt_files, 1);
-                self.quarantine(&path)?;
-                self.index().remove(sealed.seq);
-                Ok(None)
-            }
+        let segment = segment::decode(&bytes, self.inner.encoding);
+        if segment.damaged() || segment.torn_tail_bytes > 0 {
+            warn!(file = %path.display(), corrupt_records = segment.corrupt_records, header_damaged = segment.header_damaged, good_records = segment.records, "Spool file damaged on disk; its good records are sent, a copy is quarantined.");
+            add(&self.inner.stats.corrupt_files, 1);
+            add(
+                &self.inner.stats.corrupt_records,
+                u64::from(segment.corrupt_records),
+            );
+            self.quarantine_copy(&path)?;
         }
+        Ok(Some(segment))
     }
 
     /// Upstream took the batch: it leaves the spool.

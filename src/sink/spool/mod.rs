@@ -105,6 +105,8 @@ pub struct Recovered {
     pub records: u64,
     pub corrupt_files: u64,
     pub torn_bytes: u64,
+    /// Things named like a batch that are not files, set aside.
+    pub foreign_entries: u64,
 }
 
 fn create_private_dir(path: &Path) -> Result<(), SpoolError> {

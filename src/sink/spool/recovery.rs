@@ -18,8 +18,21 @@ impl Spool {
     pub(super) fn recover(&self) -> Result<Recovered, SpoolError> {
         let dir = &self.inner.dir;
         let mut found = Vec::new();
+        let mut recovered = Recovered::default();
         for entry in fs::read_dir(dir).map_err(io("list", dir))? {
-            let path = entry.map_err(io("list", dir))?.path();
+            let entry = entry.map_err(io("list", dir))?;
+            let path = entry.path();
+            let named_like_a_batch = seq_of(&path, "seg").or(seq_of(&path, "open")).is_some();
+            // A directory or a link named like a batch is not one: set aside, never
+            // a reason to stop.
+            if named_like_a_batch && !entry.file_type().is_ok_and(|t| t.is_file()) {
+                warn!(entry = %path.display(), "Something not a file is named like a spool batch; moved to quarantine.");
+                if let Err(e) = self.quarantine(&path) {
+                    warn!(error = %e, "Cannot quarantine it; it is left where it is and ignored.");
+                }
+                recovered.foreign_entries += 1;
+                continue;
+            }
             if let Some(seq) = seq_of(&path, "seg") {
                 found.push((seq, path, false));
             } else if let Some(seq) = seq_of(&path, "open") {
@@ -27,25 +40,16 @@ impl Spool {
             }
         }
         found.sort();
-        let mut recovered = Recovered::default();
         for (seq, path, open) in found {
             {
                 let mut index = self.index();
                 index.last_seq = index.last_seq.max(seq);
             }
             let bytes = fs::read(&path).map_err(io("read", &path))?;
-            let segment = match segment::decode(&bytes) {
-                Ok(segment) => segment,
-                Err(e) => {
-                    warn!(file = %path.display(), error = %e, "Spool file is damaged; quarantined.");
-                    self.quarantine(&path)?;
-                    recovered.corrupt_files += 1;
-                    continue;
-                }
-            };
+            let segment = segment::decode(&bytes, self.inner.encoding);
             recovered.torn_bytes += segment.torn_tail_bytes as u64;
-            if segment.corrupt_records > 0 || (segment.torn_tail_bytes > 0 && !open) {
-                warn!(file = %path.display(), corrupt_records = segment.corrupt_records, good_records = segment.records, "Spool file is damaged; its good records are kept, the file is quarantined.");
+            if segment.damaged() || (segment.torn_tail_bytes > 0 && !open) {
+                warn!(file = %path.display(), corrupt_records = segment.corrupt_records, header_damaged = segment.header_damaged, good_records = segment.records, "Spool file is damaged; its good records are kept, a copy is quarantined.");
                 add(
                     &self.inner.stats.corrupt_records,
                     u64::from(segment.corrupt_records),

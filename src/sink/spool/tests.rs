@@ -35,7 +35,7 @@ fn bodies(spool: &Spool) -> Vec<String> {
         .values()
         .map(|s| {
             let bytes = fs::read(spool.path_of(s.seq)).unwrap();
-            String::from_utf8(segment::decode(&bytes).unwrap().body).unwrap()
+            String::from_utf8(segment::decode(&bytes, Encoding::Ndjson).body).unwrap()
         })
         .collect()
 }
@@ -121,7 +121,8 @@ fn records_written_before_a_kill_are_recovered_and_sent_first() {
             batches: 2,
             records: 3,
             corrupt_files: 0,
-            torn_bytes: 0
+            torn_bytes: 0,
+            foreign_entries: 0,
         }
     );
     assert_eq!(bodies(&spool), vec!["1\n2\n", "3\n"]);
@@ -263,4 +264,97 @@ async fn delivered_and_dead_lettered_batches_leave_the_spool() {
     assert_eq!(stats.dead_records.load(Ordering::Relaxed), 1);
     cancel.cancel();
     assert_eq!(spool.next(&cancel).await, None);
+}
+
+#[test]
+fn a_damaged_length_or_header_loses_only_what_is_damaged() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("up");
+    {
+        let (spool, _) = open(root.path(), 1 << 30);
+        let mut writer = SpoolWriter::new(spool.clone(), batch(1000, 1 << 20));
+        for i in 0..100 {
+            writer.append(format!("record {i}\n").as_bytes()).unwrap();
+        }
+        writer.seal().unwrap();
+        let mut writer = SpoolWriter::new(spool, batch(1000, 1 << 20));
+        for i in 100..150 {
+            writer.append(format!("record {i}\n").as_bytes()).unwrap();
+        }
+        writer.seal().unwrap();
+    }
+    let mut segs: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    segs.sort();
+    // The first batch: the length of its 11th record damaged.
+    let mut first = fs::read(&segs[0]).unwrap();
+    let eleventh = segment::HEADER_LEN + segment::framed_len(9) * 10;
+    first[eleventh + 2] ^= 0x40;
+    fs::write(&segs[0], first).unwrap();
+    // The second: its header damaged.
+    let mut second = fs::read(&segs[1]).unwrap();
+    second[..4].copy_from_slice(b"XXXX");
+    fs::write(&segs[1], second).unwrap();
+    let (spool, recovered) = open(root.path(), 1 << 30);
+    assert_eq!(
+        (
+            recovered.batches,
+            recovered.records,
+            recovered.corrupt_files
+        ),
+        (2, 149, 2)
+    );
+    let all = bodies(&spool).concat();
+    assert!(!all.contains("record 10\n") && all.contains("record 11\n"));
+    assert!(all.contains("record 100\n") && all.contains("record 149\n"));
+    assert_eq!(fs::read_dir(dir.join("quarantine")).unwrap().count(), 2);
+}
+
+#[test]
+fn something_named_like_a_batch_that_is_no_file_is_set_aside() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("up");
+    fs::create_dir_all(dir.join("00000000000000000042.seg")).unwrap();
+    fs::create_dir_all(dir.join("00000000000000000043.open")).unwrap();
+    let (_, recovered) = open(root.path(), 1 << 30);
+    assert_eq!((recovered.foreign_entries, recovered.batches), (2, 0));
+    assert!(!dir.join("00000000000000000042.seg").exists());
+    // And the next start is clean.
+    drop(recovered);
+}
+
+#[test]
+fn the_batch_being_sent_is_never_dropped_for_the_bound() {
+    let root = tempfile::tempdir().unwrap();
+    let (spool, _) = open(root.path(), 4096);
+    let mut writer = SpoolWriter::new(spool.clone(), batch(1, 1024));
+    let record = [b'r'; 500];
+    writer.append(&record).unwrap();
+    writer.seal().unwrap();
+    let oldest = *spool.index().sealed.values().next().unwrap();
+    // The sender took it; meanwhile the spool fills far past its bound.
+    assert!(spool.read(oldest).unwrap().is_some());
+    for _ in 0..20 {
+        writer.append(&record).unwrap();
+        writer.seal().unwrap();
+    }
+    assert!(
+        spool.index().sealed.contains_key(&oldest.seq),
+        "dropped while in flight"
+    );
+    spool.delivered(oldest);
+    let stats = spool.stats();
+    let (sent, dropped) = (
+        stats.sent_records.load(Ordering::Relaxed),
+        stats.dropped_records.load(Ordering::Relaxed),
+    );
+    assert_eq!(sent, 1);
+    assert_eq!(
+        sent + dropped + spool.pending() as u64,
+        21,
+        "each record counted once"
+    );
 }
