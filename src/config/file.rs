@@ -109,3 +109,39 @@ pub struct LogSection {
     /// `text` or `json`.
     pub format: Option<String>,
 }
+
+/// Removes from `table` every key no section takes, and names them
+/// (`bus.queue_frame`, `colour`), each with the keys its section takes.
+pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
+    use super::fields::{of, unknown};
+    let mut found = Vec::new();
+    for key in unknown::<FileConfig>(table) {
+        table.remove(&key);
+        found.push((key, of::<FileConfig>().join(", ")));
+    }
+    let sections: [(&str, &[&str]); 8] = [
+        ("bus", of::<BusSection>()),
+        ("jobs", of::<JobsSection>()),
+        ("triage", of::<TriageSection>()),
+        ("correlate", of::<CorrelateSection>()),
+        ("log", of::<LogSection>()),
+        ("spool", of::<super::spool::SpoolSection>()),
+        ("metrics", of::<super::metrics::MetricsSection>()),
+        ("redact", of::<super::redact::RedactSection>()),
+    ];
+    for (name, takes) in sections {
+        let Some(toml::Value::Table(section)) = table.get_mut(name) else {
+            continue;
+        };
+        let unknown: Vec<String> = section
+            .keys()
+            .filter(|key| !takes.contains(&key.as_str()))
+            .cloned()
+            .collect();
+        for key in unknown {
+            section.remove(&key);
+            found.push((format!("{name}.{key}"), takes.join(", ")));
+        }
+    }
+    found
+}

@@ -126,7 +126,22 @@ fn read_file(explicit: Option<&Path>, errors: &mut Vec<String>) -> (FileConfig, 
             return (FileConfig::default(), None);
         }
     };
-    match toml::from_str::<FileConfig>(&text) {
+    let mut table: toml::Table = match toml::from_str(&text) {
+        Ok(table) => table,
+        Err(e) => {
+            errors.push(format!("{}: {}", path.display(), e.to_string().trim_end()));
+            return (FileConfig::default(), Some(path.to_path_buf()));
+        }
+    };
+    // Every unknown key, in every section, is named (serde would stop at the
+    // first); then the rest is read as usual, so its problems are named too.
+    for (key, takes) in super::file::unknown_keys(&mut table) {
+        errors.push(format!(
+            "{}: unknown key `{key}` (known here: {takes})",
+            path.display()
+        ));
+    }
+    match toml::Value::Table(table).try_into::<FileConfig>() {
         Ok(file) => (file, Some(path.to_path_buf())),
         Err(e) => {
             errors.push(format!("{}: {}", path.display(), e.to_string().trim_end()));

@@ -50,12 +50,29 @@ pub fn resolve_spool(section: &SpoolSection, errors: &mut Vec<String>) -> SpoolC
     let dir = section.dir.clone().unwrap_or(defaults.dir);
     if !dir.is_absolute() {
         errors.push(format!("spool.dir {} must be absolute", dir.display()));
+    } else if let Some(problem) = not_a_directory_path(&dir) {
+        errors.push(format!("spool.dir {}: {problem}", dir.display()));
     }
     SpoolConfig {
         dir,
         max_bytes,
         fsync: section.fsync.unwrap_or(defaults.fsync),
     }
+}
+
+/// Why `dir` cannot be (or become) a directory: it is something else, or
+/// what would hold it is. `None` when it is one, or can be made.
+pub fn not_a_directory_path(dir: &std::path::Path) -> Option<String> {
+    let mut at = Some(dir);
+    while let Some(path) = at {
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => return None,
+            Ok(_) if path == dir => return Some("it exists and is not a directory".into()),
+            Ok(_) => return Some(format!("{} is not a directory", path.display())),
+            Err(_) => at = path.parent(),
+        }
+    }
+    None
 }
 
 /// One `[[output]]` as written: its position, its `type` and `name` (the name
@@ -186,5 +203,36 @@ mod tests {
         ] {
             assert!(all.contains(expected), "{expected:?} not in:\n{all}");
         }
+    }
+
+    #[test]
+    fn a_spool_dir_that_is_a_file_is_named_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("spool");
+        std::fs::write(&file, "").unwrap();
+        for path in [file.clone(), file.join("below")] {
+            let mut errors = Vec::new();
+            resolve_spool(
+                &SpoolSection {
+                    dir: Some(path.clone()),
+                    ..SpoolSection::default()
+                },
+                &mut errors,
+            );
+            assert!(
+                errors.len() == 1 && errors[0].contains("not a directory"),
+                "{path:?}: {errors:?}"
+            );
+        }
+        let mut errors = Vec::new();
+        let fine = dir.path().join("new/spool");
+        resolve_spool(
+            &SpoolSection {
+                dir: Some(fine),
+                ..SpoolSection::default()
+            },
+            &mut errors,
+        );
+        assert!(errors.is_empty(), "{errors:?}");
     }
 }

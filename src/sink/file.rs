@@ -53,6 +53,16 @@ impl OutputKind for File {
         };
         if !path.is_absolute() {
             problems.push(format!("path {} must be absolute", path.display()));
+        } else if path.is_dir() {
+            problems.push(format!(
+                "path {} is a directory; name the file records go to",
+                path.display()
+            ));
+        } else if let Some(problem) = path
+            .parent()
+            .and_then(crate::config::spool::not_a_directory_path)
+        {
+            problems.push(format!("path {}: {problem}", path.display()));
         }
         let max_bytes = section.max_bytes.unwrap_or(DEFAULT_FILE_MAX_BYTES);
         if max_bytes < 4096 {

@@ -284,6 +284,32 @@ mod tests {
             assert!(all.contains(expected), "{expected:?} not in:\n{all}");
         }
         assert!(!all.contains("hunter2"), "a credential in an error: {all}");
+        // The redaction every error passes does not garble it.
+        let redactor = crate::record::redact::Redactor::new(&Default::default()).unwrap();
+        let shown = redactor.line(&all);
+        assert!(
+            shown.contains("/nonexistent/token (No such file or directory"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_file_output_that_is_a_directory_is_named_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let errors = resolve(&format!(
+            "[[output]]\ntype = \"file\"\npath = {:?}\n",
+            dir.path().display().to_string()
+        ))
+        .unwrap_err();
+        assert!(errors[0].contains("is a directory"), "{errors:?}");
+        let file = dir.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        let errors = resolve(&format!(
+            "[[output]]\ntype = \"file\"\npath = {:?}\n",
+            file.join("records.jsonl").display().to_string()
+        ))
+        .unwrap_err();
+        assert!(errors[0].contains("is not a directory"), "{errors:?}");
     }
 
     #[test]

@@ -17,14 +17,25 @@ fn saltsight(args: &[&str]) -> std::process::Output {
 fn an_unknown_config_key_exits_64_naming_key_and_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("saltsight.toml");
-    std::fs::write(&path, "[bus]\nqueue_frame = 10\n").unwrap();
+    std::fs::write(
+        &path,
+        "colour = \"blue\"\n[bus]\nqueue_frame = 10\nreconnect = \"1s\"\n[jobs]\nmax_jobs = 0\n[metrics]\nport = 1\n",
+    )
+    .unwrap();
     let out = saltsight(&["--config", path.to_str().unwrap(), "check-config"]);
     assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("queue_frame") && err.contains(path.to_str().unwrap()),
-        "{err}"
-    );
+    // Every problem at once: four unknown keys in three sections, and a value.
+    for expected in [
+        "unknown key `colour`",
+        "unknown key `bus.queue_frame`",
+        "unknown key `bus.reconnect`",
+        "unknown key `metrics.port`",
+        "jobs.max_jobs must be at least 1",
+    ] {
+        assert!(err.contains(expected), "{expected:?} not in {err}");
+    }
+    assert!(err.contains(path.to_str().unwrap()), "{err}");
 }
 
 #[test]

@@ -294,7 +294,9 @@ fn read_secret(path: &Path, key: &str, problems: &mut Vec<String>) -> Option<Sec
             }
         }
         Err(e) => {
-            problems.push(format!("cannot read {key} {}: {e}", path.display()));
+            // Not "<path>: <error>": a path ending in `token` or `password`
+            // followed by a colon reads as a secret to the redactor.
+            problems.push(format!("cannot read {key} {} ({e})", path.display()));
             None
         }
     }
