@@ -11,12 +11,12 @@
 -- 1 % of them are 32 % of the failures), 300 commits in
 -- order over the month, 40 external targets.
 INSERT INTO saltsight.records
-    (id, kind, schema_version, master, at, jid, minion, fun, run_kind, reason, sls, state_id,
+    (id, kind, schema_version, master, at_micros, at, jid, minion, fun, run_kind, reason, sls, state_id,
      state_function, category, fingerprint, count, revision, commit, commit_subject,
      suspect_last_ok, suspect_first_failed, target, metadata, record)
 SELECT
     lower(hex(MD5(toString(n)))) AS id,
-    kind, 2, master, at, jid, minion, fun, 'scheduled', reason, sls, state_id,
+    kind, 2, master, toUnixTimestamp64Micro(at), at, jid, minion, fun, 'scheduled', reason, sls, state_id,
     state_function, category, fingerprint, count, revision, commit, commit_subject,
     suspect_last_ok, suspect_first_failed, target, metadata,
     concat('{"kind":"', kind, '","schema_version":2,"id":"', id, '","master":"', master,

@@ -10,6 +10,8 @@
 -- cityHash64(master): duplicates, and every revision of a job or failure group,
 -- land on the shard that collapses them. An insert for a shard that is down
 -- waits on the receiving server's disk and is sent when the shard is back.
+-- A MATERIALIZED column is an ALIAS in the Distributed table: each shard
+-- computes and stores it.
 
 CREATE DATABASE IF NOT EXISTS saltsight;
 
@@ -19,7 +21,10 @@ CREATE TABLE IF NOT EXISTS saltsight.records_local
     kind LowCardinality(String),                   
     schema_version UInt32 CODEC(T64, ZSTD(1)),
     master LowCardinality(String),                 
-    at_micros Int64 EPHEMERAL,                     
+    
+    
+    
+    at_micros Int64 CODEC(Delta, ZSTD(1)),
     at DateTime64(6, 'UTC') DEFAULT fromUnixTimestamp64Micro(at_micros, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
     jid String CODEC(ZSTD(1)),
     minion LowCardinality(String),
@@ -51,7 +56,35 @@ ORDER BY (kind, master, at, id)
 TTL toDateTime(at) + INTERVAL 90 DAY
 SETTINGS ttl_only_drop_parts = 1;
 
-CREATE TABLE IF NOT EXISTS saltsight.records AS saltsight.records_local
+CREATE TABLE IF NOT EXISTS saltsight.records
+(
+    id String,
+    kind LowCardinality(String),
+    schema_version UInt32,
+    master LowCardinality(String),
+    at_micros Int64,
+    at DateTime64(6, 'UTC') DEFAULT fromUnixTimestamp64Micro(at_micros, 'UTC'),
+    jid String,
+    minion LowCardinality(String),
+    fun LowCardinality(String),
+    run_kind LowCardinality(String),
+    reason LowCardinality(String),
+    sls LowCardinality(String),
+    state_id LowCardinality(String),
+    state_function LowCardinality(String),
+    category LowCardinality(String),
+    fingerprint LowCardinality(String),
+    count UInt32,
+    revision UInt32,
+    commit LowCardinality(String),
+    commit_subject LowCardinality(String),
+    suspect_last_ok LowCardinality(String),
+    suspect_first_failed LowCardinality(String),
+    target LowCardinality(String),
+    metadata String,
+    release LowCardinality(String) ALIAS JSONExtractString(metadata, 'release'),
+    record String
+)
 ENGINE = Distributed(saltsight, saltsight, records_local, cityHash64(master));
 
 CREATE TABLE IF NOT EXISTS saltsight.failures_hourly_local
@@ -77,7 +110,24 @@ PARTITION BY toYYYYMM(hour)
 ORDER BY (hour, master, category, sls, state_id, state_function, commit, commit_subject, target, kind)
 TTL hour + INTERVAL 90 DAY;
 
-CREATE TABLE IF NOT EXISTS saltsight.failures_hourly AS saltsight.failures_hourly_local
+CREATE TABLE IF NOT EXISTS saltsight.failures_hourly
+(
+    hour DateTime('UTC'),
+    master LowCardinality(String),
+    kind LowCardinality(String),
+    category LowCardinality(String),
+    sls LowCardinality(String),
+    state_id LowCardinality(String),
+    state_function LowCardinality(String),
+    commit LowCardinality(String),
+    commit_subject LowCardinality(String),
+    target LowCardinality(String),
+    failures AggregateFunction(uniqExact, String),
+    minions AggregateFunction(uniqExact, String),
+    jobs AggregateFunction(uniqExact, String),
+    first_seen SimpleAggregateFunction(min, DateTime64(6, 'UTC')),
+    last_seen SimpleAggregateFunction(max, DateTime64(6, 'UTC'))
+)
 ENGINE = Distributed(saltsight, saltsight, failures_hourly_local);
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.failures_hourly_mv_local TO saltsight.failures_hourly_local AS
@@ -109,7 +159,17 @@ PARTITION BY toYYYYMM(day)
 ORDER BY (day, master, reason, minion)
 TTL day + INTERVAL 90 DAY;
 
-CREATE TABLE IF NOT EXISTS saltsight.missing_daily AS saltsight.missing_daily_local
+CREATE TABLE IF NOT EXISTS saltsight.missing_daily
+(
+    day Date,
+    master LowCardinality(String),
+    minion LowCardinality(String),
+    reason LowCardinality(String),
+    missing AggregateFunction(uniqExact, String),
+    jobs AggregateFunction(uniqExact, String),
+    functions AggregateFunction(groupUniqArray, String),
+    last_missing SimpleAggregateFunction(max, DateTime64(6, 'UTC'))
+)
 ENGINE = Distributed(saltsight, saltsight, missing_daily_local);
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.missing_daily_mv_local TO saltsight.missing_daily_local AS
@@ -149,7 +209,26 @@ ENGINE = ReplacingMergeTree(revision)
 ORDER BY (master, jid, fingerprint)
 TTL toDateTime(at) + INTERVAL 90 DAY;
 
-CREATE TABLE IF NOT EXISTS saltsight.failure_groups AS saltsight.failure_groups_local
+CREATE TABLE IF NOT EXISTS saltsight.failure_groups
+(
+    master LowCardinality(String),
+    jid String,
+    fingerprint LowCardinality(String),
+    at DateTime64(6, 'UTC'),
+    sls LowCardinality(String),
+    state_id LowCardinality(String),
+    state_function LowCardinality(String),
+    category LowCardinality(String),
+    target LowCardinality(String),
+    commit LowCardinality(String),
+    commit_subject LowCardinality(String),
+    suspect_last_ok LowCardinality(String),
+    suspect_first_failed LowCardinality(String),
+    run_kind LowCardinality(String),
+    release LowCardinality(String),
+    count UInt32,
+    revision UInt32
+)
 ENGINE = Distributed(saltsight, saltsight, failure_groups_local);
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.failure_groups_mv_local TO saltsight.failure_groups_local AS
@@ -182,7 +261,23 @@ ENGINE = ReplacingMergeTree(revision)
 ORDER BY (master, jid)
 TTL toDateTime(at) + INTERVAL 90 DAY;
 
-CREATE TABLE IF NOT EXISTS saltsight.jobs AS saltsight.jobs_local
+CREATE TABLE IF NOT EXISTS saltsight.jobs
+(
+    master LowCardinality(String),
+    jid String,
+    at DateTime64(6, 'UTC'),
+    published_at DateTime64(6, 'UTC'),
+    fun LowCardinality(String),
+    run_kind LowCardinality(String),
+    release LowCardinality(String),
+    expected UInt32,
+    returned UInt32,
+    succeeded UInt32,
+    failed UInt32,
+    missing UInt32,
+    duration_ms UInt64,
+    revision UInt32
+)
 ENGINE = Distributed(saltsight, saltsight, jobs_local);
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.jobs_mv_local TO saltsight.jobs_local AS
@@ -213,7 +308,15 @@ ENGINE = AggregatingMergeTree
 ORDER BY (repo, commit, master)
 TTL toDateTime(first_seen) + INTERVAL 90 DAY;
 
-CREATE TABLE IF NOT EXISTS saltsight.rollouts AS saltsight.rollouts_local
+CREATE TABLE IF NOT EXISTS saltsight.rollouts
+(
+    repo LowCardinality(String),
+    commit String,
+    master LowCardinality(String),
+    subject SimpleAggregateFunction(any, String),
+    committed_at SimpleAggregateFunction(max, DateTime64(6, 'UTC')),
+    first_seen SimpleAggregateFunction(min, DateTime64(6, 'UTC'))
+)
 ENGINE = Distributed(saltsight, saltsight, rollouts_local);
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.rollouts_mv_local TO saltsight.rollouts_local AS

@@ -15,13 +15,13 @@
 
 INSERT INTO saltsight.records
 (
-    id, kind, schema_version, master, at, jid, minion, fun, run_kind, reason,
+    id, kind, schema_version, master, at_micros, at, jid, minion, fun, run_kind, reason,
     sls, state_id, state_function, category, fingerprint, count, revision,
     commit, commit_subject, suspect_last_ok, suspect_first_failed, target,
     metadata, record
 )
 SELECT
-    id, kind, schema_version, master,
+    id, kind, schema_version, master, at_micros,
     fromUnixTimestamp64Micro(at_micros, 'UTC'),
     jid, minion, fun, run_kind, reason,
     sls, state_id, state_function, category, fingerprint, count, revision,

@@ -10,6 +10,8 @@
 -- cityHash64(master): duplicates, and every revision of a job or failure group,
 -- land on the shard that collapses them. An insert for a shard that is down
 -- waits on the receiving server's disk and is sent when the shard is back.
+-- A MATERIALIZED column is an ALIAS in the Distributed table: each shard
+-- computes and stores it.
 
 CREATE DATABASE IF NOT EXISTS saltsight;
 
@@ -45,5 +47,32 @@ ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(at)
 ORDER BY (kind, master, id);
 
-CREATE TABLE IF NOT EXISTS saltsight.records AS saltsight.records_local
+CREATE TABLE IF NOT EXISTS saltsight.records
+(
+    id String,
+    kind String,
+    schema_version UInt32,
+    master String,
+    at_micros Int64,
+    at DateTime ALIAS toDateTime(intDiv(at_micros, 1000000)),
+    jid String,
+    minion String,
+    fun String,
+    run_kind String,
+    reason String,
+    sls String,
+    state_id String,
+    state_function String,
+    category String,
+    fingerprint String,
+    count UInt32,
+    revision UInt32,
+    commit String,
+    metadata String,
+    record String,
+    commit_subject String,
+    suspect_last_ok String,
+    suspect_first_failed String,
+    target String
+)
 ENGINE = Distributed(saltsight, saltsight, records_local, cityHash64(master));

@@ -53,7 +53,10 @@ pub fn split(text: &str) -> Vec<String> {
     while i < b.len() {
         match b[i] {
             b'-' if b[i..].starts_with(b"--") => {
-                i += b[i..].iter().position(|&c| c == b'\n').unwrap_or(b.len() - i);
+                i += b[i..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .unwrap_or(b.len() - i);
             }
             b'/' if b[i..].starts_with(b"/*") => {
                 i += 2 + find(&b[i + 2..], b"*/").map_or(b.len() - i - 2, |at| at + 2);
@@ -86,7 +89,12 @@ pub fn split(text: &str) -> Vec<String> {
     }
     out.push(cur);
     out.into_iter()
-        .map(|s| String::from_utf8(s).expect("split at ASCII bytes").trim().to_owned())
+        .map(|s| {
+            String::from_utf8(s)
+                .expect("split at ASCII bytes")
+                .trim()
+                .to_owned()
+        })
         .filter(|s| !s.is_empty())
         .collect()
 }
@@ -277,6 +285,11 @@ impl ClickHouse {
             .collect()
     }
 
+    /// The server's data directory (`<path>` of its config).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
     pub fn url(&self) -> String {
         format!("http://{}/", self.http)
     }
@@ -331,12 +344,6 @@ pub struct Chdb {
     _dir: tempfile::TempDir,
 }
 
-/// What a query answered, with what it read.
-pub struct Answer {
-    pub out: String,
-    pub rows_read: u64,
-}
-
 impl Chdb {
     pub fn start() -> Chdb {
         let python = chdb_venv().join("bin/python");
@@ -368,8 +375,8 @@ impl Chdb {
         }
     }
 
-    /// Runs one statement; `Err` holds ClickHouse's message.
-    pub fn try_query(&mut self, sql: &str, format: &str) -> Result<Answer, String> {
+    /// Runs one statement; its output in `format`, or ClickHouse's message.
+    pub fn try_query(&mut self, sql: &str, format: &str) -> Result<String, String> {
         use std::io::{BufRead, Write};
         let request = serde_json::json!({"sql": sql, "format": format});
         writeln!(self.stdin, "{request}").expect("write to chdb-sql");
@@ -380,10 +387,7 @@ impl Chdb {
             .unwrap_or_else(|e| panic!("chdb-sql answered {line:?}: {e}"));
         match answer["error"].as_str() {
             Some(error) => Err(error.to_owned()),
-            None => Ok(Answer {
-                out: answer["out"].as_str().expect("out").to_owned(),
-                rows_read: answer["rows_read"].as_u64().unwrap_or(0),
-            }),
+            None => Ok(answer["out"].as_str().expect("out").to_owned()),
         }
     }
 
@@ -391,7 +395,6 @@ impl Chdb {
     pub fn query(&mut self, sql: &str) -> String {
         self.try_query(sql, "TSV")
             .unwrap_or_else(|e| panic!("chdb failed {sql}:\n{e}"))
-            .out
     }
 
     /// Rows of `sql` as JSON objects (64-bit integers as numbers).
@@ -399,7 +402,6 @@ impl Chdb {
         let sql = format!("{sql} SETTINGS output_format_json_quote_64bit_integers = 0");
         self.try_query(&sql, "JSONEachRow")
             .unwrap_or_else(|e| panic!("chdb failed {sql}:\n{e}"))
-            .out
             .lines()
             .map(|l| serde_json::from_str(l).expect("a JSON row"))
             .collect()
