@@ -8,7 +8,9 @@ venv's Python:
 
     ~/.cache/saltsight/chdb-26.9.0/bin/python benches/clickhouse/bench.py --rows 100000000 --db /var/tmp/ssbench
 
-docs/clickhouse.md has the figures. --rows 1000000 takes seconds."""
+docs/clickhouse.md has the figures. --rows 1000000 takes seconds. --legacy
+loads legacy/schema.sql (the table earlier releases shipped) instead and times
+legacy/queries.sql, for comparison."""
 
 import argparse
 import json
@@ -61,12 +63,17 @@ def main():
     ap.add_argument("--chunk", type=int, default=5_000_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--skip-load", action="store_true")
+    ap.add_argument("--legacy", action="store_true")
     args = ap.parse_args()
     s = session.Session(args.db)
     if not args.skip_load:
-        for st in statements(open(os.path.join(root, "packaging/clickhouse/schema.sql")).read()):
+        schema = "legacy/schema.sql" if args.legacy else "schema.sql"
+        for st in statements(open(os.path.join(root, "packaging/clickhouse", schema)).read()):
             s.query(st)
         template = open(os.path.join(here, "generate.sql")).read()
+        if args.legacy:  # `at` is computed from at_micros there
+            template = template.replace("at_micros, at, jid", "at_micros, jid").replace(
+                "toUnixTimestamp64Micro(at), at, jid", "toUnixTimestamp64Micro(at), jid")
         end = int(time.time() * 1e6)
         started = time.monotonic()
         for first in range(0, args.rows, args.chunk):
@@ -76,15 +83,18 @@ def main():
                 sql = sql.replace("{" + k + "}", str(v))
             s.query(sql)
             print(f"loaded {first + count:,} rows, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
-        s.query("OPTIMIZE TABLE saltsight.failure_groups FINAL")
-        s.query("OPTIMIZE TABLE saltsight.jobs FINAL")
+        if not args.legacy:
+            s.query("OPTIMIZE TABLE saltsight.failure_groups FINAL")
+            s.query("OPTIMIZE TABLE saltsight.jobs FINAL")
     print(f"ClickHouse {s.query('SELECT version()', 'TSV').bytes().decode().strip()} (chdb), "
           f"{os.cpu_count()} cores")
     total = int(s.query("SELECT count() FROM saltsight.records", "TSV").bytes())
     print(f"records: {total:,}")
+    queries = "legacy/queries.sql" if args.legacy else "queries.sql"
     work = [(f"query {i + 1}", q) for i, q in enumerate(
-        statements(open(os.path.join(root, "packaging/clickhouse/queries.sql")).read()))]
-    work += panels(os.path.join(root, "packaging/grafana/saltsight-clickhouse.json"))
+        statements(open(os.path.join(root, "packaging/clickhouse", queries)).read()))]
+    if not args.legacy:
+        work += panels(os.path.join(root, "packaging/grafana/saltsight-clickhouse.json"))
     print("| query | best of %d | result rows |" % args.runs)
     print("|---|---|---|")
     worst = 0.0

@@ -8,8 +8,8 @@
 -- 100 failure_group, 150 job_published, 150 job_completed, 0.5 bus_gap and
 -- 0.5 config_change. 20 masters, 50,000 minions (2,500 a master), a job per
 -- master and hour, 2,000 failure fingerprints over 100 SLS (skewed: the commonest
--- 1 % of them are 32 % of the failures), 300 commits in
--- order over the month, 40 external targets.
+-- 1 % of them are 32 % of the failures), each SLS's last commit changing
+-- weekly, 300 HEADs of the state tree over the month, 40 external targets.
 INSERT INTO saltsight.records
     (id, kind, schema_version, master, at_micros, at, jid, minion, fun, run_kind, reason, sls, state_id,
      state_function, category, fingerprint, count, revision, commit, commit_subject,
@@ -60,10 +60,14 @@ FROM
                 kind = 'late_return', 'succeeded', kind = 'bus_gap', 'disconnected', kind = 'config_change', 'states', '') AS reason,
         toUInt32(multiIf(kind = 'failure_group', h % 200 + 1, kind = 'job_completed', h % 60, kind = 'state_failure', h % 3, 0)) AS count,
         toUInt32(if(kind IN ('failure_group', 'job_completed'), intDiv(h, 7) % 5 = 0, 0)) AS revision,
-        intDiv(number * 300, {total}) AS commit_no,
-        if(failing OR kind = 'config_change', lower(hex(MD5(concat('commit', toString(commit_no))))), '') AS commit,
-        if(commit != '', concat('states: change ', toString(commit_no)), '') AS commit_subject,
-        if(failing AND h % 3 = 0, lower(hex(MD5(concat('commit', toString(commit_no - 1))))), '') AS suspect_last_ok,
+        -- The commit that last touched the SLS: each SLS changes about weekly,
+        -- at its own time; config_change records follow the fleet's HEAD.
+        intDiv(number * {days}, {total}) AS day_no,
+        if(kind = 'config_change', concat('head', toString(intDiv(number * 300, {total}))),
+           concat('sls', toString(fp_no % 100), '-', toString(intDiv(day_no + fp_no % 100 % 7, 7)))) AS commit_key,
+        if(failing OR kind = 'config_change', lower(hex(MD5(commit_key))), '') AS commit,
+        if(commit != '', concat('states: change ', commit_key), '') AS commit_subject,
+        if(failing AND h % 3 = 0, lower(hex(MD5(concat(commit_key, '^')))), '') AS suspect_last_ok,
         if(suspect_last_ok != '', commit, '') AS suspect_first_failed,
         if(category IN ('dependency.package', 'network.dns', 'network.connect'), concat('mirror', toString(fp_no % 40), '.example.net'), '') AS target,
         if(h % 4 = 0, concat('{"release":"r', toString(intDiv(number * 120, {total})), '"}'), '') AS metadata,
