@@ -110,13 +110,23 @@ pub fn packaging(name: &str) -> PathBuf {
 }
 
 impl ClickHouse {
-    /// Starts a server and applies `packaging/clickhouse/legacy/schema.sql`.
+    /// Starts a server and applies `packaging/clickhouse/legacy/schema.sql` with
+    /// `scripts/clickhouse-apply`.
     pub fn start() -> ClickHouse {
         let ports = free_ports(2);
         let server = ClickHouse::spawn(ports[0], ports[1], "");
-        for statement in statements(&packaging("legacy/schema.sql")) {
-            server.query(&statement);
-        }
+        // As an operator would: scripts/clickhouse-apply over the HTTP interface.
+        let out = Command::new("python3")
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/clickhouse-apply"))
+            .arg(server.url())
+            .arg(packaging("legacy/schema.sql"))
+            .output()
+            .expect("python3 runs");
+        assert!(
+            out.status.success(),
+            "scripts/clickhouse-apply: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         server
     }
 
