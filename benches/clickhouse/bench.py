@@ -95,6 +95,17 @@ def main():
         statements(open(os.path.join(root, "packaging/clickhouse", queries)).read()))]
     if not args.legacy:
         work += panels(os.path.join(root, "packaging/grafana/saltsight-clickhouse.json"))
+    # Lookups of one job, one minion, one failure over the whole month (the
+    # skipping indexes; the legacy table has none).
+    jid, minion, fingerprint = s.query(
+        "SELECT jid, minion, fingerprint FROM saltsight.records "
+        "WHERE kind = 'state_failure' ORDER BY id LIMIT 1", "TSV").bytes().decode().split()
+    work += [
+        ("lookup: one job's records", f"SELECT kind, count() FROM saltsight.records WHERE jid = '{jid}' GROUP BY kind"),
+        ("lookup: one minion's failures", "SELECT count() FROM saltsight.records "
+         f"WHERE minion = '{minion}' AND kind = 'state_failure'"),
+        ("lookup: one fingerprint's records", f"SELECT count() FROM saltsight.records WHERE fingerprint = '{fingerprint}'"),
+    ]
     print("| query | best of %d | result rows |" % args.runs)
     print("|---|---|---|")
     worst = 0.0

@@ -448,9 +448,9 @@ fn the_benchmark_runs_every_query_and_panel_on_generated_records() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("records: 300,000"), "{text}");
-    // Every query and panel answered with rows.
+    // Every query, panel and lookup answered with rows.
     let timed: Vec<&str> = text.lines().filter(|l| l.contains(" ms |")).collect();
-    assert_eq!(timed.len(), 5 + 7, "{text}");
+    assert_eq!(timed.len(), 5 + 7 + 3, "{text}");
     for line in timed {
         assert!(!line.ends_with("| 0 |"), "no rows: {line}");
     }
