@@ -455,3 +455,48 @@ fn the_benchmark_runs_every_query_and_panel_on_generated_records() {
         assert!(!line.ends_with("| 0 |"), "no rows: {line}");
     }
 }
+
+#[test]
+fn an_earlier_legacy_table_upgrades_to_the_legacy_schema() {
+    // The table earlier releases made: legacy/schema.sql without the columns
+    // added since.
+    let added = [
+        "commit_subject String",
+        "suspect_last_ok String",
+        "suspect_first_failed String",
+        "target String",
+    ];
+    let schema = std::fs::read_to_string(packaging("legacy/schema.sql")).expect("schema");
+    let old: String = schema
+        .lines()
+        .filter(|l| !added.iter().any(|c| l.trim_start().starts_with(c)))
+        .map(|l| {
+            // The column before the added ones loses its trailing comma.
+            if l.trim_start().starts_with("record String,") {
+                l.replacen("record String,", "record String ", 1)
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let describe = "SELECT name, type, default_kind, default_expression FROM system.columns \
+                    WHERE database = 'saltsight' AND table = 'records' ORDER BY name";
+    let mut upgraded = Chdb::start();
+    for statement in split(&old) {
+        upgraded.query(&statement);
+    }
+    let before = upgraded.query(describe);
+    assert!(!before.contains("commit_subject"), "{before}");
+    upgraded.apply(&packaging("legacy/upgrade.sql"));
+    let mut fresh = Chdb::start();
+    fresh.apply(&packaging("legacy/schema.sql"));
+    assert_eq!(upgraded.query(describe), fresh.query(describe));
+    // And the rows of today's saltsight fill the new columns there.
+    let rows = fleet_rows();
+    upgraded.insert("saltsight.records", &body(&rows));
+    let targets = upgraded.query(
+        "SELECT count() FROM saltsight.records WHERE target != '' AND kind = 'failure_group'",
+    );
+    assert_ne!(targets.trim(), "0");
+}
