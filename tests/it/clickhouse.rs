@@ -354,6 +354,25 @@ fn the_old_table_migrates_into_the_new_schema() {
     assert_eq!(ch.query(columns), want.query(columns));
 }
 
+#[test]
+fn the_cluster_layout_answers_as_one_server_does() {
+    // cluster.sql on current ClickHouse, a cluster of one local shard: the
+    // Distributed tables, the _local tables and their views, the same queries.
+    let rows = fleet_rows();
+    let mut want = current(&rows);
+    let mut ch = Chdb::start_cluster();
+    ch.apply(&packaging("cluster.sql"));
+    ch.insert("saltsight.records", &body(&rows));
+    let stored = ch.query("SELECT count() FROM saltsight.records_local FINAL");
+    assert_eq!(stored.trim(), rows.len().to_string());
+    let fields: Vec<&str> = COMPARED.to_vec();
+    let got = answers(&mut ch, "queries.sql", &fields);
+    assert_eq!(got, answers(&mut want, "queries.sql", &fields));
+    assert!(!got[2].is_empty(), "{got:?}");
+    ch.insert("saltsight.records", &body(&rows));
+    assert_eq!(answers(&mut ch, "queries.sql", &fields), got);
+}
+
 /// Grafana's ClickHouse data source's macros, expanded as it does for the last
 /// day; `$master` as "All".
 fn expand(sql: &str) -> String {

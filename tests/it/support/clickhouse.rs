@@ -356,6 +356,17 @@ pub struct Chdb {
 
 impl Chdb {
     pub fn start() -> Chdb {
+        Chdb::spawn(false)
+    }
+
+    /// As [`Chdb::start`], configured with the cluster `saltsight` of one shard:
+    /// itself (a replica on the `tcp_port` it is configured with is local, so
+    /// its `Distributed` tables run in process; nothing listens).
+    pub fn start_cluster() -> Chdb {
+        Chdb::spawn(true)
+    }
+
+    fn spawn(cluster: bool) -> Chdb {
         let python = chdb_venv().join("bin/python");
         assert!(
             python.exists(),
@@ -366,9 +377,23 @@ impl Chdb {
             .prefix("saltsight-chdb-")
             .tempdir()
             .expect("tempdir");
+        let mut db = dir.path().join("db").display().to_string();
+        if cluster {
+            let port = free_port();
+            let config = dir.path().join("config.xml");
+            std::fs::write(
+                &config,
+                format!(
+                    "<clickhouse><tcp_port>{port}</tcp_port><remote_servers><saltsight><shard><replica>\
+                     <host>127.0.0.1</host><port>{port}</port></replica></shard></saltsight></remote_servers></clickhouse>\n"
+                ),
+            )
+            .expect("config.xml");
+            db = format!("{db}?config-file={}", config.display());
+        }
         let mut child = Command::new(python)
             .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/chdb-sql"))
-            .arg(dir.path().join("db"))
+            .arg(db)
             .arg("--serve")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
