@@ -1,23 +1,34 @@
--- Fleet queries over saltsight.records (packaging/clickhouse/schema.sql).
--- Each query is one statement ending in ';'. FINAL collapses the duplicates that
--- at-least-once delivery may leave before a merge.
+-- Fleet queries over the views of packaging/clickhouse/schema.sql (current
+-- ClickHouse; for 18.16, legacy/queries.sql). The same text runs on one server
+-- and on a cluster (cluster.sql names its Distributed tables as these).
+--
+-- Each query is one statement ending in ';' at the end of a line. No ';' inside
+-- a comment or a string (docs/clickhouse.md).
+--
+-- The views hold hours and days: "the last hour" reads the hour buckets the
+-- window touches (up to two), "a day" the day buckets (up to two), and the
+-- HAVING clauses drop what was last seen before the window. Counts are of
+-- distinct records (duplicates from at-least-once delivery count once).
 
--- Top failing states by commit over the last hour: which commit broke what,
+-- Top failing states by commit over the last hour, render failures included
+-- (their state_id and state_function are empty): which commit broke what,
 -- where, and how widely.
 SELECT
     commit,
+    any(commit_subject) AS commit_subject,
     sls,
     state_id,
     state_function,
     category,
     uniqExact(master) AS masters,
-    uniqExact(minion) AS minions,
-    count() AS failures,
-    min(at) AS first_seen,
-    max(at) AS last_seen
-FROM saltsight.records FINAL
-WHERE kind = 'state_failure' AND at > now() - INTERVAL 1 HOUR
+    uniqExactMerge(minions) AS minions,
+    uniqExactMerge(failures) AS failures,
+    min(first_seen) AS first_seen,
+    max(last_seen) AS last_seen
+FROM saltsight.failures_hourly
+WHERE hour >= toStartOfHour(now() - INTERVAL 1 HOUR)
 GROUP BY commit, sls, state_id, state_function, category
+HAVING last_seen > now() - INTERVAL 1 HOUR
 ORDER BY minions DESC, failures DESC
 LIMIT 50;
 
@@ -25,58 +36,73 @@ LIMIT 50;
 SELECT
     minion,
     reason,
-    count() AS missing,
-    uniqExact(jid) AS jobs,
-    groupUniqArray(fun) AS functions,
-    max(at) AS last_missing
-FROM saltsight.records FINAL
-WHERE kind = 'minion_missing' AND at > now() - INTERVAL 1 DAY
+    uniqExactMerge(missing) AS missing,
+    uniqExactMerge(jobs) AS jobs,
+    groupUniqArrayMerge(functions) AS functions,
+    max(last_missing) AS last_missing
+FROM saltsight.missing_daily
+WHERE day >= toDate(now() - INTERVAL 1 DAY)
 GROUP BY minion, reason
+HAVING last_missing > now() - INTERVAL 1 DAY
 ORDER BY missing DESC
 LIMIT 100;
 
 -- Failure groups across masters over a day: the same failure (fingerprint) on
 -- several masters points at a shared cause (a commit, a mirror, DNS). A group
--- amended by late returns counts once, at its latest revision.
+-- amended by late returns counts once, at its latest revision (FINAL).
 SELECT
     fingerprint,
     any(sls) AS sls,
     any(state_id) AS state_id,
     any(category) AS category,
+    any(target) AS target,
     uniqExact(master) AS masters,
     groupUniqArray(master) AS on_masters,
-    sum(minions) AS minions,
+    sum(count) AS minions,
     count() AS jobs,
-    min(first_at) AS first_seen,
-    max(first_at) AS last_seen
-FROM
-(
-    SELECT
-        master,
-        jid,
-        fingerprint,
-        any(sls) AS sls,
-        any(state_id) AS state_id,
-        any(category) AS category,
-        argMax(count, revision) AS minions,
-        min(at) AS first_at
-    FROM saltsight.records FINAL
-    WHERE kind = 'failure_group' AND at > now() - INTERVAL 1 DAY
-    GROUP BY master, jid, fingerprint
-)
+    min(at) AS first_seen,
+    max(at) AS last_seen
+FROM saltsight.failure_groups FINAL
+WHERE at > now() - INTERVAL 1 DAY
 GROUP BY fingerprint
 ORDER BY masters DESC, minions DESC
 LIMIT 50;
 
 -- Jobs by release (--metadata '{"release": ...}') over a day: failed minions and
--- missing returns per release.
+-- missing returns per release, from each job's latest verdict.
 SELECT
-    visitParamExtractString(metadata, 'release') AS release,
-    uniqExact(jid) AS jobs,
-    countIf(kind = 'minion_return' AND reason = 'failed') AS failed_returns,
-    countIf(kind = 'minion_missing') AS missing_returns
-FROM saltsight.records FINAL
-WHERE at > now() - INTERVAL 1 DAY AND metadata != ''
+    release,
+    count() AS jobs,
+    sum(expected) AS expected,
+    sum(failed) AS failed_returns,
+    sum(missing) AS missing_returns
+FROM saltsight.jobs FINAL
+WHERE at > now() - INTERVAL 1 DAY AND release != ''
 GROUP BY release
 ORDER BY failed_returns DESC
+LIMIT 50;
+
+-- Rollout of each commit of a watched checkout over a week: when it was made,
+-- when the first and the last master ran under it.
+SELECT
+    repo,
+    commit,
+    any(subject) AS subject,
+    max(committed_at) AS committed_at,
+    uniqExact(master) AS masters,
+    min(first_seen) AS first_master_at,
+    max(first_seen) AS last_master_at,
+    if(committed_at < toDateTime64('1971-01-01', 6, 'UTC'), NULL,
+       dateDiff('second', committed_at, first_master_at)) AS delay_to_first_s,
+    dateDiff('second', first_master_at, last_master_at) AS spread_s
+FROM
+(
+    SELECT repo, commit, master, any(subject) AS subject,
+           max(committed_at) AS committed_at, min(first_seen) AS first_seen
+    FROM saltsight.rollouts
+    GROUP BY repo, commit, master
+)
+GROUP BY repo, commit
+HAVING last_master_at > now() - INTERVAL 7 DAY
+ORDER BY last_master_at DESC
 LIMIT 50;

@@ -1,39 +1,242 @@
 -- saltsight records in ClickHouse (the `clickhouse` encoding of an [[output]] of
--- type "http"). Works on ClickHouse 18.16 (Debian 12's package) and later.
+-- type "http"), one server. For current ClickHouse: tested on 26.9; it needs
+-- DateTime64, LowCardinality, TTL, codecs and data-skipping
+-- indexes (all there since 22.8 LTS). Debian 12's ClickHouse 18.16 has none of
+-- these: use legacy/schema.sql there. A cluster: cluster.sql. From the table
+-- earlier saltsight releases shipped: migrate.sql. docs/clickhouse.md says why.
+--
+-- Apply over the HTTP interface, one statement per request (the file has
+-- several; clickhouse-client --multiquery, where installed, takes it whole):
+--   scripts/clickhouse-apply http://localhost:8123/ packaging/clickhouse/schema.sql
+--
+-- Statements end with ';' at the end of a line. No ';' inside a comment or a
+-- string: the tests' splitter copes with them, simple tools may not.
 --
 -- Delivery is at least once: a batch may arrive twice (a retry after a timeout,
--- a restart mid-send). Every record has a stable `id`, so ReplacingMergeTree,
--- keyed on it, collapses the copies at merge time; read with FINAL (or GROUP BY
--- id) for exact counts before a merge has run.
+-- a restart mid-send). Every record has a stable `id`, and a record's time is
+-- one of its facts, so copies share the whole sorting key: ReplacingMergeTree
+-- collapses them at merge time. Every view below is as duplicate-proof: it
+-- keeps sets of ids (uniqExact) or one row per key (ReplacingMergeTree), never
+-- a sum of rows.
 --
--- Apply with: clickhouse-client --multiquery < schema.sql
+-- Retention: 90 days (every TTL below). Change it with, for each table,
+--   ALTER TABLE saltsight.records MODIFY TTL toDateTime(at) + INTERVAL 30 DAY;
+-- Partitions are days, so expired data goes by dropping whole parts.
 
 CREATE DATABASE IF NOT EXISTS saltsight;
 
+-- Every record, as sent. Sorted by kind, master and time: a query for one kind
+-- over a time range reads only that range of each master, and a day's partition
+-- is skipped whole outside it.
 CREATE TABLE IF NOT EXISTS saltsight.records
 (
-    id String,                 -- stable per facts: duplicates share it
-    kind String,               -- job_published, minion_return, minion_missing, ...
-    schema_version UInt32,
-    master String,             -- master_id of the saltsight that saw it
-    at_micros Int64,           -- event time, microseconds since the epoch (UTC)
-    at DateTime MATERIALIZED toDateTime(intDiv(at_micros, 1000000)),
-    jid String,
-    minion String,
-    fun String,                -- the job's function (state.apply, cmd.run, ...)
-    run_kind String,           -- adhoc, scheduled, orchestrated, api, reactor, runner, unknown
-    reason String,             -- minion_missing: why, minion_return: succeeded/failed, bus_gap: why
-    sls String,
-    state_id String,
-    state_function String,     -- file.managed, pkg.installed, ...
-    category String,           -- render, dependency.package, network.dns, ...
-    fingerprint String,        -- the failure's normalised-comment hash
-    count UInt32,              -- failure_group: minions, job_completed: failed, state_failure: fallout
-    revision UInt32,           -- job_completed / failure_group revision (late returns amend)
-    commit String,             -- the commit that last touched the failing SLS
-    metadata String,           -- the job's --metadata as JSON text (e.g. a release id)
-    record String              -- the whole record as JSON (docs/records.md)
+    id String CODEC(ZSTD(1)),                      -- stable per facts: duplicates share it
+    kind LowCardinality(String),                   -- job_published, minion_return, ...
+    schema_version UInt32 CODEC(T64, ZSTD(1)),
+    master LowCardinality(String),                 -- master_id of the saltsight that saw it
+    -- Sent by every saltsight; fills `at` for rows without it (releases before
+    -- `at` was sent). Not EPHEMERAL: 26.9 does not fill a DEFAULT from an
+    -- EPHEMERAL column in JSONEachRow. Sorted by time, it costs about a byte a row.
+    at_micros Int64 CODEC(Delta, ZSTD(1)),
+    at DateTime64(6, 'UTC') DEFAULT fromUnixTimestamp64Micro(at_micros, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
+    jid String CODEC(ZSTD(1)),
+    minion LowCardinality(String),
+    fun LowCardinality(String),                    -- the job's function (state.apply, cmd.run, ...)
+    run_kind LowCardinality(String),               -- adhoc, scheduled, orchestrated, api, reactor, runner, unknown
+    reason LowCardinality(String),                 -- minion_missing: why, minion_return: succeeded/failed, bus_gap: why, config_change: the repo
+    sls LowCardinality(String),
+    state_id LowCardinality(String),
+    state_function LowCardinality(String),         -- file.managed, pkg.installed, ...
+    category LowCardinality(String),               -- render, dependency.package, network.dns, ...
+    fingerprint LowCardinality(String),            -- the failure's normalised-comment hash
+    count UInt32 CODEC(T64, ZSTD(1)),              -- failure_group: minions, job_completed: failed, state_failure: fallout
+    revision UInt32 CODEC(T64, ZSTD(1)),           -- job_completed / failure_group revision (late returns amend)
+    commit LowCardinality(String),                 -- the commit that last touched the failing SLS (config_change: the new HEAD)
+    commit_subject LowCardinality(String),         -- its subject line
+    suspect_last_ok LowCardinality(String),        -- suspect range: HEAD of the minion's last passing run
+    suspect_first_failed LowCardinality(String),   -- ... and of its first failing run
+    target LowCardinality(String),                 -- an external cause's host, URL or package
+    metadata String CODEC(ZSTD(1)),                -- the job's --metadata as JSON text
+    release LowCardinality(String) MATERIALIZED JSONExtractString(metadata, 'release'),
+    record String CODEC(ZSTD(3)),                  -- the whole record as JSON (docs/records.md)
+    INDEX jid_idx jid TYPE bloom_filter(0.001) GRANULARITY 1,
+    INDEX minion_idx minion TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX fingerprint_idx fingerprint TYPE bloom_filter(0.01) GRANULARITY 1
 )
 ENGINE = ReplacingMergeTree
-PARTITION BY toYYYYMM(at)
-ORDER BY (kind, master, id);
+PARTITION BY toYYYYMMDD(at)
+ORDER BY (kind, master, at, id)
+TTL toDateTime(at) + INTERVAL 90 DAY
+SETTINGS ttl_only_drop_parts = 1;
+
+-- The views. Each is a table filled by a materialised view on every insert into
+-- `records`; queries.sql and the dashboard read these, not raw rows.
+
+-- State and render failures per hour by master, SLS, state, commit, category and
+-- external target.
+CREATE TABLE IF NOT EXISTS saltsight.failures_hourly
+(
+    hour DateTime('UTC'),
+    master LowCardinality(String),
+    kind LowCardinality(String),                   -- state_failure or render_failure
+    category LowCardinality(String),
+    sls LowCardinality(String),
+    state_id LowCardinality(String),
+    state_function LowCardinality(String),
+    commit LowCardinality(String),
+    commit_subject LowCardinality(String),
+    target LowCardinality(String),
+    failures AggregateFunction(uniqExact, String), -- record ids
+    minions AggregateFunction(uniqExact, String),
+    jobs AggregateFunction(uniqExact, String),
+    first_seen SimpleAggregateFunction(min, DateTime64(6, 'UTC')),
+    last_seen SimpleAggregateFunction(max, DateTime64(6, 'UTC'))
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMM(hour)
+ORDER BY (hour, master, category, sls, state_id, state_function, commit, commit_subject, target, kind)
+TTL hour + INTERVAL 90 DAY;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.failures_hourly_mv TO saltsight.failures_hourly AS
+SELECT
+    toStartOfHour(toDateTime(at, 'UTC')) AS hour,
+    master, kind, category, sls, state_id, state_function, commit, commit_subject, target,
+    uniqExactState(id) AS failures,
+    uniqExactState(toString(minion)) AS minions,
+    uniqExactState(jid) AS jobs,
+    min(at) AS first_seen,
+    max(at) AS last_seen
+FROM saltsight.records
+WHERE kind IN ('state_failure', 'render_failure')
+GROUP BY hour, master, kind, category, sls, state_id, state_function, commit, commit_subject, target;
+
+-- Missing returns per day by master, minion and reason.
+CREATE TABLE IF NOT EXISTS saltsight.missing_daily
+(
+    day Date,
+    master LowCardinality(String),
+    minion LowCardinality(String),
+    reason LowCardinality(String),
+    missing AggregateFunction(uniqExact, String),  -- record ids
+    jobs AggregateFunction(uniqExact, String),
+    functions AggregateFunction(groupUniqArray, String),
+    last_missing SimpleAggregateFunction(max, DateTime64(6, 'UTC'))
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMM(day)
+ORDER BY (day, master, reason, minion)
+TTL day + INTERVAL 90 DAY;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.missing_daily_mv TO saltsight.missing_daily AS
+SELECT
+    toDate(at, 'UTC') AS day,
+    master, minion, reason,
+    uniqExactState(id) AS missing,
+    uniqExactState(jid) AS jobs,
+    groupUniqArrayState(toString(fun)) AS functions,
+    max(at) AS last_missing
+FROM saltsight.records
+WHERE kind = 'minion_missing'
+GROUP BY day, master, minion, reason;
+
+-- Failure groups: one row per (master, job, fingerprint), the latest revision
+-- (a late return amends a group). Small: a group stands for all the minions of
+-- one job with one failure. Read with FINAL.
+CREATE TABLE IF NOT EXISTS saltsight.failure_groups
+(
+    master LowCardinality(String),
+    jid String,
+    fingerprint LowCardinality(String),
+    at DateTime64(6, 'UTC'),
+    sls LowCardinality(String),
+    state_id LowCardinality(String),
+    state_function LowCardinality(String),
+    category LowCardinality(String),
+    target LowCardinality(String),
+    commit LowCardinality(String),
+    commit_subject LowCardinality(String),
+    suspect_last_ok LowCardinality(String),
+    suspect_first_failed LowCardinality(String),
+    run_kind LowCardinality(String),
+    release LowCardinality(String),
+    count UInt32,                                  -- minions with the failure
+    revision UInt32,
+    INDEX at_idx at TYPE minmax GRANULARITY 1
+)
+ENGINE = ReplacingMergeTree(revision)
+ORDER BY (master, jid, fingerprint)
+TTL toDateTime(at) + INTERVAL 90 DAY;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.failure_groups_mv TO saltsight.failure_groups AS
+SELECT
+    master, jid, fingerprint, at, sls, state_id, state_function, category, target,
+    commit, commit_subject, suspect_last_ok, suspect_first_failed, run_kind, release,
+    count, revision
+FROM saltsight.records
+WHERE kind = 'failure_group';
+
+-- Jobs: one row per (master, job), its latest job_completed revision, with the
+-- counts that record carries. Read with FINAL.
+CREATE TABLE IF NOT EXISTS saltsight.jobs
+(
+    master LowCardinality(String),
+    jid String,
+    at DateTime64(6, 'UTC'),                       -- when the verdict was given
+    published_at DateTime64(6, 'UTC'),
+    fun LowCardinality(String),
+    run_kind LowCardinality(String),
+    release LowCardinality(String),
+    expected UInt32,
+    returned UInt32,
+    succeeded UInt32,
+    failed UInt32,
+    missing UInt32,                                -- every reason, not_connected included
+    duration_ms UInt64,
+    revision UInt32,
+    INDEX at_idx at TYPE minmax GRANULARITY 1
+)
+ENGINE = ReplacingMergeTree(revision)
+ORDER BY (master, jid)
+TTL toDateTime(at) + INTERVAL 90 DAY;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.jobs_mv TO saltsight.jobs AS
+SELECT
+    master, jid, at,
+    parseDateTime64BestEffortOrZero(JSONExtractString(record, 'published_at'), 6, 'UTC') AS published_at,
+    fun, run_kind, release,
+    JSONExtractUInt(record, 'expected') AS expected,
+    JSONExtractUInt(record, 'returned') AS returned,
+    JSONExtractUInt(record, 'succeeded') AS succeeded,
+    count AS failed,
+    arraySum(JSONExtractKeysAndValues(record, 'missing', 'UInt32').2) AS missing,
+    JSONExtractUInt(record, 'duration_ms') AS duration_ms,
+    revision
+FROM saltsight.records
+WHERE kind = 'job_completed';
+
+-- Rollouts: when each master first ran under each commit of a watched checkout
+-- (its config_change records), and when that commit was made.
+CREATE TABLE IF NOT EXISTS saltsight.rollouts
+(
+    repo LowCardinality(String),
+    commit String,
+    master LowCardinality(String),
+    subject SimpleAggregateFunction(any, String),
+    committed_at SimpleAggregateFunction(max, DateTime64(6, 'UTC')), -- max: a record without the commit's time says 1970
+    first_seen SimpleAggregateFunction(min, DateTime64(6, 'UTC'))
+)
+ENGINE = AggregatingMergeTree
+ORDER BY (repo, commit, master)
+TTL toDateTime(first_seen) + INTERVAL 90 DAY;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.rollouts_mv TO saltsight.rollouts AS
+SELECT
+    reason AS repo,
+    commit,
+    master,
+    any(JSONExtractString(record, 'commits', 1, 'subject')) AS subject,
+    max(parseDateTime64BestEffortOrZero(JSONExtractString(record, 'commits', 1, 'time'), 6, 'UTC')) AS committed_at,
+    min(at) AS first_seen
+FROM saltsight.records
+WHERE kind = 'config_change' AND commit != ''
+GROUP BY repo, commit, master;

@@ -2,10 +2,19 @@
 //! (docs/records.md); `clickhouse` is one row of `packaging/clickhouse/schema.sql`
 //! for `INSERT ... FORMAT JSONEachRow`: the columns fleet queries filter and group
 //! on, plus the whole record as JSON text in `record`.
+//!
+//! Rows must stay insertable into every shipped table, old and new
+//! (docs/clickhouse.md): a key is only ever added, never renamed or dropped, and
+//! the HTTP output sends `input_format_skip_unknown_fields=1`, so a table that
+//! lacks a column skips its key. Time goes twice: `at_micros` (an integer, what
+//! ClickHouse 18.16's `at DateTime MATERIALIZED` column is computed from) and
+//! `at` (the record's RFC 3339 text with microseconds, which a `DateTime64(6)`
+//! column parses; an integer there would be read as seconds).
 
 use serde::Serialize;
 
-use crate::record::{Correlation, JobContext, Record, RecordBody};
+use crate::record::{Classification, Correlation, JobContext, Record, RecordBody};
+use crate::time::Stamp;
 
 /// How records are written into a batch (a spool keeps it in its header).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +59,9 @@ struct Row<'a> {
     schema_version: u32,
     master: &'a str,
     at_micros: i64,
+    /// The same time as RFC 3339 text, for `DateTime64(6)` columns (always set;
+    /// an `Option` only so the row has a `Default`).
+    at: Option<Stamp>,
     jid: &'a str,
     minion: &'a str,
     fun: &'a str,
@@ -64,6 +76,14 @@ struct Row<'a> {
     revision: u32,
     /// The commit that last touched the failing SLS.
     commit: &'a str,
+    /// That commit's subject line.
+    commit_subject: &'a str,
+    /// The suspect range (`suspect_commits`): the HEAD of this minion's last
+    /// passing run, and of its first failing run.
+    suspect_last_ok: &'a str,
+    suspect_first_failed: &'a str,
+    /// What an external cause names: its host, else its URL, else its package.
+    target: &'a str,
     /// The job's `--metadata` as JSON text.
     metadata: String,
     record: &'a str,
@@ -90,11 +110,23 @@ fn metadata(context: &JobContext) -> String {
         .unwrap_or_default()
 }
 
-fn commit(correlation: &Correlation) -> &str {
-    correlation
-        .introduced_by
-        .as_ref()
-        .map_or("", |i| i.commit.id.as_str())
+/// Fills the commit columns from a failure's correlation.
+fn correlate<'a>(row: &mut Row<'a>, correlation: &'a Correlation) {
+    if let Some(introduced) = &correlation.introduced_by {
+        row.commit = &introduced.commit.id;
+        row.commit_subject = &introduced.commit.subject;
+    }
+    if let Some(suspects) = &correlation.suspect_commits {
+        row.suspect_last_ok = &suspects.last_ok;
+        row.suspect_first_failed = &suspects.first_failed;
+    }
+}
+
+fn target(cause: &Classification) -> &str {
+    [&cause.host, &cause.url, &cause.package]
+        .into_iter()
+        .find_map(|t| t.as_deref())
+        .unwrap_or("")
 }
 
 fn clickhouse_row(record: &Record, json: &[u8], out: &mut Vec<u8>) {
@@ -107,6 +139,7 @@ fn clickhouse_row(record: &Record, json: &[u8], out: &mut Vec<u8>) {
         schema_version: record.schema_version,
         master: &record.master,
         at_micros: record.at.0,
+        at: Some(record.at),
         record: text,
         ..Row::default()
     };
@@ -155,7 +188,8 @@ fn clickhouse_row(record: &Record, json: &[u8], out: &mut Vec<u8>) {
             row.category = f.cause.category.as_str();
             row.fingerprint = &f.fingerprint;
             row.count = f.fallout;
-            row.commit = commit(&f.correlation);
+            row.target = target(&f.cause);
+            correlate(&mut row, &f.correlation);
             row.metadata = metadata(&f.context);
         }
         RecordBody::RenderFailure(f) => {
@@ -166,7 +200,8 @@ fn clickhouse_row(record: &Record, json: &[u8], out: &mut Vec<u8>) {
             row.sls = f.sls.as_deref().unwrap_or("");
             row.category = f.cause.category.as_str();
             row.fingerprint = &f.fingerprint;
-            row.commit = commit(&f.correlation);
+            row.target = target(&f.cause);
+            correlate(&mut row, &f.correlation);
             row.metadata = metadata(&f.context);
         }
         RecordBody::FailureGroup(g) => {
@@ -179,7 +214,8 @@ fn clickhouse_row(record: &Record, json: &[u8], out: &mut Vec<u8>) {
             row.fingerprint = &g.fingerprint;
             row.count = g.count;
             row.revision = g.revision;
-            row.commit = commit(&g.correlation);
+            row.target = target(&g.cause);
+            correlate(&mut row, &g.correlation);
             row.metadata = metadata(&g.context);
         }
         RecordBody::ConfigChange(c) => {
@@ -249,8 +285,81 @@ mod tests {
         assert_eq!(row["reason"], "no_response");
         assert_eq!(row["run_kind"], "unknown");
         assert_eq!(row["metadata"], r#"{"release":"r42"}"#);
+        // Both times: the integer old tables compute `at` from, and the text a
+        // DateTime64(6) column parses with its microseconds.
+        assert_eq!(row["at"], "2025-11-22T00:00:00.123456Z");
+        assert_eq!(row["commit"], "");
         let inner: serde_json::Value =
             serde_json::from_str(row["record"].as_str().unwrap()).unwrap();
         assert_eq!(inner, serde_json::to_value(&record).unwrap());
+    }
+
+    fn commit(id: &str, subject: &str) -> crate::record::Commit {
+        crate::record::Commit {
+            id: id.into(),
+            author: "alice".into(),
+            time: "2026-11-21T10:00:00+00:00".into(),
+            subject: subject.into(),
+        }
+    }
+
+    #[test]
+    fn a_failure_row_has_its_commit_subject_suspect_range_and_target() {
+        use crate::record::{Category, FailureGroup, IntroducedBy, SuspectCommits};
+        let group = FailureGroup {
+            jid: "2026".into(),
+            fingerprint: "f00d".into(),
+            sls: Some("web".into()),
+            state_id: Some("mirror".into()),
+            function: Some("pkg.installed".into()),
+            cause: Classification {
+                category: Category::DependencyPackage,
+                rule: "apt",
+                evidence: None,
+                host: None,
+                url: Some("http://mirror.example/debian".into()),
+                package: Some("nginx".into()),
+            },
+            comment: String::new(),
+            comment_len: 0,
+            normalised: String::new(),
+            count: 3,
+            minions: vec!["web1".into()],
+            first_seen_jid: "2026".into(),
+            first_seen_at: Stamp(0),
+            revision: 1,
+            context: JobContext::default(),
+            correlation: Correlation {
+                commits: Default::default(),
+                introduced_by: Some(IntroducedBy {
+                    repo: "states".into(),
+                    path: "web.sls".into(),
+                    commit: commit("c3", "web: pin the mirror"),
+                }),
+                suspect_commits: Some(SuspectCommits {
+                    repo: "states".into(),
+                    last_ok: "c1".into(),
+                    first_failed: "c3".into(),
+                    commits: vec![commit("c3", "web: pin the mirror"), commit("c2", "x")],
+                    truncated: false,
+                }),
+            },
+        };
+        let record =
+            RecordFactory::new("m1").make(Stamp(5), &["2026"], RecordBody::FailureGroup(group));
+        let mut json = Vec::new();
+        ndjson(&record, &mut json);
+        let mut line = Vec::new();
+        encode(Encoding::ClickHouse, &record, &json, &mut line);
+        let row: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(row["commit"], "c3");
+        assert_eq!(row["commit_subject"], "web: pin the mirror");
+        assert_eq!(row["suspect_last_ok"], "c1");
+        assert_eq!(row["suspect_first_failed"], "c3");
+        // The URL before the package: the mirror is what to look at.
+        assert_eq!(row["target"], "http://mirror.example/debian");
+        assert_eq!(row["category"], "dependency.package");
+        assert_eq!(row["count"], 3);
+        assert_eq!(row["revision"], 1);
     }
 }

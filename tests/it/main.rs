@@ -4,6 +4,8 @@
 mod alerts;
 mod captures;
 mod cli;
+mod clickhouse;
+mod clickhouse_fleet;
 mod jobs;
 mod jobs_live;
 mod metrics_live;

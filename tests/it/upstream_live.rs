@@ -129,7 +129,7 @@ fn clickhouse_gets_every_record_of_a_real_run_across_an_outage() {
     }
 
     // The shipped fleet queries, on this run.
-    let queries = statements(&packaging("queries.sql"));
+    let queries = statements(&packaging("legacy/queries.sql"));
     assert_eq!(queries.len(), 4);
     let top = ch.rows(&queries[0]);
     let failing = row_with(&top, "state_id", "lab_failing_cmd");

@@ -1,0 +1,76 @@
+-- Synthetic saltsight records for the ClickHouse benchmark (bench.py), made by
+-- ClickHouse itself: rows {first}..{last} of {total} spread evenly over the
+-- {days} days before {end}, inserted through saltsight.records so every view
+-- fills as it would from saltsight. bench.py substitutes the {names}.
+--
+-- The mix, per 10,000 records: 8,450 minion_return (2 % failed), 100 late_return,
+-- 200 minion_missing (6 reasons), 800 state_failure, 50 render_failure,
+-- 100 failure_group, 150 job_published, 150 job_completed, 0.5 bus_gap and
+-- 0.5 config_change. 20 masters, 50,000 minions (2,500 a master), a job per
+-- master and hour, 2,000 failure fingerprints over 100 SLS (skewed: the commonest
+-- 1 % of them are 32 % of the failures), each SLS's last commit changing
+-- weekly, 300 HEADs of the state tree over the month, 40 external targets.
+INSERT INTO saltsight.records
+    (id, kind, schema_version, master, at_micros, at, jid, minion, fun, run_kind, reason, sls, state_id,
+     state_function, category, fingerprint, count, revision, commit, commit_subject,
+     suspect_last_ok, suspect_first_failed, target, metadata, record)
+SELECT
+    lower(hex(MD5(toString(n)))) AS id,
+    kind, 2, master, toUnixTimestamp64Micro(at), at, jid, minion, fun, 'scheduled', reason, sls, state_id,
+    state_function, category, fingerprint, count, revision, commit, commit_subject,
+    suspect_last_ok, suspect_first_failed, target, metadata,
+    concat('{"kind":"', kind, '","schema_version":2,"id":"', id, '","master":"', master,
+           '","at":"', toString(at), '","jid":"', jid, '","minion":"', minion,
+           '","fun":"state.highstate","run_kind":"scheduled","sls":"', sls,
+           '","state_id":"', state_id, '","category":"', category,
+           '","comment":"', comment, '","fingerprint":"', fingerprint,
+           '","duration_ms":', toString(h % 90000),
+           ',"expected":2500,"returned":2450,"missing":{"no_response":50}',
+           ',"commits":[{"id":"', commit, '","author":"alice","time":"', toString(at - INTERVAL 20 MINUTE),
+           '","subject":"', commit_subject, '"}]',
+           ',"metadata":', if(metadata = '', 'null', metadata), '}') AS record
+FROM
+(
+    SELECT
+        number AS n,
+        cityHash64(number) AS h,
+        number % 10000 AS slot,
+        multiIf(slot < 8450, 'minion_return', slot < 8550, 'late_return', slot < 8750, 'minion_missing',
+                slot < 9550, 'state_failure', slot < 9600, 'render_failure', slot < 9700, 'failure_group',
+                slot < 9850, 'job_published', slot < 9999, 'job_completed',
+                number % 20000 = 9999, 'bus_gap', 'config_change') AS kind,
+        fromUnixTimestamp64Micro(toInt64({end_micros} - ({total} - number) * ({days} * 86400000000 / {total})), 'UTC') AS at,
+        h % 50000 AS minion_no,
+        concat('master-', leftPad(toString(minion_no % 20), 2, '0')) AS master,
+        if(kind IN ('job_published', 'job_completed', 'bus_gap', 'config_change', 'failure_group'), '',
+           concat('minion-', leftPad(toString(minion_no), 5, '0'))) AS minion,
+        concat(formatDateTime(toStartOfHour(at), '%Y%m%d%H'), '0000', leftPad(toString(minion_no % 20), 6, '0')) AS jid,
+        'state.highstate' AS fun,
+        -- Skewed as in life: a few failures are most of them.
+        toUInt32(2000 * pow((intDiv(h, 50000) % 1000000) / 1000000, 4)) AS fp_no,
+        kind IN ('state_failure', 'render_failure', 'failure_group') AS failing,
+        if(failing, concat('sls', toString(fp_no % 100)), '') AS sls,
+        if(failing AND kind != 'render_failure', concat('state', toString(fp_no % 500)), '') AS state_id,
+        if(failing AND kind != 'render_failure', ['file.managed', 'pkg.installed', 'cmd.run', 'service.running'][fp_no % 4 + 1], '') AS state_function,
+        if(failing, if(kind = 'render_failure', 'render',
+           ['dependency.package', 'network.dns', 'network.connect', 'source_missing', 'command', 'permission', 'timeout', 'other'][fp_no % 8 + 1]), '') AS category,
+        if(failing, lower(hex(substring(MD5(toString(fp_no)), 1, 8))), '') AS fingerprint,
+        multiIf(kind = 'minion_return', if(h % 50 = 0, 'failed', 'succeeded'),
+                kind = 'minion_missing', ['not_connected', 'minion_restarted', 'lost', 'running_past_deadline', 'no_response', 'unknown_gap'][h % 6 + 1],
+                kind = 'late_return', 'succeeded', kind = 'bus_gap', 'disconnected', kind = 'config_change', 'states', '') AS reason,
+        toUInt32(multiIf(kind = 'failure_group', h % 200 + 1, kind = 'job_completed', h % 60, kind = 'state_failure', h % 3, 0)) AS count,
+        toUInt32(if(kind IN ('failure_group', 'job_completed'), intDiv(h, 7) % 5 = 0, 0)) AS revision,
+        -- The commit that last touched the SLS: each SLS changes about weekly,
+        -- at its own time; config_change records follow the fleet's HEAD.
+        intDiv(number * {days}, {total}) AS day_no,
+        if(kind = 'config_change', concat('head', toString(intDiv(number * 300, {total}))),
+           concat('sls', toString(fp_no % 100), '-', toString(intDiv(day_no + fp_no % 100 % 7, 7)))) AS commit_key,
+        if(failing OR kind = 'config_change', lower(hex(MD5(commit_key))), '') AS commit,
+        if(commit != '', concat('states: change ', commit_key), '') AS commit_subject,
+        if(failing AND h % 3 = 0, lower(hex(MD5(concat(commit_key, '^')))), '') AS suspect_last_ok,
+        if(suspect_last_ok != '', commit, '') AS suspect_first_failed,
+        if(category IN ('dependency.package', 'network.dns', 'network.connect'), concat('mirror', toString(fp_no % 40), '.example.net'), '') AS target,
+        if(h % 4 = 0, concat('{"release":"r', toString(intDiv(number * 120, {total})), '"}'), '') AS metadata,
+        if(failing, concat('Source file salt://files/f', toString(fp_no), '.conf not found in saltenv base'), '') AS comment
+    FROM numbers({first}, {count})
+);
