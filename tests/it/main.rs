@@ -9,6 +9,7 @@ mod clickhouse_fleet;
 mod jobs;
 mod jobs_live;
 mod metrics_live;
+mod mutations;
 mod redact_live;
 mod salt_live;
 mod service;
