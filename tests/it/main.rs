@@ -6,6 +6,7 @@ mod captures;
 mod cli;
 mod clickhouse;
 mod clickhouse_fleet;
+mod faults;
 mod jobs;
 mod jobs_live;
 mod metrics_live;

@@ -15,6 +15,7 @@ use nix::unistd::Pid;
 pub mod clickhouse;
 pub mod nspawn;
 pub mod prometheus;
+pub mod publisher;
 pub mod replay;
 pub mod upstream;
 
