@@ -12,7 +12,7 @@ use saltsight::sink::segment;
 use serde_json::Value;
 
 use crate::support::replay::replay;
-use crate::support::upstream::{Reply, Upstream};
+use crate::support::upstream::{Reply, Shape, Upstream};
 use crate::support::{Saltsight, bin, fixture, wait_line};
 
 fn ids(records: &[Value]) -> Vec<String> {
@@ -353,4 +353,54 @@ fn ca_file_is_trusted_for_https() {
         ),
         other => panic!("openssl s_server answered a POST: {other:?}"),
     }
+}
+
+/// An upstream that closes without answering, answers with bytes that are no
+/// HTTP, answers a byte a second, then never answers in time: each attempt is a
+/// retry (counted), nothing is dropped or sent twice, and every record arrives
+/// once it answers.
+#[test]
+fn a_hostile_upstream_costs_retries_never_records() {
+    const CAPTURE: &str = "captures/3008.3_tcp_ping_and_fail.bin";
+    let expected = replay(CAPTURE, "");
+    let upstream = Upstream::start(
+        vec![
+            Reply::status(200).shape(Shape::Close),
+            Reply::status(200).shape(Shape::Garbage),
+            Reply::status(200).shape(Shape::Dribble),
+            Reply::status(200).hold(Duration::from_secs(3)),
+            Reply::status(200).body("garbage, but a 200"),
+        ],
+        Reply::status(200),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &upstream.url(), 64 << 20, "timeout = \"1s\"\n");
+    let out = Command::new(bin())
+        .args(["--endpoint", "tcp:127.0.0.1:1", "--config", &config])
+        .args(["replay", "--output", "config"])
+        .arg(fixture(CAPTURE))
+        .output()
+        .expect("replay runs");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let requests = upstream.requests();
+    let delivered: Vec<Value> = requests
+        .iter()
+        .rfind(|r| r.answered == 200)
+        .map(|r| r.records())
+        .unwrap_or_default();
+    // The same batch every time, until one attempt went through.
+    assert!(requests.len() >= 5, "{} requests", requests.len());
+    assert!(
+        requests.windows(2).all(|w| w[0].body == w[1].body),
+        "re-batched"
+    );
+    assert_eq!(ids(&delivered), ids(&expected), "{log}");
+    assert!(log.contains("after 4 failed attempt(s)"), "{log}");
+    assert!(
+        log.contains("sent_records=14")
+            && log.contains("dropped_records=0")
+            && log.contains("retries=4"),
+        "{log}"
+    );
 }

@@ -10,8 +10,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+/// How a reply is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// A whole HTTP response.
+    Answer,
+    /// The connection closed with no response (a reset, a crash).
+    Close,
+    /// Bytes that are no HTTP response, then a close.
+    Garbage,
+    /// The response a byte a second (a link that barely moves).
+    Dribble,
+}
+
 #[derive(Debug, Clone)]
 pub struct Reply {
+    pub shape: Shape,
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
@@ -22,6 +36,7 @@ pub struct Reply {
 impl Reply {
     pub fn status(status: u16) -> Reply {
         Reply {
+            shape: Shape::Answer,
             status,
             headers: Vec::new(),
             body: String::new(),
@@ -41,6 +56,11 @@ impl Reply {
 
     pub fn hold(mut self, hold: Duration) -> Reply {
         self.hold = hold;
+        self
+    }
+
+    pub fn shape(mut self, shape: Shape) -> Reply {
+        self.shape = shape;
         self
     }
 }
@@ -219,6 +239,14 @@ fn serve(stream: TcpStream, state: &Mutex<State>, stop: &AtomicBool) {
             reply
         };
         std::thread::sleep(reply.hold);
+        match reply.shape {
+            Shape::Answer | Shape::Dribble => {}
+            Shape::Close => return,
+            Shape::Garbage => {
+                let _ = writer.write_all(b"\x00\x9fnot http at all\r\n\r\n");
+                return;
+            }
+        }
         let mut response = format!(
             "HTTP/1.1 {} Scripted\r\nContent-Length: {}\r\n",
             reply.status,
@@ -229,6 +257,15 @@ fn serve(stream: TcpStream, state: &Mutex<State>, stop: &AtomicBool) {
         }
         response.push_str("\r\n");
         response.push_str(&reply.body);
+        if reply.shape == Shape::Dribble {
+            for byte in response.as_bytes() {
+                if stop.load(Ordering::Relaxed) || writer.write_all(&[*byte]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            continue;
+        }
         if writer.write_all(response.as_bytes()).is_err() {
             return;
         }
