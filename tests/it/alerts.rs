@@ -180,3 +180,41 @@ fn every_metric_the_rules_and_dashboard_name_is_in_the_registry() {
         "named by the rules or the dashboard, made by no metric: {absent:?}"
     );
 }
+
+/// Every family the registry makes is in docs/metrics.md, under its exposed
+/// name (a counter's `_total` included), and has help text.
+#[test]
+fn every_metric_made_is_documented_with_help() {
+    let exposition = exposition();
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md"),
+    )
+    .expect("docs/metrics.md");
+    let mut undocumented = Vec::new();
+    let mut no_help = Vec::new();
+    for line in exposition.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            if help.trim().is_empty() {
+                no_help.push(name.to_owned());
+            }
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut parts = rest.split(' ');
+            let (name, kind) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            let exposed = if kind == "counter" && !name.ends_with("_total") {
+                format!("{name}_total")
+            } else {
+                name.to_owned()
+            };
+            if !docs.contains(&format!("`{exposed}`")) && !docs.contains(&format!("`{name}`")) {
+                undocumented.push(exposed);
+            }
+        }
+    }
+    assert!(
+        undocumented.is_empty(),
+        "not in docs/metrics.md: {undocumented:?}"
+    );
+    assert!(no_help.is_empty(), "no help text: {no_help:?}");
+}
