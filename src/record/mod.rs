@@ -329,6 +329,27 @@ pub struct Correlation {
     pub suspect_commits: Option<SuspectCommits>,
 }
 
+/// What a state that ran a command said (`cmd.*`, or any state whose `changes`
+/// carry `retcode`, `stderr`, `stdout`): the ends of its output, where the
+/// error is, capped (and redacted, as every text).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+pub struct CommandOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retcode: Option<i64>,
+    /// The last bytes of stderr.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+    /// The last bytes of stdout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<String>,
+}
+
+impl CommandOutput {
+    pub fn is_empty(&self) -> bool {
+        self.retcode.is_none() && self.stderr.is_none() && self.stdout.is_none()
+    }
+}
+
 /// A root-cause state of a failed state run on one minion.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StateFailure {
@@ -349,6 +370,9 @@ pub struct StateFailure {
     pub cause: Classification,
     /// States that failed only because this one did.
     pub fallout: u32,
+    /// The command's exit code and the ends of its stderr and stdout.
+    #[serde(skip_serializing_if = "CommandOutput::is_empty")]
+    pub output: CommandOutput,
     pub fingerprint: String,
     /// This run is the first, on this minion, in which the state failed after
     /// passing (known only with a watched state tree and an earlier run).
@@ -396,6 +420,9 @@ pub struct FailureGroup {
     pub comment_len: usize,
     /// The comment as fingerprinted.
     pub normalised: String,
+    /// The first minion's command output, when the state ran one.
+    #[serde(skip_serializing_if = "CommandOutput::is_empty")]
+    pub output: CommandOutput,
     pub count: u32,
     /// The first minions with it, sorted, at most `triage.example_minions`.
     pub minions: Vec<String>,

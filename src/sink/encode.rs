@@ -323,6 +323,7 @@ mod tests {
             comment: String::new(),
             comment_len: 0,
             normalised: String::new(),
+            output: Default::default(),
             count: 3,
             minions: vec!["web1".into()],
             first_seen_jid: "2026".into(),

@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 pub use crate::config::TriageConfig;
 use crate::event::states::orchestration_states;
 use crate::event::{JobReturn, RunJob, Text};
+use crate::record::CommandOutput;
 use crate::time::Stamp;
 pub use category::{Category, Classification, classify};
 use failures::{FailedState, RootCause, root_causes, walk};
@@ -50,6 +51,8 @@ pub struct StateFailure {
     pub fallout: u32,
     pub classification: Classification,
     pub fingerprint: String,
+    /// The command's exit code and the ends of its output, when it ran one.
+    pub output: CommandOutput,
 }
 
 /// One render error in one minion's return.
@@ -99,6 +102,8 @@ pub struct FailureGroup {
     pub comment: Capped,
     /// The comment as fingerprinted (what varies replaced).
     pub normalised: String,
+    /// The first minion's command output.
+    pub output: CommandOutput,
     /// Minions with this failure.
     pub count: u32,
     /// The first few of them, sorted.
@@ -217,13 +222,22 @@ impl Triage {
             let (causes, unexplained) = root_causes(run.failed);
             findings.unexplained_fallout = unexplained;
             for RootCause { state, fallout } in causes {
+                // The command's own words count too: stderr, then stdout (Salt's
+                // "Timed out after N seconds" is only there).
                 let mut texts = vec![state.comment.as_str()];
                 texts.extend(state.stderr.as_deref());
+                texts.extend(state.stdout.as_deref());
                 let classification = classify(&texts, state.exit_code);
+                let output = CommandOutput {
+                    retcode: state.exit_code,
+                    stderr: state.stderr.clone(),
+                    stdout: state.stdout.clone(),
+                };
                 let normalised = normalise(&state.comment);
                 let fingerprint =
                     fingerprint(&[&state.sls, &state.state_id, &state.function, &normalised]);
                 findings.state_failures.push(StateFailure {
+                    output,
                     comment: Capped::new(&state.comment, max),
                     normalised,
                     state,
@@ -282,6 +296,7 @@ impl Triage {
                 g.classification = f.classification.clone();
                 g.comment = f.comment.clone();
                 g.normalised = f.normalised.clone();
+                g.output = f.output.clone();
             });
         }
         for f in &findings.render_failures {
@@ -347,6 +362,7 @@ impl Triage {
             classification: Classification::render(),
             comment: Capped::new("", 0),
             normalised: String::new(),
+            output: CommandOutput::default(),
             count: 0,
             minions: Vec::new(),
             first_seen_jid: first_jid,

@@ -63,6 +63,7 @@ fn a_failing_command_is_the_root_cause_and_its_requisite_fallout_is_counted() {
             "comment":"Command \"echo about to fail; echo err >&2; exit 1\" run","comment_len":54,
             "run_num":1,"duration_ms":9.455,"start_time":"19:33:17.565051","category":"command",
             "rule":"command_exit","evidence":"exit code 1","fallout":1,
+            "output":{"retcode":1,"stderr":"err","stdout":"about to fail"},
             "fingerprint":"e415fa7416f98582","run_kind":"adhoc","test":false})
     );
     assert_eq!(
@@ -74,6 +75,7 @@ fn a_failing_command_is_the_root_cause_and_its_requisite_fallout_is_counted() {
             "evidence":"exit code 1",
             "comment":"Command \"echo about to fail; echo err >&2; exit 1\" run","comment_len":54,
             "normalised":"Command \"echo about to fail; echo err >&<n>; exit <n>\" run",
+            "output":{"retcode":1,"stderr":"err","stdout":"about to fail"},
             "count":3,"minions":["db1","web1","web2"],
             "first_seen_jid":"20261121193316907494","first_seen_at":"2026-11-21T19:33:17.535082Z",
             "revision":0,"run_kind":"adhoc","test":false})

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::*;
 use crate::record::{
-    Classification, Correlation, JobContext, RecordBody, RecordFactory, StateFailure,
+    Classification, CommandOutput, Correlation, JobContext, RecordBody, RecordFactory, StateFailure,
 };
 use crate::time::Stamp;
 
@@ -280,6 +280,13 @@ fn state_failure(comment: &str) -> Record {
             start_time: None,
             cause: Classification::render(),
             fallout: 0,
+            output: CommandOutput {
+                retcode: Some(1),
+                stderr: Some(
+                    "ERROR 1045: Access denied for user 'app' (password: YES) token=t0k3n".into(),
+                ),
+                stdout: None,
+            },
             fingerprint: "f".into(),
             first_failing: None,
             context: JobContext {
@@ -309,7 +316,15 @@ fn records_keep_their_context_and_name_the_rules_that_fired() {
         f.context.metadata,
         Some(json!({"release": "r42", "deploy_token": MASK}))
     );
-    assert_eq!(out.redacted, ["key", "password_flag", "url_credentials"]);
+    assert_eq!(
+        f.output.stderr.as_deref(),
+        Some("ERROR 1045: Access denied for user 'app' (password: [redacted] token=[redacted]"),
+        "the command's own words pass the gate too (a key=value rule errs on the side of masking)"
+    );
+    assert_eq!(
+        out.redacted,
+        ["key", "key_value", "password_flag", "url_credentials"]
+    );
     let line = serde_json::to_string(out.get()).unwrap();
     assert!(
         !line.contains("S3cret") && !line.contains("t0k3n"),

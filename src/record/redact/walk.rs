@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use super::{Fired, Inner};
 use crate::record::{
-    BusGapRecord, Classification, Commit, ConfigChange, Correlation, FailureGroup, IntroducedBy,
-    JobCompleted, JobContext, JobPublished, MinionMissing, MinionReturn, Record, RecordBody,
-    RenderFailure, StateFailure, SuspectCommits,
+    BusGapRecord, Classification, CommandOutput, Commit, ConfigChange, Correlation, FailureGroup,
+    IntroducedBy, JobCompleted, JobContext, JobPublished, MinionMissing, MinionReturn, Record,
+    RecordBody, RenderFailure, StateFailure, SuspectCommits,
 };
 
 /// Walks every text a record carries. Each impl names every field, so a field
@@ -195,6 +195,17 @@ impl Scrub for Classification {
     }
 }
 
+impl Scrub for CommandOutput {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let CommandOutput {
+            retcode: _,
+            stderr,
+            stdout,
+        } = self;
+        scrub_all!(r, fired; stderr, stdout);
+    }
+}
+
 impl Scrub for Commit {
     fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
         let Commit {
@@ -255,12 +266,13 @@ impl Scrub for StateFailure {
             start_time,
             cause,
             fallout: _,
+            output,
             fingerprint: _,
             first_failing: _,
             context,
             correlation,
         } = self;
-        scrub_all!(r, fired; jid, minion, fun, sls, state_id, function, name, comment, start_time, cause, context, correlation);
+        scrub_all!(r, fired; jid, minion, fun, sls, state_id, function, name, comment, start_time, cause, output, context, correlation);
     }
 }
 
@@ -297,6 +309,7 @@ impl Scrub for FailureGroup {
             comment,
             comment_len: _,
             normalised,
+            output,
             count: _,
             minions,
             first_seen_jid,
@@ -305,7 +318,7 @@ impl Scrub for FailureGroup {
             context,
             correlation,
         } = self;
-        scrub_all!(r, fired; jid, sls, state_id, function, cause, comment, normalised, minions, first_seen_jid, context, correlation);
+        scrub_all!(r, fired; jid, sls, state_id, function, cause, comment, normalised, output, minions, first_seen_jid, context, correlation);
     }
 }
 
