@@ -18,6 +18,8 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 pub const DEFAULT_LATE_WINDOW: Duration = Duration::from_secs(3600);
 pub const DEFAULT_MAX_JOBS: usize = 10_000;
 pub const DEFAULT_MAX_EXPECTED: usize = 1_000_000;
+/// Minions followed one by one (missing streaks; the fleet a rollout is measured against).
+pub const DEFAULT_MAX_MINIONS: usize = 100_000;
 /// Added to a job's own `timeout` kwarg when that is longer than its deadline.
 pub const DEFAULT_TIMEOUT_GRACE: Duration = Duration::from_secs(10);
 /// `minion_start` events this soon after a reconnect are minions re-announcing

@@ -63,6 +63,10 @@ default_deadline = "{}s"
 # evicted = true).
 max_jobs = {DEFAULT_MAX_JOBS}
 max_expected = {DEFAULT_MAX_EXPECTED}
+# Minions followed one by one: how many jobs in a row each missed (its streak;
+# the alert on minions missing repeatedly). Past it new minions are not followed
+# (about 40 bytes each).
+max_minions = {DEFAULT_MAX_MINIONS}
 # How long a job with missing minions waits for late returns (late_return).
 late_window = "{}s"
 

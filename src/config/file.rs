@@ -95,6 +95,8 @@ pub struct JobsSection {
     pub max_jobs: Option<u64>,
     /// Expected returns outstanding at most, over all open jobs.
     pub max_expected: Option<u64>,
+    /// Minions followed one by one (missing streaks), at most.
+    pub max_minions: Option<u64>,
     /// How long a job with missing minions waits for late returns.
     pub late_window: Option<String>,
     /// Users whose jobs come through salt-api (`run_kind: api`).

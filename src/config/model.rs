@@ -48,6 +48,7 @@ pub struct JobsConfig {
     pub default_deadline: Duration,
     pub max_jobs: usize,
     pub max_expected: usize,
+    pub max_minions: usize,
     pub late_window: Duration,
     pub api_users: Vec<String>,
 }

@@ -305,11 +305,13 @@ fn resolve_jobs(file: &FileConfig, errors: &mut Vec<String>) -> JobsConfig {
     };
     let max_jobs = count("max_jobs", j.max_jobs, DEFAULT_MAX_JOBS);
     let max_expected = count("max_expected", j.max_expected, DEFAULT_MAX_EXPECTED);
+    let max_minions = count("max_minions", j.max_minions, DEFAULT_MAX_MINIONS);
     JobsConfig {
         deadlines,
         default_deadline,
         max_jobs,
         max_expected,
+        max_minions,
         late_window,
         api_users: j.api_users.clone().unwrap_or_default(),
     }

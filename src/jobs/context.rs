@@ -93,11 +93,18 @@ impl ContextRules {
 }
 
 /// What a return says of its job's context on its own (a job whose `new` was not
-/// seen): scheduled or unknown, its metadata and `test` flag.
+/// seen): its metadata, its `test` flag, and how it ran: by the minion's
+/// scheduler (a `schedule` name), by `salt-call` on the minion (the master gave
+/// it a jid on receipt and targeted it at the minion itself, with no `success`
+/// key), or unknown.
 pub fn context_of_return(r: &JobReturn<'_>) -> JobContext {
+    let tgt = texts(r.tgt.as_ref());
+    let called = r.success.is_none() && tgt.len() == 1 && tgt[0] == r.minion.as_str();
     JobContext {
         run_kind: if r.schedule.is_some() {
             RunKind::Scheduled
+        } else if called {
+            RunKind::Call
         } else {
             RunKind::Unknown
         },

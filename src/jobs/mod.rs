@@ -6,6 +6,7 @@
 pub mod context;
 pub mod deadlines;
 pub mod settings;
+pub mod streaks;
 pub mod tracker;
 pub mod verdict;
 

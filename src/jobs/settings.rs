@@ -13,6 +13,8 @@ pub struct TrackerConfig {
     pub timeout_grace: Duration,
     pub max_jobs: usize,
     pub max_expected: usize,
+    /// Minions followed one by one (missing streaks), at most.
+    pub max_minions: usize,
     /// How long a closed job with missing minions waits for late returns.
     pub late_window: Duration,
     pub restart_grace: Duration,
@@ -27,6 +29,7 @@ impl From<&crate::config::JobsConfig> for TrackerConfig {
             default_deadline: c.default_deadline,
             max_jobs: c.max_jobs,
             max_expected: c.max_expected,
+            max_minions: c.max_minions,
             late_window: c.late_window,
             api_users: c.api_users.clone(),
             ..Self::default()
@@ -42,6 +45,7 @@ impl Default for TrackerConfig {
             timeout_grace: defaults::DEFAULT_TIMEOUT_GRACE,
             max_jobs: defaults::DEFAULT_MAX_JOBS,
             max_expected: defaults::DEFAULT_MAX_EXPECTED,
+            max_minions: defaults::DEFAULT_MAX_MINIONS,
             late_window: defaults::DEFAULT_LATE_WINDOW,
             restart_grace: defaults::DEFAULT_RESTART_GRACE,
             api_users: Vec::new(),
@@ -57,7 +61,11 @@ crate::counts! {
             "Jobs the salt CLI runs on its own behalf (saltutil.find_job...): evidence, not user jobs";
         internal returns;
         counter unknown_job_returns = "saltsight_unknown_job_returns",
-            "Returns to jobs whose publication was not seen (started before saltsight, or evicted)";
+            "Returns to jobs whose publication was not seen (started before saltsight, in a gap, or evicted); scheduled and salt-call runs are not these";
+        counter scheduled_returns = "saltsight_scheduled_returns",
+            "Returns of runs a minion's scheduler started (no new event): each a job of its own";
+        counter salt_call_returns = "saltsight_salt_call_returns",
+            "Returns of salt-call runs on a minion (no new event): each a job of its own";
         counter duplicate_returns = "saltsight_duplicate_returns",
             "A minion's second return to the same job";
         counter evicted_jobs = "saltsight_jobs_evicted",
@@ -67,6 +75,10 @@ crate::counts! {
             "Closed jobs forgotten before their late window ended, to keep their missing minions within jobs.max_expected";
         counter unreadable_returns = "saltsight_unreadable_returns",
             "Returns that came but could not be read (undecodable, or over bus.max_frame_bytes): their minion is unknown_gap";
+        counter minions_not_followed = "saltsight_minions_not_followed",
+            "Verdicts on minions whose missing streak is not followed: jobs.max_minions was reached (their streak reads 1)";
+        gauge minions_missing_repeatedly = "saltsight_minions_missing_repeatedly",
+            "Minions that missed their last 3 or more jobs in a row (minion_missing records say which: streak)";
         gauge open_jobs = "saltsight_jobs_tracked",
             "Jobs open in the tracker (waiting for returns or their deadline)";
     }

@@ -98,6 +98,9 @@ crate::label_set! {
         Reactor = "reactor",
         /// A runner (`salt/run/...`), e.g. an orchestration itself.
         Runner = "runner",
+        /// Run by the minion itself with a master (`salt-call`): its return comes
+        /// with a jid the master gave it on receipt, and no `new`.
+        Call = "salt_call",
         /// Its publication was not seen (before saltsight started, or in a gap).
         #[default]
         Unknown = "unknown",
@@ -197,6 +200,9 @@ pub struct MinionMissing {
     pub minion: String,
     pub fun: String,
     pub reason: MissingReason,
+    /// Jobs in a row (this one included) this minion was expected in and did
+    /// not answer; `unknown_gap` verdicts neither count nor break it.
+    pub streak: u32,
     pub published_at: Stamp,
     pub deadline: Stamp,
     #[serde(flatten)]

@@ -90,16 +90,7 @@ struct Row<'a> {
 }
 
 fn run_kind(context: &JobContext) -> &'static str {
-    use crate::record::RunKind;
-    match context.run_kind {
-        RunKind::Adhoc => "adhoc",
-        RunKind::Scheduled => "scheduled",
-        RunKind::Orchestrated => "orchestrated",
-        RunKind::Api => "api",
-        RunKind::Reactor => "reactor",
-        RunKind::Runner => "runner",
-        RunKind::Unknown => "unknown",
-    }
+    context.run_kind.as_str()
 }
 
 fn metadata(context: &JobContext) -> String {
@@ -250,6 +241,7 @@ mod tests {
                 reason: MissingReason::NoResponse,
                 published_at: Stamp(1_763_769_500_000_000),
                 deadline: Stamp(1_763_769_600_000_000),
+                streak: 1,
                 context: JobContext {
                     metadata: Some(serde_json::json!({"release": "r42"})),
                     ..JobContext::default()

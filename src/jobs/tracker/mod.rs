@@ -26,6 +26,7 @@ use super::context::ContextRules;
 pub use super::context::context_of_return;
 use super::deadlines::{Deadlines, prune};
 pub use super::settings::{TrackerConfig, TrackerStats};
+use super::streaks::Streaks;
 use super::verdict::{Evidence, MinionState};
 use crate::config::glob;
 use crate::event::args::{first_arg, is_internal, raw_to_json, texts, timeout_kwarg};
@@ -90,6 +91,8 @@ pub struct JobTracker {
     gap_open: bool,
     /// Jobs completed (or amended) since the last [`JobTracker::drain_closed`].
     closed_now: Vec<JobClosed>,
+    /// Each minion's run of jobs missed.
+    streaks: Streaks,
     /// Jobs being closed, their verdicts given a batch at a time.
     closing: VecDeque<closing::Closing>,
     /// Missing minions remembered by closed jobs, for their late returns.
@@ -103,6 +106,7 @@ fn millis_between(from: Stamp, to: Stamp) -> u64 {
 
 impl JobTracker {
     pub fn new(mut config: TrackerConfig, records: RecordFactory) -> Self {
+        let streaks = Streaks::new(config.max_minions);
         let api_users = config.api_users.clone();
         // Longest glob first: the most specific pattern wins.
         config
@@ -124,6 +128,7 @@ impl JobTracker {
             gap_open: false,
             closed_now: Vec::new(),
             closing: VecDeque::new(),
+            streaks,
             closed_missing: 0,
             stats: std::sync::Arc::default(),
         }
@@ -322,6 +327,10 @@ impl JobTracker {
             return;
         }
         self.stats.returns.inc();
+        self.streaks.returned(minion);
+        self.stats
+            .minions_missing_repeatedly
+            .set(self.streaks.repeatedly());
         let states = r.ret.and_then(|raw| count_states(raw.0));
         let succeeded = r.retcode.unwrap_or(0) == 0
             && r.success != Some(false)
@@ -416,11 +425,7 @@ impl JobTracker {
             );
             return;
         }
-        self.stats.unknown_job_returns.inc();
-        out.push(
-            self.records
-                .make(at, &[jid, minion], RecordBody::MinionReturn(record)),
-        );
+        self.on_unpublished_return(record, at, out);
     }
 
     /// A return that came but could not be read (`salt/job/<jid>/ret/<minion>`
@@ -581,7 +586,20 @@ impl JobTracker {
         }
     }
 
-    fn missing_record(&self, jid: &str, job: &Job, minion: &str, reason: MissingReason) -> Record {
+    fn missing_record(
+        &mut self,
+        jid: &str,
+        job: &Job,
+        minion: &str,
+        reason: MissingReason,
+    ) -> Record {
+        let streak = self.streaks.missed(minion, reason).unwrap_or_else(|| {
+            self.stats.minions_not_followed.inc();
+            1
+        });
+        self.stats
+            .minions_missing_repeatedly
+            .set(self.streaks.repeatedly());
         self.records.make(
             if reason == MissingReason::NotConnected {
                 job.published_at
@@ -594,6 +612,7 @@ impl JobTracker {
                 minion: minion.to_owned(),
                 fun: job.fun.to_string(),
                 reason,
+                streak,
                 published_at: job.published_at,
                 deadline: job.deadline,
                 context: job.context.clone(),
@@ -604,6 +623,7 @@ impl JobTracker {
 
 mod closing;
 mod runners;
+mod unpublished;
 
 #[cfg(test)]
 mod tests;

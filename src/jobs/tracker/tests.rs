@@ -501,3 +501,78 @@ fn a_large_jobs_verdicts_come_in_bounded_batches() {
     assert_eq!(lab.tracker.stats.closed_jobs_forgotten.get(), 1);
     assert!(lab.tracker.context("1").is_none() && lab.tracker.context("2").is_some());
 }
+
+/// A scheduler's run and a salt-call run have no `new`: each is a job of its
+/// own, completed by its one return, counted as what it is and not as a
+/// return to an unseen job.
+#[test]
+fn scheduled_and_salt_call_returns_are_jobs_of_their_own() {
+    let mut lab = Lab::new(TrackerConfig::default());
+    lab.feed(1, "salt/job/20261124000001000001/ret/a", json!({"jid": "20261124000001000001", "id": "a", "fun": "state.apply", "schedule": "highstate", "return": {}, "retcode": 2, "success": true, "tgt": "a", "tgt_type": "glob"}));
+    lab.feed(2, "salt/job/20261124000002000002/ret/b", json!({"jid": "20261124000002000002", "id": "b", "fun": "test.ping", "return": true, "retcode": 0, "tgt": ["b"], "tgt_type": "glob"}));
+    let kinds: Vec<(&str, RunKind, u32, u32)> = lab
+        .out
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::JobCompleted(c) => {
+                Some((c.jid.as_str(), c.context.run_kind, c.succeeded, c.failed))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("20261124000001000001", RunKind::Scheduled, 0, 1),
+            ("20261124000002000002", RunKind::Call, 1, 0),
+        ]
+    );
+    assert_eq!(
+        lab.out.len(),
+        4,
+        "a return and a completion each: {:?}",
+        lab.out
+    );
+    let stats = &lab.tracker.stats;
+    assert_eq!(
+        (
+            stats.scheduled_returns.get(),
+            stats.salt_call_returns.get(),
+            stats.unknown_job_returns.get()
+        ),
+        (1, 1, 0)
+    );
+    assert_eq!(lab.tracker.drain_closed().len(), 2);
+}
+
+/// A minion that misses job after job has a streak; the gauge counts minions
+/// at three or more; a gap's unknown_gap neither counts nor breaks it; a
+/// return ends it.
+#[test]
+fn a_minion_missing_job_after_job_has_a_streak_until_it_returns() {
+    let mut lab = Lab::new(short("test.ping", 10));
+    let streaks = |lab: &Lab| -> Vec<u32> {
+        lab.out
+            .iter()
+            .filter_map(|r| match &r.body {
+                RecordBody::MinionMissing(m) if m.minion == "b" => Some(m.streak),
+                _ => None,
+            })
+            .collect()
+    };
+    for (i, t) in [0, 20, 40].into_iter().enumerate() {
+        let jid = format!("{}", i + 1);
+        lab.new_job(t, &jid, "test.ping", json!([]), &["a", "b"]);
+        lab.ret(t + 1, &jid, "a", "test.ping", json!(true));
+        lab.tracker.advance(Stamp((t + 11) * S), &mut lab.out);
+    }
+    assert_eq!(streaks(&lab), [1, 2, 3]);
+    assert_eq!(lab.tracker.stats.minions_missing_repeatedly.get(), 1);
+    lab.new_job(60, "4", "test.ping", json!([]), &["a", "b"]);
+    lab.ret(61, "4", "b", "test.ping", json!(true));
+    assert_eq!(lab.tracker.stats.minions_missing_repeatedly.get(), 0);
+    lab.tracker.advance(Stamp(71 * S), &mut lab.out);
+    lab.new_job(80, "5", "test.ping", json!([]), &["a", "b"]);
+    lab.tracker.advance(Stamp(91 * S), &mut lab.out);
+    assert_eq!(streaks(&lab), [1, 2, 3, 1]);
+}

@@ -151,6 +151,7 @@ impl Scrub for MinionMissing {
             minion,
             fun,
             reason: _,
+            streak: _,
             published_at: _,
             deadline: _,
             context,

@@ -1,0 +1,100 @@
+//! Missing streaks: how many jobs in a row each minion was expected in and
+//! did not answer (verdicts that are `unknown_gap` neither count nor break a
+//! streak: saltsight could not tell). A return ends the streak. One missed
+//! `test.ping` is noise on a large fleet; the same minion missing job after job
+//! is a signal, with its own alert. Bounded: minions past the cap are not
+//! followed, and counted.
+
+use std::collections::HashMap;
+
+use crate::record::MissingReason;
+
+/// A streak this long makes a minion "missing repeatedly".
+pub const REPEATEDLY: u32 = 3;
+
+#[derive(Debug)]
+pub struct Streaks {
+    by_minion: HashMap<Box<str>, u32>,
+    max_minions: usize,
+    /// Minions whose streak is at least [`REPEATEDLY`].
+    repeatedly: u64,
+}
+
+impl Streaks {
+    pub fn new(max_minions: usize) -> Self {
+        Self {
+            by_minion: HashMap::new(),
+            max_minions,
+            repeatedly: 0,
+        }
+    }
+
+    /// A verdict for `minion`: its streak now (as it was for `unknown_gap`,
+    /// which is not counted), or `None` when the minion is not followed because
+    /// the cap is reached (its streak is then unknown; this miss is at least 1).
+    pub fn missed(&mut self, minion: &str, reason: MissingReason) -> Option<u32> {
+        if reason == MissingReason::UnknownGap {
+            return Some(self.by_minion.get(minion).copied().unwrap_or(0));
+        }
+        let streak = if let Some(streak) = self.by_minion.get_mut(minion) {
+            *streak += 1;
+            *streak
+        } else if self.by_minion.len() >= self.max_minions {
+            return None;
+        } else {
+            self.by_minion.insert(minion.into(), 1);
+            1
+        };
+        if streak == REPEATEDLY {
+            self.repeatedly += 1;
+        }
+        Some(streak)
+    }
+
+    /// `minion` answered: its streak ends.
+    pub fn returned(&mut self, minion: &str) {
+        if let Some(streak) = self.by_minion.remove(minion) {
+            if streak >= REPEATEDLY {
+                self.repeatedly -= 1;
+            }
+        }
+    }
+
+    /// Minions missing [`REPEATEDLY`] jobs in a row or more.
+    pub fn repeatedly(&self) -> u64 {
+        self.repeatedly
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_streak_counts_misses_in_a_row_and_a_return_ends_it() {
+        let mut s = Streaks::new(10);
+        assert_eq!(s.missed("a", MissingReason::NoResponse), Some(1));
+        assert_eq!(
+            s.missed("a", MissingReason::UnknownGap),
+            Some(1),
+            "not counted"
+        );
+        assert_eq!(s.missed("a", MissingReason::NotConnected), Some(2));
+        assert_eq!(s.missed("a", MissingReason::NoResponse), Some(3));
+        assert_eq!(s.repeatedly(), 1);
+        assert_eq!(s.missed("a", MissingReason::NoResponse), Some(4));
+        assert_eq!(s.repeatedly(), 1);
+        s.returned("a");
+        assert_eq!(s.repeatedly(), 0);
+        assert_eq!(s.missed("a", MissingReason::NoResponse), Some(1));
+    }
+
+    #[test]
+    fn minions_past_the_cap_are_not_followed() {
+        let mut s = Streaks::new(1);
+        s.missed("a", MissingReason::NoResponse);
+        assert_eq!(s.missed("b", MissingReason::NoResponse), None);
+        assert_eq!(s.missed("b", MissingReason::NoResponse), None);
+        assert_eq!(s.missed("a", MissingReason::NoResponse), Some(2));
+    }
+}
