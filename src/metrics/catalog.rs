@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry;
 
 use crate::bus::GapReason;
 use crate::event::{DecodeReason, TagClass};
-use crate::record::{Category, MissingReason, Record, RecordBody, RecordKind};
+use crate::record::{Category, MissingReason, Record, RecordBody, RecordKind, RunKind};
 
 /// Job durations: seconds to an hour (highstates are long).
 const DURATION_BUCKETS: [f64; 13] = [
@@ -215,6 +215,7 @@ where
 pub struct RecordMetrics {
     functions: FunctionLabels,
     jobs_published: Vec<Counter>,
+    expected_returns: Vec<Counter>,
     jobs_completed: Vec<[Counter; JOB_OUTCOMES.len()]>,
     returns: Vec<[Counter; OUTCOMES.len()]>,
     late_returns: Vec<Counter>,
@@ -240,6 +241,11 @@ impl RecordMetrics {
             registry,
             "saltsight_jobs_published",
             "Jobs published to minions, by function",
+        );
+        let expected_returns = per_function(
+            registry,
+            "saltsight_expected_returns",
+            "Returns expected of minions by published jobs that were judged, by function: the denominator of the share missing",
         );
         let late_returns = per_function(
             registry,
@@ -327,6 +333,7 @@ impl RecordMetrics {
         };
         Self {
             jobs_published,
+            expected_returns,
             jobs_completed,
             returns,
             late_returns,
@@ -397,6 +404,14 @@ impl RecordMetrics {
                     0
                 };
                 self.jobs_completed[f][outcome].inc();
+                // Minions judged: returned or missing (an evicted job's pending
+                // minions are neither). Scheduled and salt-call runs expect only
+                // their own return, which came: counting them would dilute the
+                // share missing.
+                if !matches!(c.context.run_kind, RunKind::Scheduled | RunKind::Call) {
+                    let missing: u32 = c.missing.values().sum();
+                    self.expected_returns[f].inc_by(u64::from(c.returned + missing));
+                }
                 self.job_duration[f].observe(c.duration_ms as f64 / 1e3);
                 if let Some(first) = c.first_return_ms {
                     self.first_return[f].observe(first as f64 / 1e3);
@@ -431,5 +446,52 @@ mod tests {
         assert_eq!(labels.of("cmd.run"), 1);
         assert_eq!(labels.of("pillar.items"), 2);
         assert_eq!(labels.names()[labels.of("x")], "other");
+    }
+
+    fn completed(run_kind: RunKind, returned: u32, missing: &[(MissingReason, u32)]) -> Record {
+        let body = crate::record::JobCompleted {
+            jid: "1".into(),
+            fun: "test.ping".into(),
+            tgt: Vec::new(),
+            expected: 99,
+            returned,
+            succeeded: returned,
+            failed: 0,
+            missing: missing.iter().copied().collect(),
+            published_at: crate::time::Stamp(0),
+            duration_ms: 0,
+            first_return_ms: None,
+            revision: 0,
+            evicted: false,
+            context: crate::record::JobContext {
+                run_kind,
+                ..Default::default()
+            },
+        };
+        crate::record::RecordFactory::new("m").make(
+            crate::time::Stamp(0),
+            &["1"],
+            RecordBody::JobCompleted(body),
+        )
+    }
+
+    /// The share-missing alert's denominator: minions judged (returned or
+    /// missing, not those an evicted job left unjudged), published jobs only.
+    #[test]
+    fn expected_returns_count_the_minions_judged_of_published_jobs() {
+        let mut registry = Registry::default();
+        let metrics =
+            RecordMetrics::register(&mut registry, FunctionLabels::new(&["test.ping".into()]));
+        metrics.record(&completed(
+            RunKind::Adhoc,
+            7,
+            &[
+                (MissingReason::NoResponse, 2),
+                (MissingReason::UnknownGap, 1),
+            ],
+        ));
+        metrics.record(&completed(RunKind::Scheduled, 1, &[]));
+        metrics.record(&completed(RunKind::Call, 1, &[]));
+        assert_eq!(metrics.expected_returns[0].get(), 10);
     }
 }

@@ -91,16 +91,50 @@ pub fn dashboard_exprs() -> Vec<String> {
 #[test]
 fn the_rules_pass_promtool_check_and_their_unit_tests() {
     let checked = promtool(&["check", "rules", "saltsight-rules.yml"]);
-    assert!(checked.contains("SUCCESS: 13 rules found"), "{checked}");
+    assert!(checked.contains("SUCCESS: 14 rules found"), "{checked}");
     let tested = promtool(&["test", "rules", "saltsight-rules.test.yml"]);
     assert!(tested.contains("SUCCESS"), "{tested}");
+}
+
+/// Every rule links a runbook, and docs/runbooks.md has a section of that name
+/// (its anchor as GitHub and most renderers make it: the heading, lowercased).
+#[test]
+fn every_rule_links_a_runbook_section_that_exists() {
+    let rules =
+        std::fs::read_to_string(packaging("prometheus/saltsight-rules.yml")).expect("rules");
+    let runbooks = std::fs::read_to_string(packaging("../docs/runbooks.md")).expect("runbooks");
+    let sections: BTreeSet<String> = runbooks
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(str::to_lowercase)
+        .collect();
+    let alerts: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    let links: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("runbook_url: "))
+        .collect();
+    assert_eq!(alerts.len(), links.len(), "every rule has a runbook_url");
+    for (alert, link) in alerts.iter().zip(&links) {
+        let expected = format!(
+            "\"file:///usr/share/doc/saltsight/runbooks.md#{}\"",
+            alert.to_lowercase()
+        );
+        assert_eq!(*link, expected, "{alert}");
+        assert!(
+            sections.contains(&alert.to_lowercase()),
+            "docs/runbooks.md has no section {alert}"
+        );
+    }
 }
 
 #[test]
 fn the_rules_and_dashboard_reference_saltsight_metrics_only() {
     let rules = metric_names(&rule_exprs());
     let dashboard = metric_names(&dashboard_exprs());
-    assert_eq!(rule_exprs().len(), 13, "one expr per rule");
+    assert_eq!(rule_exprs().len(), 14, "one expr per rule");
     assert!(
         rules.contains("saltsight_missing_returns_total"),
         "{rules:?}"

@@ -1,7 +1,8 @@
 //! Metrics end to end against a real Salt master: saltsight serves /metrics, a
 //! real Prometheus (Debian's 2.42) scrapes it with the shipped rules loaded, and a
 //! real Alertmanager (0.25) delivers the missing-returns alert to a local webhook
-//! after a minion is SIGKILLed mid-job. Every metric the rules and the dashboard
+//! once a minion SIGKILLed mid-job has missed three jobs (the rule wants a share
+//! of expected returns and at least 3). Every metric the rules and the dashboard
 //! name appears in the live output.
 
 use std::collections::BTreeSet;
@@ -101,8 +102,35 @@ fn a_minion_killed_mid_job_reaches_alertmanager_as_a_missing_returns_alert() {
         .map(|r| r.record.clone())
         .expect("minion_missing");
     assert_eq!(missing["minion"], "db1", "{missing}");
-    let reason = missing["reason"].as_str().expect("reason").to_owned();
-    let jid = missing["jid"].as_str().expect("jid").to_owned();
+    let first_jid = missing["jid"].as_str().expect("jid").to_owned();
+    let _ = cli.wait();
+    // Two more jobs while db1 is down: three of nine expected returns missing.
+    let more = [
+        salt_bg(&lab, &["*", "test.sleep", "1"]),
+        salt_bg(&lab, &["*", "test.sleep", "1"]),
+    ];
+    read_records(&run.stdout, &mut seen, Duration::from_secs(40), |s| {
+        s.iter()
+            .filter(|r| r.record["kind"] == "minion_missing")
+            .count()
+            >= 3
+    })
+    .expect("verdicts for db1 in three jobs");
+    let streaks: Vec<(String, u64)> = seen
+        .iter()
+        .filter(|r| r.record["kind"] == "minion_missing")
+        .map(|r| {
+            (
+                r.record["minion"].as_str().unwrap_or_default().to_owned(),
+                r.record["streak"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        streaks,
+        [("db1".into(), 1), ("db1".into(), 2), ("db1".into(), 3)],
+        "first job {first_jid}"
+    );
     let judged_at = Instant::now();
 
     // The alert, through Prometheus's rule and Alertmanager's webhook.
@@ -130,38 +158,48 @@ fn a_minion_killed_mid_job_reaches_alertmanager_as_a_missing_returns_alert() {
     let alert = &notification["alerts"][0];
     assert_eq!(notification["status"], "firing");
     assert_eq!(alert["labels"]["function"], "test.sleep");
-    assert_eq!(alert["labels"]["reason"], reason.as_str());
     assert_eq!(alert["labels"]["severity"], "warning");
     assert_eq!(
         alert["annotations"]["summary"],
-        format!("1 minion(s) missed test.sleep returns ({reason})")
+        "33.33% of test.sleep returns missing"
+    );
+    assert_eq!(
+        alert["annotations"]["runbook_url"],
+        "file:///usr/share/doc/saltsight/runbooks.md#saltminionsmissingreturns"
     );
 
     // saltsight's own figures agree with its records.
     let exposition = metrics(addr);
+    let missing_total: f64 = exposition
+        .lines()
+        .filter(|l| l.starts_with("saltsight_missing_returns_total{function=\"test.sleep\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(missing_total, 3.0);
     assert_eq!(
         sample(
             &exposition,
-            &format!(
-                "saltsight_missing_returns_total{{function=\"test.sleep\",reason=\"{reason}\"}}"
-            )
+            "saltsight_expected_returns_total{function=\"test.sleep\"}"
         ),
-        Some(1.0),
-        "jid {jid}"
+        Some(9.0)
+    );
+    assert_eq!(
+        sample(&exposition, "saltsight_minions_missing_repeatedly"),
+        Some(1.0)
     );
     assert_eq!(
         sample(
             &exposition,
             "saltsight_returns_total{function=\"test.sleep\",outcome=\"success\"}"
         ),
-        Some(2.0)
+        Some(6.0)
     );
     assert_eq!(
         sample(
             &exposition,
             "saltsight_jobs_completed_total{function=\"test.sleep\",outcome=\"incomplete\"}"
         ),
-        Some(1.0)
+        Some(3.0)
     );
     assert_eq!(sample(&exposition, "saltsight_bus_connected"), Some(1.0));
     assert!(sample(&exposition, "saltsight_minions_seen").is_some_and(|n| n >= 2.0));
@@ -183,7 +221,9 @@ fn a_minion_killed_mid_job_reaches_alertmanager_as_a_missing_returns_alert() {
         "named by rules or dashboard, absent from /metrics: {absent:?}"
     );
 
-    let _ = cli.wait();
+    for mut cli in more {
+        let _ = cli.wait();
+    }
     lab.start_minion("db1").expect("restart db1");
     drop(prom);
     drop(am);
