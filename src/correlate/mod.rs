@@ -5,9 +5,12 @@
 //!   (`commits`). HEADs are read from git's files, re-read only when their
 //!   modification times change ([`git::HeadWatch`]); a move is a `config_change`
 //!   record with the commits between.
-//! - A root cause gets `introduced_by`, the last commit touching its SLS file as
-//!   of the job's HEAD, and, when the state passed on that minion under an earlier
-//!   HEAD, `suspect_commits` between the two ([`history`]).
+//! - A root cause gets `suspect_commits` when the state passed on that minion
+//!   under an earlier HEAD: the commits between the two ([`history`]); and
+//!   `introduced_by`: the oldest of the suspects that touched its SLS file, or,
+//!   never seen passing, the last commit touching the file at or before the
+//!   job's HEAD. Once found it is kept for the failure's fingerprint, so an
+//!   unrelated later commit to the same file does not take its place.
 //! - git itself runs only for failures and moves, and its answers are cached per
 //!   (HEAD, SLS) and per range: 800 minions failing the same state cost one call.
 
@@ -19,9 +22,9 @@ use tracing::warn;
 
 pub use crate::config::{CorrelateConfig, RepoSpec};
 use crate::record::{
-    Commit, ConfigChange, Correlation, FailureGroup as GroupRecord, IntroducedBy, JobContext,
-    Record, RecordBody, RecordFactory, RenderFailure as RenderRecord, StateFailure as StateRecord,
-    SuspectCommits,
+    Commit, ConfigChange, Correlation, FailureGroup as GroupRecord, IntroducedBasis, IntroducedBy,
+    JobContext, Record, RecordBody, RecordFactory, RenderFailure as RenderRecord,
+    StateFailure as StateRecord, SuspectCommits,
 };
 use crate::time::Stamp;
 use crate::triage::failures::state_hash;
@@ -63,6 +66,9 @@ pub struct Correlator {
     job_heads: HashMap<Box<str>, Heads>,
     job_order: VecDeque<Box<str>>,
     introduced: HashMap<(usize, String, String), Option<IntroducedBy>>,
+    /// `introduced_by` once found, by failure fingerprint (oldest forgotten first).
+    settled: HashMap<Box<str>, IntroducedBy>,
+    settled_order: VecDeque<Box<str>>,
     ranges: HashMap<(usize, String, String), Option<Range>>,
     pub stats: std::sync::Arc<CorrelateStats>,
 }
@@ -100,6 +106,8 @@ impl Correlator {
             job_heads: HashMap::new(),
             job_order: VecDeque::new(),
             introduced: HashMap::new(),
+            settled: HashMap::new(),
+            settled_order: VecDeque::new(),
             ranges: HashMap::new(),
             stats: std::sync::Arc::default(),
         }
@@ -240,7 +248,8 @@ impl Correlator {
         for f in &findings.state_failures {
             let state = &f.state;
             let flip = self.flip(&heads, &findings.minion, state_hash(state.key.as_bytes()));
-            let correlation = self.correlation(&heads, Some(&state.sls), flip.as_ref());
+            let correlation =
+                self.correlation(&heads, Some(&state.sls), flip.as_ref(), &f.fingerprint);
             let body = RecordBody::StateFailure(StateRecord {
                 jid: findings.jid.clone(),
                 minion: findings.minion.clone(),
@@ -269,7 +278,7 @@ impl Correlator {
         }
         for f in &findings.render_failures {
             let sls = f.error.sls.clone();
-            let correlation = self.correlation(&heads, sls.as_deref(), None);
+            let correlation = self.correlation(&heads, sls.as_deref(), None, &f.fingerprint);
             let body = RecordBody::RenderFailure(RenderRecord {
                 jid: findings.jid.clone(),
                 minion: findings.minion.clone(),
@@ -314,7 +323,8 @@ impl Correlator {
                 (Some(hash), Some(minion)) => self.flip(&heads, minion, hash),
                 _ => None,
             };
-            let correlation = self.correlation(&heads, g.sls.as_deref(), flip.as_ref());
+            let correlation =
+                self.correlation(&heads, g.sls.as_deref(), flip.as_ref(), &g.fingerprint);
             let revision_key = revision.to_string();
             let key = [
                 g.jid.as_str(),
@@ -352,58 +362,109 @@ impl Correlator {
         self.history.flip(minion, state, &head)
     }
 
-    /// A failure's correlation: the job's HEADs, the last commit touching its
-    /// SLS, and the suspect commits of a flip.
+    /// A failure's correlation: the job's HEADs, the suspect commits of a
+    /// flip, and the commit that introduced it.
     fn correlation(
         &mut self,
         heads: &Heads,
         sls: Option<&str>,
         flip: Option<&Flip>,
+        fingerprint: &str,
     ) -> Correlation {
         let states_head = self.states_head(heads);
+        let suspect_commits =
+            flip.and_then(|f| self.suspects(&states_head, &f.last_ok, &f.first_failed));
+        let introduced_by = sls
+            .filter(|sls| !sls.is_empty())
+            .and_then(|sls| self.introduced_by(heads, sls, flip, fingerprint));
         Correlation {
             commits: heads.clone(),
-            introduced_by: sls.and_then(|sls| self.introduced_by(heads, sls)),
-            suspect_commits: flip
-                .and_then(|f| self.suspects(&states_head, &f.last_ok, &f.first_failed)),
+            introduced_by,
+            suspect_commits,
         }
     }
 
-    /// The last commit touching the SLS file, as of the job's HEAD of the first
-    /// state tree that has it.
-    fn introduced_by(&mut self, heads: &Heads, sls: &str) -> Option<IntroducedBy> {
-        if sls.is_empty() {
-            return None;
-        }
-        let base = sls.replace('.', "/");
-        let candidates = [format!("{base}.sls"), format!("{base}/init.sls")];
-        for i in 0..self.repos.len() {
-            let spec = self.repos[i].spec.clone();
-            let Some(head) = heads.get(&spec.name).filter(|_| spec.states) else {
-                continue;
-            };
-            let Some(path) = candidates.iter().find(|c| spec.dir.join(c).is_file()) else {
-                continue;
-            };
-            let key = (i, head.clone(), path.clone());
-            if let Some(cached) = self.introduced.get(&key) {
-                return cached.clone();
-            }
-            let found = self
-                .git_log(i, head, &[path], 1)
+    /// The commit that introduced a failure of `sls`: the oldest commit touching
+    /// the file since the state last passed (a flip), else the one settled for
+    /// the fingerprint, else the last commit touching the file at or before the
+    /// job's HEAD (then settled).
+    fn introduced_by(
+        &mut self,
+        heads: &Heads,
+        sls: &str,
+        flip: Option<&Flip>,
+        fingerprint: &str,
+    ) -> Option<IntroducedBy> {
+        let (repo, path, head) = self.sls_file(heads, sls)?;
+        if let Some(flip) = flip.filter(|_| Some(repo) == self.states_head(heads).map(|s| s.0)) {
+            // Newest first: the last is the oldest change since the pass. None
+            // touched the file: the cause is elsewhere (an include, pillar), and
+            // the suspects say so better than a guess.
+            let range = format!("{}..{}", flip.last_ok, flip.first_failed);
+            return self
+                .git_log(repo, &range, &[&path], self.max_commits)
                 .and_then(|mut commits| commits.pop())
                 .map(|commit| IntroducedBy {
-                    repo: spec.name.clone(),
-                    path: path.clone(),
+                    repo: self.repos[repo].spec.name.clone(),
+                    path,
                     commit,
+                    basis: IntroducedBasis::SinceLastPass,
                 });
-            if self.introduced.len() >= MAX_CACHED {
-                self.introduced.clear();
-            }
-            self.introduced.insert(key, found.clone());
-            return found;
         }
-        None
+        if let Some(settled) = self.settled.get(fingerprint) {
+            return Some(settled.clone());
+        }
+        let found = self.last_change(repo, &head, &path)?;
+        self.settle(fingerprint, found.clone());
+        Some(found)
+    }
+
+    /// The first watched state tree (among `heads`) holding the SLS file: its
+    /// index, the file's path and the job's HEAD of it.
+    fn sls_file(&self, heads: &Heads, sls: &str) -> Option<(usize, String, String)> {
+        let base = sls.replace('.', "/");
+        let candidates = [format!("{base}.sls"), format!("{base}/init.sls")];
+        self.repos.iter().enumerate().find_map(|(i, repo)| {
+            let head = heads.get(&repo.spec.name).filter(|_| repo.spec.states)?;
+            let path = candidates
+                .iter()
+                .find(|c| repo.spec.dir.join(c).is_file())?;
+            Some((i, path.clone(), head.clone()))
+        })
+    }
+
+    /// The last commit touching `path` at or before `head`, cached.
+    fn last_change(&mut self, repo: usize, head: &str, path: &str) -> Option<IntroducedBy> {
+        let key = (repo, head.to_owned(), path.to_owned());
+        if let Some(cached) = self.introduced.get(&key) {
+            return cached.clone();
+        }
+        let found = self
+            .git_log(repo, head, &[path], 1)
+            .and_then(|mut commits| commits.pop())
+            .map(|commit| IntroducedBy {
+                repo: self.repos[repo].spec.name.clone(),
+                path: path.to_owned(),
+                commit,
+                basis: IntroducedBasis::FirstSeenHead,
+            });
+        if self.introduced.len() >= MAX_CACHED {
+            self.introduced.clear();
+        }
+        self.introduced.insert(key, found.clone());
+        found
+    }
+
+    /// Keeps `introduced` for `fingerprint`, forgetting the oldest past
+    /// [`MAX_CACHED`].
+    fn settle(&mut self, fingerprint: &str, introduced: IntroducedBy) {
+        while self.settled_order.len() >= MAX_CACHED {
+            if let Some(old) = self.settled_order.pop_front() {
+                self.settled.remove(&old);
+            }
+        }
+        self.settled_order.push_back(fingerprint.into());
+        self.settled.insert(fingerprint.into(), introduced);
     }
 
     fn suspects(

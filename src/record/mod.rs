@@ -300,7 +300,11 @@ pub struct Commit {
     pub subject: String,
 }
 
-/// The last commit that touched a failing SLS, as of the job's HEAD.
+/// The commit that introduced a failure: the oldest change to the failing SLS
+/// since the state last passed, or (never seen passing) the last change to it at
+/// or before the HEAD the failure was first seen under. Kept for the failure's
+/// fingerprint once found, so a later unrelated commit to the file does not
+/// take its place.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IntroducedBy {
     pub repo: String,
@@ -308,6 +312,20 @@ pub struct IntroducedBy {
     pub path: String,
     #[serde(flatten)]
     pub commit: Commit,
+    /// How it was found.
+    pub basis: IntroducedBasis,
+}
+
+/// How `introduced_by` was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntroducedBasis {
+    /// The oldest commit touching the SLS between the last HEAD the state passed
+    /// under and the first it failed under (the suspects).
+    SinceLastPass,
+    /// The state was never seen passing: the last commit touching the SLS at or
+    /// before the HEAD the failure was first seen under.
+    FirstSeenHead,
 }
 
 /// The commits between the last HEAD a state passed under on a minion and the

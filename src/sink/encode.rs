@@ -328,6 +328,7 @@ mod tests {
                     repo: "states".into(),
                     path: "web.sls".into(),
                     commit: commit("c3", "web: pin the mirror"),
+                    basis: crate::record::IntroducedBasis::SinceLastPass,
                 }),
                 suspect_commits: Some(SuspectCommits {
                     repo: "states".into(),

@@ -2,8 +2,10 @@
 //! checkout: commit A passes, commit B breaks one state; `state.apply` on every
 //! minion after B gives one `failure_group` of 3 naming the SLS, the state, its
 //! category, `introduced_by` = B and the suspect range A..B, with the job's
-//! `--metadata`. A render error names its SLS and commit, and a minion's
-//! scheduled run is `scheduled`.
+//! `--metadata`. An unrelated later commit to the same file does not take B's
+//! place, nor does one to a state never seen passing take its first commit's. A
+//! render error names its SLS and commit, and a minion's scheduled run is
+//! `scheduled`.
 
 use std::path::Path;
 use std::process::Command;
@@ -50,6 +52,19 @@ fn find<'a>(seen: &'a [Received], kind: &str, jid: &str) -> Vec<&'a Value> {
         .map(|r| &r.record)
         .filter(|r| r["kind"] == kind && r["jid"] == jid)
         .collect()
+}
+
+/// `state.apply <sls>` on every minion; its jid once its failure group is in.
+fn apply_until_group(lab: &Lab, run: &Saltsight, seen: &mut Vec<Received>, sls: &str) -> String {
+    let out = lab
+        .salt(&["--show-jid", "*", "state.apply", sls])
+        .expect("state.apply");
+    let jid = jid_from(&out);
+    read_records(&run.stdout, seen, Duration::from_secs(60), |s| {
+        !find(s, "failure_group", &jid).is_empty()
+    })
+    .unwrap_or_else(|e| panic!("a failure group for {sls} ({jid}): {e:?}"));
+    jid
 }
 
 #[test]
@@ -164,6 +179,41 @@ fn a_breaking_commit_is_named_across_minions_with_its_suspect_range() {
         );
         assert_eq!(f["metadata"], serde_json::json!({"release": "r42"}));
     }
+    assert_eq!(g["introduced_by"]["basis"], "since_last_pass", "{g}");
+
+    // An unrelated commit to web.sls after B: the failure is still B's.
+    let d = commit(
+        &states,
+        "web.sls",
+        &format!("{WEB_BROKEN}# owner: web team\n"),
+        "web: note the owner",
+    );
+    let again = apply_until_group(&lab, &run, &mut seen, "web");
+    let g = find(&seen, "failure_group", &again)[0];
+    assert_eq!(g["commits"]["states"], d.as_str(), "ran under D: {g}");
+    assert_eq!(g["introduced_by"]["id"], b.as_str(), "{g}");
+    assert_eq!(g["suspect_commits"]["first_failed"], b.as_str(), "{g}");
+
+    // A state failing from its first commit (never seen passing) keeps that
+    // commit through an unrelated later one to its file.
+    const NEVER: &str = "never_conf:\n  file.managed:\n    - name: {{ opts['cachedir'] }}/never.conf\n    - source: salt://files/never.conf\n";
+    let n1 = commit(&states, "never.sls", NEVER, "never: add");
+    let first = apply_until_group(&lab, &run, &mut seen, "never");
+    let g = find(&seen, "failure_group", &first)[0];
+    assert_eq!(
+        (&g["introduced_by"]["id"], &g["introduced_by"]["basis"]),
+        (&Value::from(n1.as_str()), &Value::from("first_seen_head")),
+        "{g}"
+    );
+    commit(
+        &states,
+        "never.sls",
+        &format!("{NEVER}# owner: ops\n"),
+        "never: note the owner",
+    );
+    let second = apply_until_group(&lab, &run, &mut seen, "never");
+    let g = find(&seen, "failure_group", &second)[0];
+    assert_eq!(g["introduced_by"]["id"], n1.as_str(), "{g}");
 
     // A render error names its SLS, its line and the commit that brought it.
     let c = commit(

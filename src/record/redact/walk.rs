@@ -221,7 +221,12 @@ impl Scrub for Commit {
 
 impl Scrub for IntroducedBy {
     fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
-        let IntroducedBy { repo, path, commit } = self;
+        let IntroducedBy {
+            repo,
+            path,
+            commit,
+            basis: _,
+        } = self;
         scrub_all!(r, fired; repo, path, commit);
     }
 }
