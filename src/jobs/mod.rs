@@ -5,6 +5,7 @@
 
 pub mod context;
 pub mod deadlines;
+pub mod presence;
 pub mod settings;
 pub mod streaks;
 pub mod tracker;

@@ -77,6 +77,10 @@ crate::counts! {
             "Returns that came but could not be read (undecodable, or over bus.max_frame_bytes): their minion is unknown_gap";
         counter minions_not_followed = "saltsight_minions_not_followed",
             "Verdicts on minions whose missing streak is not followed: jobs.max_minions was reached (their streak reads 1)";
+        counter presence_not_followed = "saltsight_presence_not_followed",
+            "Minions named by presence but not followed: jobs.max_minions was reached (their verdicts ignore presence)";
+        gauge minions_connected = "saltsight_minions_connected",
+            "Minions the master has connected, as presence last said (0 until it speaks: presence_events, or transport tcp)";
         gauge minions_missing_repeatedly = "saltsight_minions_missing_repeatedly",
             "Minions that missed their last 3 or more jobs in a row (minion_missing records say which: streak)";
         gauge open_jobs = "saltsight_jobs_tracked",

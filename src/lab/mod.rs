@@ -81,6 +81,10 @@ pub struct LabOptions {
     pub ipc_mode_tcp: bool,
     /// The master's `state_events` (prog events per state).
     pub state_events: bool,
+    /// More master settings (YAML lines), e.g. `transport: tcp`.
+    pub extra_master: String,
+    /// More settings for every minion (YAML lines).
+    pub extra_minion: String,
 }
 
 impl Default for LabOptions {
@@ -90,6 +94,8 @@ impl Default for LabOptions {
             minions: ["web1", "web2", "db1"].map(String::from).to_vec(),
             ipc_mode_tcp: false,
             state_events: false,
+            extra_master: String::new(),
+            extra_minion: String::new(),
         }
     }
 }
@@ -452,7 +458,10 @@ fn write_configs(root: &Path, options: &LabOptions, ports: &[u16]) -> anyhow::Re
             "False"
         }
     );
-    fs::write(root.join("etc/master"), master)?;
+    fs::write(
+        root.join("etc/master"),
+        format!("{master}{}", options.extra_master),
+    )?;
     for id in &options.minions {
         let dir = root.join("m").join(id);
         fs::create_dir_all(&dir)?;
@@ -462,7 +471,10 @@ fn write_configs(root: &Path, options: &LabOptions, ports: &[u16]) -> anyhow::Re
             dir.display(),
             dir.display()
         );
-        fs::write(dir.join("minion"), minion)?;
+        fs::write(
+            dir.join("minion"),
+            format!("{minion}{}", options.extra_minion),
+        )?;
     }
     for (name, text) in states::FILES {
         fs::write(root.join("states").join(name), text)?;

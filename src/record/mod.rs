@@ -194,12 +194,46 @@ crate::label_set! {
     }
 }
 
+crate::label_set! {
+    /// What decided a [`MissingReason`]: the fact behind the verdict.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum MissingEvidence {
+        /// The master's `new` event listed it in `missing`.
+        NewEventMissing = "new_event_missing",
+        /// The job's life overlaps a bus gap.
+        BusGap = "bus_gap",
+        /// Its return came but could not be read.
+        UnreadableReturn = "unreadable_return",
+        /// A start event for it came after the publish.
+        StartEvent = "start_event",
+        /// A `saltutil.find_job` answer (or a `prog` event) said it ran the job.
+        StillRunning = "still_running",
+        /// A `saltutil.find_job` answer said it no longer ran the job.
+        FindJobNotRunning = "find_job_not_running",
+        /// Presence: not connected to the master when the job was published.
+        PresenceAbsent = "presence_absent",
+        /// Presence: disconnected from the master during the job.
+        PresenceLost = "presence_lost",
+        /// It said it ran the job, then left a later find_job unanswered.
+        StoppedAnswering = "stopped_answering",
+        /// Presence: connected through the job, yet silent (hung, or overloaded).
+        ConnectedSilent = "connected_silent",
+        /// Nothing at all: no return, no answer, no presence to tell.
+        Nothing = "nothing",
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MinionMissing {
     pub jid: String,
     pub minion: String,
     pub fun: String,
     pub reason: MissingReason,
+    /// What decided the reason.
+    pub evidence: MissingEvidence,
+    /// When presence saw it disconnect (`presence_absent`, `presence_lost`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disconnected_at: Option<Stamp>,
     /// Jobs in a row (this one included) this minion was expected in and did
     /// not answer; `unknown_gap` verdicts neither count nor break it.
     pub streak: u32,

@@ -239,6 +239,8 @@ mod tests {
                 minion: "web1".into(),
                 fun: "state.apply".into(),
                 reason: MissingReason::NoResponse,
+                evidence: crate::record::MissingEvidence::Nothing,
+                disconnected_at: None,
                 published_at: Stamp(1_763_769_500_000_000),
                 deadline: Stamp(1_763_769_600_000_000),
                 streak: 1,

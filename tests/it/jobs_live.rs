@@ -276,3 +276,103 @@ fn a_master_restart_during_a_job_gives_unknown_gap_never_a_false_missing() {
         "run exits 0 on SIGTERM"
     );
 }
+
+/// The value of an unlabelled sample in saltsight's /metrics.
+fn metric(addr: std::net::SocketAddr, name: &str) -> Option<f64> {
+    let (_, body) = crate::support::upstream::get(addr, "/metrics").ok()?;
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Down, hung and slow in one job, told apart: with presence (the TCP
+/// transport fires a change for each connect and disconnect), a minion stopped
+/// before the job is not_connected; one SIGSTOPped mid-job keeps its connection
+/// and is no_response (connected, silent); one still running answers find_job
+/// and is running_past_deadline.
+#[test]
+fn down_hung_and_slow_minions_in_one_job_are_told_apart() {
+    let _lab_lock = lab_lock();
+    let mut lab = Lab::start(LabOptions {
+        extra_master: "transport: tcp\npresence_events: True\n".into(),
+        extra_minion: "transport: tcp\n".into(),
+        ..LabOptions::default()
+    })
+    .expect("start the Salt lab");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("saltsight.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "master_id = \"lab\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndeadlines = {{ \"test.sleep\" = \"15s\" }}\n[metrics]\nlisten_address = \"127.0.0.1:0\"\n",
+            lab.master_config().display().to_string()
+        ),
+    )
+    .expect("write config");
+    let mut run = Saltsight::spawn(&[
+        "--config",
+        config.to_str().expect("utf-8"),
+        "--log-format",
+        "json",
+        "run",
+    ]);
+    let mut log = Vec::new();
+    let addr = crate::support::metrics_address_once_connected(&run, &mut log);
+
+    // db1 stops; the master says so on the bus, and saltsight hears it.
+    lab.stop_minion("db1").expect("stop db1");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while metric(addr, "saltsight_minions_connected") != Some(2.0) {
+        assert!(Instant::now() < deadline, "presence never said db1 left");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // `test.sleep 30` everywhere; web2 SIGSTOPped a second in.
+    let cli = salt_bg(&lab, &["*", "test.sleep", "30"]);
+    std::thread::sleep(Duration::from_secs(1));
+    lab.signal_minion("web2", Signal::SIGSTOP)
+        .expect("stop web2");
+    let mut seen = Vec::new();
+    read_records(&run.stdout, &mut seen, Duration::from_secs(40), |s| {
+        jid_of(s, "test.sleep", "*").is_some_and(|jid| count(s, "job_completed", &jid) == 1)
+    })
+    .expect("the job's verdicts");
+    lab.signal_minion("web2", Signal::SIGCONT)
+        .expect("continue web2");
+    let jid = jid_of(&seen, "test.sleep", "*").expect("jid");
+    assert_verdicts(
+        &seen,
+        &jid,
+        &[
+            ("db1", "not_connected"),
+            ("web1", "running_past_deadline"),
+            ("web2", "no_response"),
+        ],
+    );
+    let evidence: BTreeMap<String, String> = seen
+        .iter()
+        .filter(|r| r.record["kind"] == "minion_missing" && r.record["jid"] == jid.as_str())
+        .map(|r| {
+            (
+                r.record["minion"].as_str().unwrap_or_default().to_owned(),
+                r.record["evidence"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        evidence,
+        [
+            ("db1", "presence_absent"),
+            ("web1", "still_running"),
+            ("web2", "connected_silent"),
+        ]
+        .map(|(m, e)| (m.to_owned(), e.to_owned()))
+        .into_iter()
+        .collect::<BTreeMap<_, _>>()
+    );
+    finish(cli, Duration::from_secs(40));
+    assert!(
+        run.terminate(Duration::from_secs(5))
+            .is_some_and(|s| s.success()),
+        "run exits 0 on SIGTERM"
+    );
+}

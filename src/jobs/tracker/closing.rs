@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use super::{ClosedJob, Job, JobClosed, JobTracker, millis_between};
-use crate::jobs::verdict::{MinionState, verdict};
+use crate::jobs::verdict::{MinionState, Verdict, verdict};
 use crate::record::{JobCompleted, MissingReason, Record, RecordBody};
 use crate::time::Stamp;
 
@@ -22,7 +22,7 @@ pub(super) struct Closing {
     at: Stamp,
     evicted: bool,
     expected: usize,
-    verdicts: Vec<(Box<str>, MissingReason)>,
+    verdicts: Vec<(Box<str>, Verdict)>,
     next: usize,
 }
 
@@ -40,18 +40,23 @@ impl JobTracker {
     ) {
         let expected = job.minions.len();
         let (overlaps_gap, deadline) = (job.overlaps_gap, job.deadline);
-        let mut verdicts: Vec<(Box<str>, MissingReason)> = job
+        let presence = &self.presence;
+        let mut verdicts: Vec<(Box<str>, Verdict)> = job
             .minions
             .drain()
             .filter(|(_, state)| {
                 !evicted && matches!(state, MinionState::Pending { .. } | MinionState::Unreadable)
             })
-            .map(|(minion, state)| (minion, verdict(state, overlaps_gap, deadline)))
+            .map(|(minion, state)| {
+                let connection = presence.connection(&minion, job.published_at, at);
+                let verdict = verdict(state, overlaps_gap, deadline, connection);
+                (minion, verdict)
+            })
             .collect();
         verdicts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         self.expected_total -= job.pending;
-        for (_, reason) in &verdicts {
-            *job.missing.entry(*reason).or_default() += 1;
+        for (_, verdict) in &verdicts {
+            *job.missing.entry(verdict.reason).or_default() += 1;
         }
         self.closing.push_back(Closing {
             jid,
@@ -83,8 +88,8 @@ impl JobTracker {
                     self.closing.push_front(closing);
                     return;
                 }
-                let (minion, reason) = &closing.verdicts[closing.next];
-                out.push(self.missing_record(&closing.jid, &closing.job, minion, *reason));
+                let (minion, verdict) = &closing.verdicts[closing.next];
+                out.push(self.missing_record(&closing.jid, &closing.job, minion, *verdict));
                 closing.next += 1;
             }
             self.complete(closing, out);
@@ -136,7 +141,10 @@ impl JobTracker {
             context: summary.context.clone(),
             at,
         });
-        let missing: HashMap<Box<str>, MissingReason> = verdicts.into_iter().collect();
+        let missing: HashMap<Box<str>, MissingReason> = verdicts
+            .into_iter()
+            .map(|(minion, verdict)| (minion, verdict.reason))
+            .collect();
         self.closed_missing += missing.len();
         // Kept for the late window even with nothing missing: a repeated `new`
         // must not open the job again.

@@ -25,16 +25,17 @@ use std::time::Duration;
 use super::context::ContextRules;
 pub use super::context::context_of_return;
 use super::deadlines::{Deadlines, prune};
+use super::presence::Presence;
 pub use super::settings::{TrackerConfig, TrackerStats};
 use super::streaks::Streaks;
-use super::verdict::{Evidence, MinionState};
+use super::verdict::{Evidence, MinionState, Verdict};
 use crate::config::glob;
 use crate::event::args::{first_arg, is_internal, raw_to_json, texts, timeout_kwarg};
 use crate::event::states::count_states;
 use crate::event::{Body, Event, JobPublication, JobReturn, Raw, Text};
 use crate::record::{
     BusGapRecord, JobCompleted, JobContext, JobPublished, MAX_LISTED_MINIONS, MinionMissing,
-    MinionReturn, MissingReason, Record, RecordBody, RecordFactory,
+    MinionReturn, MissingEvidence, MissingReason, Record, RecordBody, RecordFactory,
 };
 use crate::time::Stamp;
 
@@ -93,6 +94,8 @@ pub struct JobTracker {
     closed_now: Vec<JobClosed>,
     /// Each minion's run of jobs missed.
     streaks: Streaks,
+    /// Which minions the master has connected.
+    presence: Presence,
     /// Jobs being closed, their verdicts given a batch at a time.
     closing: VecDeque<closing::Closing>,
     /// Missing minions remembered by closed jobs, for their late returns.
@@ -107,6 +110,7 @@ fn millis_between(from: Stamp, to: Stamp) -> u64 {
 impl JobTracker {
     pub fn new(mut config: TrackerConfig, records: RecordFactory) -> Self {
         let streaks = Streaks::new(config.max_minions);
+        let presence = Presence::new(config.max_minions);
         let api_users = config.api_users.clone();
         // Longest glob first: the most specific pattern wins.
         config
@@ -129,6 +133,7 @@ impl JobTracker {
             closed_now: Vec::new(),
             closing: VecDeque::new(),
             streaks,
+            presence,
             closed_missing: 0,
             stats: std::sync::Arc::default(),
         }
@@ -200,6 +205,7 @@ impl JobTracker {
                 self.on_runner_return(r.jid.as_str(), r.fun.as_ref(), r.success, at, out)
             }
             Body::RunArgs(r) => self.contexts.on_orchestration_step(r, at),
+            Body::Presence(p) => self.on_presence(p, at),
             _ => {}
         }
     }
@@ -294,7 +300,11 @@ impl JobTracker {
             .filter(|m| !job.minions.contains_key(m.as_str()))
         {
             *job.missing.entry(MissingReason::NotConnected).or_default() += 1;
-            out.push(self.missing_record(jid, &job, minion, MissingReason::NotConnected));
+            let verdict = Verdict::new(
+                MissingReason::NotConnected,
+                MissingEvidence::NewEventMissing,
+            );
+            out.push(self.missing_record(jid, &job, minion, verdict));
         }
         self.expected_total += job.minions.len();
         if oversized {
@@ -474,6 +484,26 @@ impl JobTracker {
         }
     }
 
+    /// `salt/presence/present` (the master's whole list) or `.../change`.
+    fn on_presence(&mut self, p: &crate::event::Presence<'_>, at: Stamp) {
+        let refused = self.presence.refused;
+        if let Some(present) = &p.present {
+            self.presence
+                .present(present.0.iter().map(Text::as_str), at);
+        }
+        if p.new.is_some() || p.lost.is_some() {
+            let new = p.new.iter().flat_map(|l| l.0.iter().map(Text::as_str));
+            let lost = p.lost.iter().flat_map(|l| l.0.iter().map(Text::as_str));
+            self.presence.change(new, lost, at);
+        }
+        self.stats
+            .presence_not_followed
+            .add(self.presence.refused - refused);
+        self.stats
+            .minions_connected
+            .set(self.presence.connected() as u64);
+    }
+
     fn on_minion_start(&mut self, minion: &str, at: Stamp) {
         let after_gap = self
             .last_gap_end
@@ -586,13 +616,8 @@ impl JobTracker {
         }
     }
 
-    fn missing_record(
-        &mut self,
-        jid: &str,
-        job: &Job,
-        minion: &str,
-        reason: MissingReason,
-    ) -> Record {
+    fn missing_record(&mut self, jid: &str, job: &Job, minion: &str, verdict: Verdict) -> Record {
+        let reason = verdict.reason;
         let streak = self.streaks.missed(minion, reason).unwrap_or_else(|| {
             self.stats.minions_not_followed.inc();
             1
@@ -601,7 +626,7 @@ impl JobTracker {
             .minions_missing_repeatedly
             .set(self.streaks.repeatedly());
         self.records.make(
-            if reason == MissingReason::NotConnected {
+            if verdict.evidence == MissingEvidence::NewEventMissing {
                 job.published_at
             } else {
                 job.deadline
@@ -612,6 +637,8 @@ impl JobTracker {
                 minion: minion.to_owned(),
                 fun: job.fun.to_string(),
                 reason,
+                evidence: verdict.evidence,
+                disconnected_at: verdict.disconnected_at,
                 streak,
                 published_at: job.published_at,
                 deadline: job.deadline,

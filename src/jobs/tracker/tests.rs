@@ -1,7 +1,7 @@
 //! Tests of the job tracker: verdicts, evidence, deadlines, caps.
 use super::*;
 use crate::event::{decode, salt_frame};
-use crate::record::RunKind;
+use crate::record::{MissingEvidence, RunKind};
 use serde_json::json;
 
 const S: i64 = 1_000_000;
@@ -575,4 +575,60 @@ fn a_minion_missing_job_after_job_has_a_streak_until_it_returns() {
     lab.new_job(80, "5", "test.ping", json!([]), &["a", "b"]);
     lab.tracker.advance(Stamp(91 * S), &mut lab.out);
     assert_eq!(streaks(&lab), [1, 2, 3, 1]);
+}
+
+/// Presence separates down from hung: a minion lost before the publish or
+/// during the job is not_connected; one connected and silent is no_response
+/// (connected_silent); one presence never saw connected is plain no_response.
+#[test]
+fn presence_tells_a_disconnected_minion_from_a_silent_one() {
+    let mut lab = Lab::new(short("test.ping", 10));
+    lab.feed(
+        1,
+        "salt/presence/present",
+        json!({"present": ["a", "b", "c"]}),
+    );
+    lab.feed(2, "salt/presence/change", json!({"new": [], "lost": ["a"]}));
+    lab.new_job(5, "1", "test.ping", json!([]), &["a", "b", "c", "nat"]);
+    lab.feed(7, "salt/presence/change", json!({"new": [], "lost": ["b"]}));
+    lab.tracker.advance(Stamp(16 * S), &mut lab.out);
+    let verdicts: Vec<(String, MissingReason, MissingEvidence, Option<Stamp>)> = lab
+        .out
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::MinionMissing(m) => {
+                Some((m.minion.clone(), m.reason, m.evidence, m.disconnected_at))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            (
+                "a".into(),
+                MissingReason::NotConnected,
+                MissingEvidence::PresenceAbsent,
+                Some(Stamp(2 * S))
+            ),
+            (
+                "b".into(),
+                MissingReason::NotConnected,
+                MissingEvidence::PresenceLost,
+                Some(Stamp(7 * S))
+            ),
+            (
+                "c".into(),
+                MissingReason::NoResponse,
+                MissingEvidence::ConnectedSilent,
+                None
+            ),
+            (
+                "nat".into(),
+                MissingReason::NoResponse,
+                MissingEvidence::Nothing,
+                None
+            ),
+        ]
+    );
 }

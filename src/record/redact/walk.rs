@@ -151,6 +151,8 @@ impl Scrub for MinionMissing {
             minion,
             fun,
             reason: _,
+            evidence: _,
+            disconnected_at: _,
             streak: _,
             published_at: _,
             deadline: _,

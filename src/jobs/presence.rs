@@ -1,0 +1,225 @@
+//! Which minions the master has connected, as it says on the bus
+//! (`salt/presence/present` and `salt/presence/change`, fired when the master
+//! has `presence_events: True`) or as saltsight reads it from the master's
+//! connections (`presence.source = "connections"`): the tracker asks it, for a
+//! minion that did not return, whether it was connected through the job.
+//!
+//! Presence speaks only for minions it has seen connected at least once: a
+//! minion behind NAT, or whose grains the master has not cached, is never in
+//! the master's list, and must not read as "down" for that. Bounded: at most
+//! `max_minions` minions are followed; past that new ones are not (counted).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::time::Stamp;
+
+/// What presence says of a minion over a job's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connection {
+    /// Presence has not spoken, or does not follow this minion.
+    Unknown,
+    /// Connected through the job.
+    Connected,
+    Absent(Absence),
+}
+
+/// When a minion was not connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Absence {
+    /// Not connected at publish (since `since`, when its loss was seen).
+    BeforePublish { since: Option<Stamp> },
+    /// Connected at publish, disconnected at `at` during the job.
+    During { at: Stamp },
+}
+
+#[derive(Debug, Default)]
+pub struct Presence {
+    /// Followed minions now connected.
+    connected: HashSet<Box<str>>,
+    /// Followed minions: each was seen connected at least once. The value is
+    /// when it was last seen going from connected to not.
+    followed: HashMap<Box<str>, Option<Stamp>>,
+    max_minions: usize,
+    /// A view of the master's connections has come (a `present` list, or a
+    /// change): until then presence says nothing.
+    known: bool,
+    /// New minions not followed: `max_minions` was reached.
+    pub refused: u64,
+}
+
+impl Presence {
+    pub fn new(max_minions: usize) -> Self {
+        Self {
+            max_minions,
+            ..Self::default()
+        }
+    }
+
+    /// Whether presence has spoken since start.
+    pub fn known(&self) -> bool {
+        self.known
+    }
+
+    /// How many followed minions are connected now.
+    pub fn connected(&self) -> usize {
+        self.connected.len()
+    }
+
+    /// How many minions it follows now.
+    pub fn followed(&self) -> usize {
+        self.followed.len()
+    }
+
+    fn follow(&mut self, minion: &str) -> bool {
+        if self.followed.contains_key(minion) {
+            return true;
+        }
+        if self.followed.len() >= self.max_minions {
+            self.refused += 1;
+            return false;
+        }
+        self.followed.insert(minion.into(), None);
+        true
+    }
+
+    fn connect(&mut self, minion: &str) {
+        if self.follow(minion) && !self.connected.contains(minion) {
+            self.connected.insert(minion.into());
+        }
+    }
+
+    fn disconnect(&mut self, minion: &str, at: Stamp) {
+        if self.follow(minion) {
+            self.connected.remove(minion);
+            if let Some(lost) = self.followed.get_mut(minion) {
+                *lost = Some(at);
+            }
+        }
+    }
+
+    /// The master's whole list of connected minions at `at`: followed minions
+    /// not in it are disconnected (at `at`, if they were connected).
+    pub fn present<'a>(&mut self, minions: impl IntoIterator<Item = &'a str>, at: Stamp) {
+        let now: HashSet<&str> = minions.into_iter().collect();
+        let gone: Vec<Box<str>> = self
+            .connected
+            .iter()
+            .filter(|m| !now.contains(m.as_ref()))
+            .cloned()
+            .collect();
+        for minion in gone {
+            self.disconnect(&minion, at);
+        }
+        for minion in now {
+            self.connect(minion);
+        }
+        self.known = true;
+    }
+
+    /// A change at `at`: `new` minions connected, `lost` ones disconnected.
+    pub fn change<'a>(
+        &mut self,
+        new: impl IntoIterator<Item = &'a str>,
+        lost: impl IntoIterator<Item = &'a str>,
+        at: Stamp,
+    ) {
+        for minion in lost {
+            self.disconnect(minion, at);
+        }
+        for minion in new {
+            self.connect(minion);
+        }
+        self.known = true;
+    }
+
+    /// Whether `minion` was connected from `from` (the publish) to `to` (the
+    /// verdict), by what presence knows.
+    pub fn connection(&self, minion: &str, from: Stamp, to: Stamp) -> Connection {
+        let Some(&lost) = self.followed.get(minion).filter(|_| self.known) else {
+            return Connection::Unknown;
+        };
+        match lost {
+            // Lost before the publish and not back since.
+            Some(at) if at < from && !self.connected.contains(minion) => {
+                Connection::Absent(Absence::BeforePublish { since: Some(at) })
+            }
+            Some(at) if at >= from && at <= to => Connection::Absent(Absence::During { at }),
+            _ => Connection::Connected,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000;
+
+    #[test]
+    fn a_minion_lost_before_or_during_a_job_is_absent_and_a_back_one_is_not() {
+        let mut p = Presence::new(10);
+        assert_eq!(
+            p.connection("a", Stamp(0), Stamp(10 * S)),
+            Connection::Unknown,
+            "nothing known"
+        );
+        p.present(["a", "b", "c"], Stamp(S));
+        p.change([], ["a"], Stamp(2 * S));
+        // Job 1 from 5 s to 15 s: a is still gone; b is lost at 8 s.
+        p.change([], ["b"], Stamp(8 * S));
+        assert_eq!(
+            p.connection("a", Stamp(5 * S), Stamp(15 * S)),
+            Connection::Absent(Absence::BeforePublish {
+                since: Some(Stamp(2 * S))
+            })
+        );
+        assert_eq!(
+            p.connection("b", Stamp(5 * S), Stamp(15 * S)),
+            Connection::Absent(Absence::During { at: Stamp(8 * S) })
+        );
+        assert_eq!(
+            p.connection("c", Stamp(5 * S), Stamp(15 * S)),
+            Connection::Connected
+        );
+        // a comes back: a later job sees it connected.
+        p.present(["a", "c"], Stamp(20 * S));
+        assert_eq!(
+            p.connection("a", Stamp(25 * S), Stamp(30 * S)),
+            Connection::Connected
+        );
+        // b, lost before job 2 and never back, is absent in it too.
+        assert!(matches!(
+            p.connection("b", Stamp(25 * S), Stamp(30 * S)),
+            Connection::Absent(Absence::BeforePublish { .. })
+        ));
+    }
+
+    #[test]
+    fn a_minion_never_seen_connected_is_not_called_absent() {
+        let mut p = Presence::new(10);
+        p.present(["a"], Stamp(S));
+        assert_eq!(
+            p.connection("nat1", Stamp(5 * S), Stamp(15 * S)),
+            Connection::Unknown
+        );
+    }
+
+    #[test]
+    fn a_list_without_a_minion_is_its_loss() {
+        let mut p = Presence::new(10);
+        p.present(["a", "b"], Stamp(S));
+        p.present(["a"], Stamp(3 * S));
+        assert_eq!(
+            p.connection("b", Stamp(2 * S), Stamp(4 * S)),
+            Connection::Absent(Absence::During { at: Stamp(3 * S) })
+        );
+    }
+
+    #[test]
+    fn minions_past_the_cap_are_not_followed() {
+        let mut p = Presence::new(1);
+        p.present(["a", "b"], Stamp(S));
+        assert_eq!(p.followed(), 1);
+        assert_eq!(p.refused, 1);
+    }
+}
