@@ -127,6 +127,14 @@ impl serde::Serialize for Stamp {
     }
 }
 
+/// From the RFC 3339 text it serializes as (a checkpoint reads it back).
+impl<'de> serde::Deserialize<'de> for Stamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Stamp::parse(&text).ok_or_else(|| serde::de::Error::custom(format!("not a time: {text:?}")))
+    }
+}
+
 // Howard Hinnant's days-from-civil and its inverse (proleptic Gregorian).
 pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
@@ -196,5 +204,15 @@ mod tests {
             let stamp = Stamp(day * 86_400_000_000 + 12_345_678);
             assert_eq!(Stamp::parse(&stamp.to_string()), Some(stamp));
         }
+    }
+
+    #[test]
+    fn a_stamp_reads_back_what_it_writes() {
+        for micros in [0, 1_763_769_600_123_456, -5_000_001] {
+            let text = serde_json::to_string(&Stamp(micros)).expect("serialize");
+            let back: Stamp = serde_json::from_str(&text).expect("deserialize");
+            assert_eq!(back, Stamp(micros), "{text}");
+        }
+        assert!(serde_json::from_str::<Stamp>("\"yesterday\"").is_err());
     }
 }

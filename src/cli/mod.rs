@@ -96,6 +96,15 @@ pub struct GlobalArgs {
         value_name = "FILE"
     )]
     pub web_config_file: Option<PathBuf>,
+    /// Where the checkpoint of jobs in flight is kept across restarts
+    /// [default: /var/lib/saltsight/state]
+    #[arg(
+        long = "state-dir",
+        global = true,
+        env = "SALTSIGHT_STATE_DIR",
+        value_name = "DIR"
+    )]
+    pub state_dir: Option<PathBuf>,
 }
 
 impl GlobalArgs {
@@ -109,6 +118,7 @@ impl GlobalArgs {
             log_format: self.log_format.clone(),
             web_listen_address: self.web_listen_address.clone(),
             web_config_file: self.web_config_file.clone(),
+            state_dir: self.state_dir.clone(),
         }
     }
 }

@@ -15,7 +15,9 @@ use crate::bus::reader::Delivery;
 use crate::config::Overrides;
 use crate::metrics::Metrics;
 use crate::metrics::server::MetricsServer;
-use crate::pipeline::{Agent, Clock, Consumer, OutputChoice, Source, Stages, open_outputs};
+use crate::pipeline::{
+    Agent, Checkpointer, Clock, Consumer, OutputChoice, Source, Stages, open_outputs,
+};
 use crate::service::ServiceManager;
 use crate::shutdown;
 
@@ -71,6 +73,18 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
     let stages = Stages::from_config(&config);
     let mut counts = stages.counts();
     counts.push(outputs.counts());
+    let checkpoint = config.state.checkpoint.then(|| {
+        let checkpointer = Checkpointer::new(
+            &config.state.dir,
+            &config.master_id,
+            config.state.checkpoint_interval,
+        );
+        let restored = checkpointer.read();
+        (checkpointer, restored)
+    });
+    if let Some((checkpointer, _)) = &checkpoint {
+        counts.push(checkpointer.stats.clone());
+    }
     let reader_stats = Arc::new(ReaderStats::default());
     let metrics = Metrics::new(
         &config.metrics,
@@ -121,7 +135,10 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
         stopping.stopping("Stopping: draining the pipeline and flushing the outputs.");
     });
     let sending = senders.spawn();
-    let agent = Agent::new(stages, Clock::Wall, outputs, redactor, metrics.observer);
+    let mut agent = Agent::new(stages, Clock::Wall, outputs, redactor, metrics.observer);
+    if let Some((checkpointer, restored)) = checkpoint {
+        agent = agent.with_checkpoint(checkpointer, restored);
+    }
     let consumer = Consumer::new(
         Source::live(&config.bus, Delivery::Frames),
         config.bus.queue_frames,

@@ -35,6 +35,10 @@ pub const DEFAULT_GIT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_HISTORY: usize = 1_000_000;
 pub const DEFAULT_MAX_COMMITS: usize = 20;
 
+// What survives a restart.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/saltsight/state";
+pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
+
 // Outputs and their spool.
 pub const DEFAULT_SPOOL_DIR: &str = "/var/lib/saltsight/spool";
 pub const DEFAULT_SPOOL_MAX_BYTES: u64 = 1 << 30;

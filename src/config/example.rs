@@ -109,6 +109,20 @@ max_bytes = {spool_max}
 # fsync each batch when it is sealed (a power loss keeps all but the open batch).
 fsync = true
 
+[state]
+# What survives a restart (an upgrade, a reboot): a checkpoint of the jobs in
+# flight (each minion's state), triage's open failure groups, missing streaks,
+# presence and the correlator's history, kept here (0700). On start it is read
+# back, the restart becomes a bus_gap (reason restart) and the jobs complete
+# with their verdicts. A damaged checkpoint, or one another format or master
+# wrote, is set aside beside it, never trusted. Flag: --state-dir.
+dir = "{state_dir}"
+# How often it is written while running ("0s": only at stop). A crash loses at
+# most this much; written at every stop.
+checkpoint_interval = "{checkpoint_secs}s"
+# false: no checkpoint (every restart loses the jobs in flight).
+checkpoint = true
+
 # Outputs: where records go. None configured means one: stdout (JSON lines).
 # Several at once are fine; `saltsight run --output stdout|none` overrides.
 #
@@ -202,6 +216,8 @@ format = "text"
         DEFAULT_MAX_COMMITS,
         DEFAULT_MAX_HISTORY,
         spool_dir = DEFAULT_SPOOL_DIR,
+        state_dir = DEFAULT_STATE_DIR,
+        checkpoint_secs = DEFAULT_CHECKPOINT_INTERVAL.as_secs(),
         spool_max = DEFAULT_SPOOL_MAX_BYTES,
         file_max = DEFAULT_FILE_MAX_BYTES,
         file_keep = DEFAULT_FILE_KEEP,

@@ -23,6 +23,8 @@ pub struct FileConfig {
     pub log: LogSection,
     #[serde(default)]
     pub spool: super::spool::SpoolSection,
+    #[serde(default)]
+    pub state: super::state::StateSection,
     /// `[[output]]`: where records go (default: stdout); each output kind
     /// reads its own keys (`sink`).
     #[serde(default)]
@@ -121,13 +123,14 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         table.remove(&key);
         found.push((key, of::<FileConfig>().join(", ")));
     }
-    let sections: [(&str, &[&str]); 8] = [
+    let sections: [(&str, &[&str]); 9] = [
         ("bus", of::<BusSection>()),
         ("jobs", of::<JobsSection>()),
         ("triage", of::<TriageSection>()),
         ("correlate", of::<CorrelateSection>()),
         ("log", of::<LogSection>()),
         ("spool", of::<super::spool::SpoolSection>()),
+        ("state", of::<super::state::StateSection>()),
         ("metrics", of::<super::metrics::MetricsSection>()),
         ("redact", of::<super::redact::RedactSection>()),
     ];

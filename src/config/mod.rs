@@ -14,6 +14,7 @@ pub mod model;
 pub mod redact;
 pub mod resolve;
 pub mod spool;
+pub mod state;
 pub mod web;
 pub mod yaml_bounds;
 

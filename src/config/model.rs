@@ -21,6 +21,7 @@ pub struct Config {
     pub correlate: CorrelateConfig,
     pub log: LogConfig,
     pub spool: SpoolConfig,
+    pub state: super::state::StateConfig,
     /// `[[output]]` as written (each output kind checks its own; see `load_with`).
     pub outputs: Vec<RawOutput>,
     pub metrics: super::metrics::MetricsConfig,

@@ -27,6 +27,7 @@ pub struct Overrides {
     pub log_format: Option<String>,
     pub web_listen_address: Option<String>,
     pub web_config_file: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Everything wrong with the configuration.
@@ -83,6 +84,7 @@ pub fn load_with<T>(
     let triage = resolve_triage(&file, &jobs, &mut errors);
     let correlate = resolve_correlate(&file, overrides, &jobs, &mut errors, &mut warnings);
     let spool = resolve_spool(&file.spool, &mut errors);
+    let state = super::state::resolve_state(&file.state, overrides.state_dir.as_ref(), &mut errors);
     let raw = raw_outputs(&file.output, &mut errors);
     let resolved = outputs(&raw, &spool, &mut errors);
     let metrics = super::metrics::resolve(
@@ -103,6 +105,7 @@ pub fn load_with<T>(
                 jobs,
                 log,
                 spool,
+                state,
                 outputs: raw,
                 metrics,
                 redact,

@@ -114,6 +114,78 @@ impl History {
     }
 }
 
+/// The memory as a checkpoint writes it: minions and commits by index, then
+/// (minion, state, last_ok, failing_since) entries.
+#[derive(Debug, serde::Serialize)]
+pub struct SavingHistory<'a> {
+    minions: Vec<&'a str>,
+    commits: Vec<&'a str>,
+    entries: Vec<(u32, u64, Option<u32>, Option<u32>)>,
+}
+
+/// The memory as a checkpoint reads it back.
+#[derive(Debug, serde::Deserialize)]
+pub struct SavedHistory {
+    minions: Vec<Box<str>>,
+    commits: Vec<Box<str>>,
+    entries: Vec<(u32, u64, Option<u32>, Option<u32>)>,
+}
+
+impl History {
+    pub fn saving(&self) -> SavingHistory<'_> {
+        let mut minions = vec![""; self.minions.len()];
+        for (name, &i) in &self.minions {
+            if let Some(slot) = minions.get_mut(i as usize) {
+                *slot = name;
+            }
+        }
+        SavingHistory {
+            minions,
+            commits: self.commits.iter().map(|c| &**c).collect(),
+            entries: self
+                .entries
+                .iter()
+                .map(|(&(minion, state), e)| (minion, state, e.last_ok, e.failing_since))
+                .collect(),
+        }
+    }
+
+    /// Takes back a saved memory (at most `max_entries` entries; an entry whose
+    /// indices point nowhere is dropped).
+    pub fn restore(&mut self, saved: SavedHistory) {
+        let (minions, commits) = (saved.minions.len(), saved.commits.len());
+        let valid = |i: Option<u32>| i.is_none_or(|i| (i as usize) < commits);
+        self.entries = saved
+            .entries
+            .into_iter()
+            .filter(|&(m, _, ok, failing)| (m as usize) < minions && valid(ok) && valid(failing))
+            .take(self.max_entries)
+            .map(|(minion, state, last_ok, failing_since)| {
+                (
+                    (minion, state),
+                    Entry {
+                        last_ok,
+                        failing_since,
+                    },
+                )
+            })
+            .collect();
+        self.minions = saved
+            .minions
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| (m, i as u32))
+            .collect();
+        self.commit_ids = saved
+            .commits
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.clone(), i as u32))
+            .collect();
+        self.commits = saved.commits;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +218,24 @@ mod tests {
         // Another minion has its own memory.
         h.record("web2", "B", &[(1, false)]);
         assert_eq!(h.flip("web2", 1, "B"), None, "web2 never passed");
+    }
+
+    #[test]
+    fn a_saved_memory_reads_back_whole() {
+        let mut h = History::new(100);
+        h.record("web1", "A", &[(1, true), (2, true)]);
+        h.record("web2", "A", &[(1, true)]);
+        h.record("web1", "B", &[(1, false)]);
+        let bytes = rmp_serde::to_vec(&h.saving()).expect("save");
+        let mut back = History::new(100);
+        back.restore(rmp_serde::from_slice(&bytes).expect("read"));
+        assert_eq!(back.len(), 3);
+        assert_eq!(back.flip("web1", 1, "B"), h.flip("web1", 1, "B"));
+        back.record("web2", "B", &[(1, false)]);
+        assert_eq!(
+            back.flip("web2", 1, "B").map(|f| f.last_ok),
+            Some("A".into())
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@
 
 pub mod git;
 pub mod history;
+pub mod saved;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use tracing::warn;

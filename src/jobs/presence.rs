@@ -40,8 +40,8 @@ pub struct Presence {
     /// when it was last seen going from connected to not.
     followed: HashMap<Box<str>, Option<Stamp>>,
     max_minions: usize,
-    /// A view of the master's connections has come (a `present` list, or a
-    /// change): until then presence says nothing.
+    /// A whole list of the master's connections has come since start (or since
+    /// the last gap): until then presence says nothing.
     known: bool,
     /// New minions not followed: `max_minions` was reached.
     pub refused: u64,
@@ -117,6 +117,7 @@ impl Presence {
     }
 
     /// A change at `at`: `new` minions connected, `lost` ones disconnected.
+    /// It does not make an unknown view known: only a whole list does.
     pub fn change<'a>(
         &mut self,
         new: impl IntoIterator<Item = &'a str>,
@@ -129,7 +130,6 @@ impl Presence {
         for minion in new {
             self.connect(minion);
         }
-        self.known = true;
     }
 
     /// Whether `minion` was connected from `from` (the publish) to `to` (the
@@ -146,6 +146,49 @@ impl Presence {
             Some(at) if at >= from && at <= to => Connection::Absent(Absence::During { at }),
             _ => Connection::Connected,
         }
+    }
+}
+
+/// Presence as a checkpoint writes it.
+#[derive(Debug, serde::Serialize)]
+pub struct SavingPresence<'a> {
+    connected: Vec<&'a str>,
+    followed: Vec<(&'a str, Option<Stamp>)>,
+}
+
+/// Presence as a checkpoint reads it back.
+#[derive(Debug, serde::Deserialize)]
+pub struct SavedPresence {
+    connected: Vec<Box<str>>,
+    followed: Vec<(Box<str>, Option<Stamp>)>,
+}
+
+impl Presence {
+    pub fn saving(&self) -> SavingPresence<'_> {
+        SavingPresence {
+            connected: self.connected.iter().map(|m| &**m).collect(),
+            followed: self.followed.iter().map(|(m, t)| (&**m, *t)).collect(),
+        }
+    }
+
+    /// Takes back saved presence (at most `max_minions` minions). What the
+    /// master said before a restart is old news (a minion may have gone while
+    /// saltsight was down, unheard): presence says nothing until the master's
+    /// next list.
+    pub fn restore(&mut self, saved: SavedPresence) {
+        self.followed = saved.followed.into_iter().take(self.max_minions).collect();
+        self.connected = saved
+            .connected
+            .into_iter()
+            .filter(|m| self.followed.contains_key(m))
+            .collect();
+        self.known = false;
+    }
+
+    /// Events may have been missed (a bus gap): presence says nothing until the
+    /// master's next list.
+    pub fn forget_view(&mut self) {
+        self.known = false;
     }
 }
 

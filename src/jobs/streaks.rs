@@ -60,6 +60,21 @@ impl Streaks {
         }
     }
 
+    /// Each followed minion's streak, for a checkpoint.
+    pub fn saving(&self) -> Vec<(&str, u32)> {
+        self.by_minion.iter().map(|(m, s)| (&**m, *s)).collect()
+    }
+
+    /// Takes back saved streaks (at most `max_minions` of them).
+    pub fn restore(&mut self, saved: Vec<(Box<str>, u32)>) {
+        self.by_minion = saved.into_iter().take(self.max_minions).collect();
+        self.repeatedly = self
+            .by_minion
+            .values()
+            .filter(|s| **s >= REPEATEDLY)
+            .count() as u64;
+    }
+
     /// Minions missing [`REPEATEDLY`] jobs in a row or more.
     pub fn repeatedly(&self) -> u64 {
         self.repeatedly

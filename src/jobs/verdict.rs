@@ -12,14 +12,14 @@ use crate::time::Stamp;
 /// "still running" answer.
 const UNANSWERED_AFTER: Duration = Duration::from_secs(2);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Evidence {
     Nothing,
     StillRunning,
     NotRunning,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MinionState {
     Pending {
         restarted: bool,

@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use tracing::{debug, info};
 
+use super::checkpoint::{Checkpointer, Restored};
 use super::clock::{Clock, EventClock};
 use super::consumer::Handler;
 use super::stages::Stages;
@@ -30,6 +31,13 @@ pub struct Agent {
     metrics: Observer,
     /// Records handed to the outputs.
     pub emitted: u64,
+    /// The stages' memory on disk (`run` only), and when it is next written.
+    checkpoint: Option<(Checkpointer, Option<Instant>)>,
+    /// A checkpoint was restored: the restart is a gap from here to the
+    /// first connection.
+    restart_gap_from: Option<Stamp>,
+    /// The bus has been lost since (a gap begun and not yet ended).
+    gap_since: Option<Stamp>,
 }
 
 impl Agent {
@@ -47,6 +55,45 @@ impl Agent {
             redactor,
             metrics,
             emitted: 0,
+            checkpoint: None,
+            restart_gap_from: None,
+            gap_since: None,
+        }
+    }
+
+    /// Keeps the stages' memory on disk with `checkpointer`, after taking back
+    /// `restored` (the restart is then a gap until the bus is read again).
+    pub fn with_checkpoint(
+        mut self,
+        checkpointer: Checkpointer,
+        restored: Option<Restored>,
+    ) -> Self {
+        if let Some(restored) = restored {
+            self.stages.restore(restored.stages);
+            self.stages.gap_started();
+            self.restart_gap_from = Some(restored.header.bus_until);
+        }
+        let first =
+            (!checkpointer.interval.is_zero()).then(|| Instant::now() + checkpointer.interval);
+        self.checkpoint = Some((checkpointer, first));
+        self
+    }
+
+    /// Writes the checkpoint (between events: no job is part way through its
+    /// verdicts, the agent hands every batch on before it returns).
+    fn save(&mut self, now: Instant) {
+        let Some((checkpointer, next)) = &mut self.checkpoint else {
+            return;
+        };
+        // Events were read up to now, unless the bus is lost (since then) or
+        // was never reached since a restore (the restart's gap still open).
+        let bus_until = self
+            .restart_gap_from
+            .or(self.gap_since)
+            .unwrap_or_else(|| self.clock.master_time(now));
+        checkpointer.write(self.stages.saving(), bus_until);
+        if let Some(next) = next {
+            *next = now + checkpointer.interval;
         }
     }
 
@@ -105,8 +152,11 @@ impl Handler for Agent {
         self.write(records)
     }
 
-    fn gap_started(&mut self, _at: SystemTime) -> anyhow::Result<()> {
+    fn gap_started(&mut self, at: SystemTime) -> anyhow::Result<()> {
         self.stages.gap_started();
+        if self.gap_since.is_none() && at != UNIX_EPOCH {
+            self.gap_since = Some(Stamp::from_system_time(at));
+        }
         Ok(())
     }
 
@@ -136,6 +186,7 @@ impl Handler for Agent {
         if lost_connection && self.clock.now() > Stamp(i64::MIN) {
             start = start.min(self.clock.now());
         }
+        self.gap_since = None;
         let records = self
             .stages
             .on_gap(start, end, gap.reason.as_str(), gap.dropped_frames);
@@ -168,6 +219,15 @@ impl Handler for Agent {
 
     fn connected(&mut self, endpoint: &Endpoint) -> anyhow::Result<()> {
         info!(%endpoint, "Watching the event bus.");
+        // The first connection after a restore ends the restart's gap.
+        if let Some(from) = self.restart_gap_from.take() {
+            let now = Stamp::from_system_time(SystemTime::now());
+            info!(from = %from, to = %now, "Bus gap: saltsight was not running.");
+            let records = self
+                .stages
+                .on_gap(from.min(now), now, GapReason::Restart.as_str(), 0);
+            self.write(records)?;
+        }
         Ok(())
     }
 
@@ -182,13 +242,22 @@ impl Handler for Agent {
             .next_deadline()
             .map(|d| self.clock.instant_of(d));
         let seal = self.outputs.next_seal_at();
-        deadline.into_iter().chain(seal).min()
+        let checkpoint = self.checkpoint.as_ref().and_then(|(_, next)| *next);
+        deadline.into_iter().chain(seal).chain(checkpoint).min()
     }
 
     fn tick(&mut self, now: Instant) -> anyhow::Result<()> {
         let records = self.stages.advance(self.clock.master_time(now));
         self.write(records)?;
         self.outputs.seal(now, false);
+        if self
+            .checkpoint
+            .as_ref()
+            .and_then(|(_, next)| *next)
+            .is_some_and(|next| next <= now)
+        {
+            self.save(now);
+        }
         Ok(())
     }
 
@@ -197,6 +266,8 @@ impl Handler for Agent {
             // The end of a recording: event time moves past every deadline.
             let records = self.stages.finish();
             self.write(records)?;
+        } else {
+            self.save(Instant::now());
         }
         self.outputs.close()?;
         Ok(())

@@ -2,7 +2,7 @@
 //! ([`source`]), the consumer loop ([`consumer`]), the stages in order and what
 //! they hand each other ([`stages`]), the clock they run on ([`clock`]), and the
 //! handler that takes their records through redaction to the metrics and the
-//! outputs ([`agent`]).
+//! outputs ([`agent`]), and their memory across restarts ([`checkpoint`]).
 //!
 //! ```text
 //! Source ─▶ Consumer (one bounded queue, one task) ─▶ Handler
@@ -14,6 +14,7 @@
 //! use the [`Agent`].
 
 pub mod agent;
+pub mod checkpoint;
 pub mod clock;
 pub mod consumer;
 pub mod outputs;
@@ -21,6 +22,7 @@ pub mod source;
 pub mod stages;
 
 pub use agent::Agent;
+pub use checkpoint::Checkpointer;
 pub use clock::Clock;
 pub use consumer::{Consumer, Handler, Summary};
 pub use outputs::{OutputChoice, load_config, open_outputs};

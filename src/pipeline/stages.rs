@@ -15,15 +15,43 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use crate::config::Config;
 use crate::correlate::Correlator;
+use crate::correlate::saved::{SavedCorrelator, SavingCorrelator};
 use crate::counter::Counts;
 use crate::event::{Body, Event};
+use crate::jobs::tracker::saved::{SavedTracker, SavingTracker};
 use crate::jobs::tracker::{JobClosed, context_of_return};
 use crate::jobs::{JobTracker, TrackerConfig};
 use crate::record::{JobContext, Record, RecordFactory, RunKind};
 use crate::time::Stamp;
 use crate::triage::Triage;
+use crate::triage::saved::{SavedTriage, SavingTriage};
+
+/// The stages' memory as a checkpoint writes it (borrowed).
+#[derive(Serialize)]
+pub struct SavingStages<'a> {
+    tracker: SavingTracker<'a>,
+    triage: SavingTriage<'a>,
+    correlator: SavingCorrelator<'a>,
+}
+
+/// The stages' memory as a checkpoint reads it back.
+#[derive(Deserialize)]
+pub struct SavedStages {
+    tracker: SavedTracker,
+    triage: SavedTriage,
+    correlator: SavedCorrelator,
+}
+
+impl SavedStages {
+    /// Jobs open when it was written.
+    pub fn open_jobs(&self) -> usize {
+        self.tracker.open_jobs()
+    }
+}
 
 /// Triage, the job tracker and the correlator, wired in order.
 pub struct Stages {
@@ -43,6 +71,24 @@ impl Stages {
             triage: Triage::new(triage),
             correlator,
         }
+    }
+
+    /// Their memory, for a checkpoint. Call between events, with no job part way
+    /// through its verdicts (the agent hands every batch on first).
+    pub fn saving(&self) -> SavingStages<'_> {
+        SavingStages {
+            tracker: self.tracker.saving(),
+            triage: self.triage.saving(),
+            correlator: self.correlator.saving(),
+        }
+    }
+
+    /// Takes back a checkpoint's memory (stages just made from the config: its
+    /// bounds apply to what comes back).
+    pub fn restore(&mut self, saved: SavedStages) {
+        self.tracker.restore(saved.tracker);
+        self.triage.restore(saved.triage);
+        self.correlator.restore(saved.correlator);
     }
 
     /// Each stage's own counts, for the scrape.

@@ -109,7 +109,8 @@ crate::label_set! {
 
 /// What every job-related record says of its job: how it came to run and what it
 /// was told.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct JobContext {
     pub run_kind: RunKind,
     /// The orchestration run that published the job.
@@ -243,7 +244,7 @@ pub struct MinionMissing {
     pub context: JobContext,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct JobCompleted {
     pub jid: String,
     pub fun: String,
@@ -294,11 +295,11 @@ impl Category {
 }
 
 /// A category with the evidence that chose it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Classification {
     pub category: Category,
     /// The rule that matched (`"none"` for `other`, `"render"` for render errors).
-    pub rule: &'static str,
+    pub rule: std::borrow::Cow<'static, str>,
     /// The text the rule matched, capped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<String>,
@@ -315,7 +316,7 @@ impl Classification {
     pub fn render() -> Self {
         Self {
             category: Category::Render,
-            rule: "render",
+            rule: "render".into(),
             evidence: None,
             host: None,
             url: None,
@@ -325,7 +326,7 @@ impl Classification {
 }
 
 /// A git commit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Commit {
     pub id: String,
     pub author: String,
@@ -339,7 +340,7 @@ pub struct Commit {
 /// or before the HEAD the failure was first seen under. Kept for the failure's
 /// fingerprint once found, so a later unrelated commit to the file does not
 /// take its place.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct IntroducedBy {
     pub repo: String,
     /// The SLS file, relative to its root (`web/nginx.sls`, `web/nginx/init.sls`).
@@ -351,7 +352,7 @@ pub struct IntroducedBy {
 }
 
 /// How `introduced_by` was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IntroducedBasis {
     /// The oldest commit touching the SLS between the last HEAD the state passed

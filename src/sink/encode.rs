@@ -308,7 +308,7 @@ mod tests {
             function: Some("pkg.installed".into()),
             cause: Classification {
                 category: Category::DependencyPackage,
-                rule: "apt",
+                rule: "apt".into(),
                 evidence: None,
                 host: None,
                 url: Some("http://mirror.example/debian".into()),

@@ -182,7 +182,7 @@ pub fn classify(texts: &[&str], exit_code: Option<i64>) -> Classification {
         let named = caps.get(1).map(|m| m.as_str().trim_end_matches(['.', ',']));
         let mut found = Classification {
             category: rule.category,
-            rule: rule.id,
+            rule: rule.id.into(),
             evidence: Some(if rule.category == Category::Command {
                 format!("exit code {}", exit_code.unwrap_or_default())
             } else {
@@ -219,7 +219,7 @@ pub fn classify(texts: &[&str], exit_code: Option<i64>) -> Classification {
     }
     Classification {
         category: Category::Other,
-        rule: "none",
+        rule: "none".into(),
         evidence: None,
         host: None,
         url: None,
@@ -332,7 +332,7 @@ mod tests {
     fn unknown_text_is_other() {
         let c = one("Something unusual happened");
         assert_eq!(
-            (c.category, c.rule, c.evidence),
+            (c.category, c.rule.as_ref(), c.evidence),
             (Category::Other, "none", None)
         );
     }

@@ -12,6 +12,7 @@ pub mod category;
 pub mod failures;
 pub mod fingerprint;
 pub mod render;
+pub mod saved;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -26,7 +27,7 @@ use fingerprint::{fingerprint, normalise};
 use render::{RenderError, render_errors};
 
 /// A text cut to the configured size, with its length before.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Capped {
     pub text: String,
     pub original_len: usize,
@@ -87,7 +88,7 @@ impl Findings {
 }
 
 /// One failure across the minions of one job.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FailureGroup {
     pub jid: String,
     pub fingerprint: String,
@@ -113,7 +114,7 @@ pub struct FailureGroup {
     pub first_seen_at: Stamp,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct JobGroups {
     /// fingerprint → group.
     groups: BTreeMap<String, FailureGroup>,

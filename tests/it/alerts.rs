@@ -189,6 +189,9 @@ fn exposition() -> String {
     let stages = Stages::from_config(&config);
     let mut counts = stages.counts();
     counts.push(outputs.counts());
+    let checkpointer =
+        saltsight::pipeline::Checkpointer::new(dir.path(), "m", std::time::Duration::ZERO);
+    counts.push(checkpointer.stats.clone());
     let metrics = saltsight::metrics::Metrics::new(
         &config.metrics,
         Default::default(),

@@ -179,6 +179,7 @@ fn run_as_root_is_refused_naming_the_socket_owner_and_group() {
     }
     // Allowed, it gets as far as the bus (a plain file, not a socket: it keeps
     // retrying) and is stopped by SIGTERM, by pid.
+    let state = tempfile::tempdir().expect("state dir");
     let mut child = Command::new(bin())
         .args([
             "--endpoint",
@@ -190,6 +191,7 @@ fn run_as_root_is_refused_naming_the_socket_owner_and_group() {
         ])
         .env_remove("SALTSIGHT_CONFIG")
         .env("SALTSIGHT_WEB_LISTEN_ADDRESS", "127.0.0.1:0")
+        .env("SALTSIGHT_STATE_DIR", state.path())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");

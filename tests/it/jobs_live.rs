@@ -376,3 +376,110 @@ fn down_hung_and_slow_minions_in_one_job_are_told_apart() {
         "run exits 0 on SIGTERM"
     );
 }
+
+/// A restart of saltsight mid-job (a package upgrade): the job completes after
+/// it with its run kind and every return that came after the restart; the
+/// restart is a bus_gap (reason restart) and the minion that never answered is
+/// unknown_gap, never a false no_response.
+#[test]
+fn a_job_in_flight_survives_a_restart_of_saltsight() {
+    let _lab_lock = lab_lock();
+    let lab = Lab::start(LabOptions::default()).expect("start the Salt lab");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let config = dir.path().join("saltsight.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "master_id = \"lab\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndeadlines = {{ \"test.sleep\" = \"20s\" }}\n",
+            lab.master_config().display().to_string()
+        ),
+    )
+    .expect("write config");
+    let spawn = || {
+        let run = Saltsight::spawn_with_env(
+            &[
+                "--config",
+                config.to_str().expect("utf-8"),
+                "--log-format",
+                "json",
+                "run",
+            ],
+            &[("SALTSIGHT_STATE_DIR", state.to_str().expect("utf-8"))],
+        );
+        let mut log = Vec::new();
+        crate::support::wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
+            l.contains(crate::support::CONNECTED)
+        })
+        .expect("connected");
+        (run, log)
+    };
+    let (mut first, _) = spawn();
+    // db1 will not answer at all; web1 and web2 answer after the restart.
+    lab.signal_minion("db1", Signal::SIGSTOP).expect("stop db1");
+    let cli = salt_bg(&lab, &["*", "test.sleep", "8"]);
+    let mut seen = Vec::new();
+    read_records(&first.stdout, &mut seen, Duration::from_secs(20), |s| {
+        jid_of(s, "test.sleep", "*").is_some()
+    })
+    .expect("the job is published");
+    let jid = jid_of(&seen, "test.sleep", "*").expect("jid");
+    assert!(
+        first
+            .terminate(Duration::from_secs(10))
+            .is_some_and(|s| s.success()),
+        "the first run stops cleanly"
+    );
+    assert!(state.join("checkpoint").is_file(), "a checkpoint at stop");
+
+    let (second, log) = spawn();
+    assert!(
+        log.iter().any(|l| l.contains("Restored the checkpoint.")),
+        "{log:?}"
+    );
+    let mut after = Vec::new();
+    read_records(&second.stdout, &mut after, Duration::from_secs(40), |s| {
+        count(s, "job_completed", &jid) == 1
+    })
+    .expect("the job completes after the restart");
+    lab.signal_minion("db1", Signal::SIGCONT)
+        .expect("continue db1");
+    let gap = after
+        .iter()
+        .map(|r| &r.record)
+        .find(|r| r["kind"] == "bus_gap")
+        .expect("a bus_gap for the restart");
+    assert_eq!(gap["reason"], "restart", "{gap}");
+    let returned: Vec<&str> = after
+        .iter()
+        .map(|r| &r.record)
+        .filter(|r| r["kind"] == "minion_return" && r["jid"] == jid.as_str())
+        .filter_map(|r| r["minion"].as_str())
+        .collect();
+    assert_eq!(
+        returned.len(),
+        2,
+        "web1 and web2 after the restart: {returned:?}"
+    );
+    let completed = after
+        .iter()
+        .map(|r| &r.record)
+        .find(|r| r["kind"] == "job_completed" && r["jid"] == jid.as_str())
+        .expect("job_completed");
+    assert_eq!(
+        (
+            &completed["run_kind"],
+            &completed["returned"],
+            &completed["missing"]
+        ),
+        (
+            &serde_json::Value::from("adhoc"),
+            &serde_json::Value::from(2),
+            &serde_json::json!({"unknown_gap": 1})
+        ),
+        "{completed}"
+    );
+    assert_verdicts(&after, &jid, &[("db1", "unknown_gap")]);
+    finish(cli, Duration::from_secs(30));
+    drop(second);
+}

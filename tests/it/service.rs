@@ -396,6 +396,7 @@ fn first_log_line(journal: impl Fn(u64, u64) -> String) -> String {
     let (reader, writer) = nix::unistd::pipe().expect("pipe");
     let stat = nix::sys::stat::fstat(&writer).expect("fstat");
     let reader = std::fs::File::from(reader);
+    let state = tempfile::tempdir().expect("state dir");
     let mut child = Command::new(bin())
         .args([
             "--endpoint",
@@ -408,6 +409,7 @@ fn first_log_line(journal: impl Fn(u64, u64) -> String) -> String {
         .env("SALTSIGHT_WEB_LISTEN_ADDRESS", "127.0.0.1:0")
         .env("SALTSIGHT_ALLOW_ROOT", "true")
         .env("JOURNAL_STREAM", journal(stat.st_dev, stat.st_ino))
+        .env("SALTSIGHT_STATE_DIR", state.path())
         .stdout(Stdio::null())
         .stderr(Stdio::from(writer))
         .spawn()

@@ -268,4 +268,9 @@ fn the_shipped_unit_runs_under_a_real_systemd_against_a_real_master() {
         "{}",
         why(&container)
     );
+    // The stop wrote the checkpoint into the state directory, as its user.
+    let checkpoint = state.join("state/checkpoint");
+    let meta = std::fs::metadata(&checkpoint)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{}", checkpoint.display(), why(&container)));
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600, "UMask=0077");
 }

@@ -39,7 +39,7 @@ use crate::record::{
 };
 use crate::time::Stamp;
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Job {
     fun: Box<str>,
     tgt: Vec<String>,
@@ -68,7 +68,7 @@ pub struct JobClosed {
 }
 
 /// A job past its verdict that still has missing minions, waiting for late returns.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct ClosedJob {
     summary: JobCompleted,
     missing: HashMap<Box<str>, MissingReason>,
@@ -525,6 +525,7 @@ impl JobTracker {
     /// every open job overlaps it, and so does every job seen until it ends.
     pub fn on_gap_start(&mut self) {
         self.gap_open = true;
+        self.presence.forget_view();
         for job in self.open.values_mut() {
             job.overlaps_gap = true;
         }
@@ -650,6 +651,7 @@ impl JobTracker {
 
 mod closing;
 mod runners;
+pub mod saved;
 mod unpublished;
 
 #[cfg(test)]

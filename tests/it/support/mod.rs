@@ -54,6 +54,8 @@ pub struct Saltsight {
     child: Option<Child>,
     pub stdout: Receiver<Line>,
     pub stderr: Receiver<Line>,
+    /// Its own state directory (checkpoints), unless the test gave one.
+    _state: Option<tempfile::TempDir>,
 }
 
 impl Saltsight {
@@ -61,9 +63,17 @@ impl Saltsight {
         Saltsight::spawn_with_env(args, &[])
     }
 
-    /// As [`Saltsight::spawn`], with more environment variables.
+    /// As [`Saltsight::spawn`], with more environment variables. Without a
+    /// `SALTSIGHT_STATE_DIR` among them, it gets a state directory of its own
+    /// (tests never share a checkpoint, nor write the system's).
     pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Saltsight {
-        let mut child = Command::new(bin())
+        let state = (!env.iter().any(|(k, _)| *k == "SALTSIGHT_STATE_DIR"))
+            .then(|| tempfile::tempdir().expect("state dir"));
+        let mut command = Command::new(bin());
+        if let Some(state) = &state {
+            command.env("SALTSIGHT_STATE_DIR", state.path());
+        }
+        let mut child = command
             .args(args)
             .envs(env.iter().copied())
             .env_remove("SALTSIGHT_CONFIG")
@@ -83,6 +93,7 @@ impl Saltsight {
             child: Some(child),
             stdout,
             stderr,
+            _state: state,
         }
     }
 

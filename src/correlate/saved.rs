@@ -1,0 +1,82 @@
+//! The correlator's memory as a checkpoint keeps it: each job's HEADs at
+//! publish (oldest first), the (minion, state) history, `introduced_by` settled
+//! per fingerprint, and each checkout's last HEAD (so a move while saltsight
+//! was down is a `config_change` on its next read). git's answers are a cache
+//! and are not kept. Written from borrows, read back owned, in the same shape.
+
+use serde::{Deserialize, Serialize};
+
+use super::history::{SavedHistory, SavingHistory};
+use super::{Correlator, Heads};
+use crate::record::IntroducedBy;
+
+#[derive(Debug, Serialize)]
+pub struct SavingCorrelator<'a> {
+    job_heads: Vec<(&'a str, &'a Heads)>,
+    history: SavingHistory<'a>,
+    settled: Vec<(&'a str, &'a IntroducedBy)>,
+    /// Checkout name → its HEAD when last read.
+    heads: Vec<(&'a str, &'a str)>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SavedCorrelator {
+    job_heads: Vec<(Box<str>, Heads)>,
+    history: SavedHistory,
+    settled: Vec<(Box<str>, IntroducedBy)>,
+    heads: Vec<(String, String)>,
+}
+
+impl Correlator {
+    pub fn saving(&self) -> SavingCorrelator<'_> {
+        SavingCorrelator {
+            job_heads: self
+                .job_order
+                .iter()
+                .filter_map(|jid| Some((&**jid, self.job_heads.get(jid)?)))
+                .collect(),
+            history: self.history.saving(),
+            settled: self
+                .settled_order
+                .iter()
+                .filter_map(|fp| Some((&**fp, self.settled.get(fp)?)))
+                .collect(),
+            heads: self
+                .repos
+                .iter()
+                .filter_map(|r| {
+                    let head = r.watch.as_ref()?.head.as_deref()?;
+                    Some((r.spec.name.as_str(), head))
+                })
+                .collect(),
+        }
+    }
+
+    /// Takes back saved memory in place of its own, within today's bounds; a
+    /// checkout no longer configured is ignored.
+    pub fn restore(&mut self, saved: SavedCorrelator) {
+        self.job_heads.clear();
+        self.job_order.clear();
+        let skip = saved.job_heads.len().saturating_sub(self.max_jobs);
+        for (jid, heads) in saved.job_heads.into_iter().skip(skip) {
+            self.job_order.push_back(jid.clone());
+            self.job_heads.insert(jid, heads);
+        }
+        self.history.restore(saved.history);
+        self.settled.clear();
+        self.settled_order.clear();
+        for (fp, introduced) in saved.settled {
+            self.settle(&fp, introduced);
+        }
+        for (name, head) in saved.heads {
+            let watch = self
+                .repos
+                .iter_mut()
+                .find(|r| r.spec.name == name)
+                .and_then(|r| r.watch.as_mut());
+            if let Some(watch) = watch {
+                watch.head = Some(head);
+            }
+        }
+    }
+}

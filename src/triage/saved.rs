@@ -1,0 +1,62 @@
+//! Triage's memory as a checkpoint keeps it: the failure groups of jobs not
+//! yet completed (oldest job first) and when each fingerprint was first seen.
+//! Written from borrows, read back owned, in the same shape.
+
+use serde::{Deserialize, Serialize};
+
+use super::{JobGroups, Triage};
+use crate::time::Stamp;
+
+#[derive(Debug, Serialize)]
+pub struct SavingTriage<'a> {
+    jobs: Vec<(&'a str, &'a JobGroups)>,
+    /// Fingerprint, first jid, first seen at; oldest first.
+    first_seen: Vec<(&'a str, &'a str, Stamp)>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SavedTriage {
+    jobs: Vec<(Box<str>, JobGroups)>,
+    first_seen: Vec<(String, String, Stamp)>,
+}
+
+impl Triage {
+    pub fn saving(&self) -> SavingTriage<'_> {
+        SavingTriage {
+            jobs: self
+                .jobs_order
+                .iter()
+                .filter_map(|jid| Some((&**jid, self.jobs.get(jid)?)))
+                .collect(),
+            first_seen: self
+                .first_seen_order
+                .iter()
+                .filter_map(|fp| {
+                    let (jid, at) = self.first_seen.get(fp)?;
+                    Some((fp.as_str(), jid.as_str(), *at))
+                })
+                .collect(),
+        }
+    }
+
+    /// Takes back saved memory in place of its own, within today's bounds.
+    pub fn restore(&mut self, saved: SavedTriage) {
+        self.jobs.clear();
+        self.jobs_order.clear();
+        let skip = saved.jobs.len().saturating_sub(self.config.max_jobs);
+        for (jid, groups) in saved.jobs.into_iter().skip(skip) {
+            self.jobs_order.push_back(jid.clone());
+            self.jobs.insert(jid, groups);
+        }
+        self.first_seen.clear();
+        self.first_seen_order.clear();
+        let skip = saved
+            .first_seen
+            .len()
+            .saturating_sub(self.config.max_fingerprints);
+        for (fp, jid, at) in saved.first_seen.into_iter().skip(skip) {
+            self.first_seen_order.push_back(fp.clone());
+            self.first_seen.insert(fp, (jid, at));
+        }
+    }
+}
