@@ -49,6 +49,7 @@ fn records() -> Vec<Record> {
                         ..JobContext::default()
                     },
                     schedule: None,
+                    trimmed: None,
                     duration_ms: Some(1_843 + i as u64 % 500),
                     states: Some(StateCounts {
                         ok: 212,

@@ -75,3 +75,13 @@ pub fn test_kwarg(arg: Option<Raw<'_>>) -> bool {
 pub fn raw_to_json(raw: Option<Raw<'_>>) -> Option<serde_json::Value> {
     raw.filter(|r| !r.is_nil()).and_then(|r| to_json(r.0).ok())
 }
+
+/// Functions whose return is a state run (a map of state results, or render
+/// errors).
+pub fn is_state_run(fun: &str) -> bool {
+    fun.starts_with("state.")
+        && !matches!(
+            fun,
+            "state.running" | "state.show_sls" | "state.show_highstate" | "state.show_top"
+        )
+}

@@ -73,6 +73,8 @@ crate::counts! {
         internal restarts_ignored_after_gap;
         counter closed_jobs_forgotten = "saltsight_closed_jobs_forgotten",
             "Closed jobs forgotten before their late window ended, to keep their missing minions within jobs.max_expected";
+        counter trimmed_returns = "saltsight_trimmed_returns",
+            "Returns Salt trimmed on the bus (VALUE_TRIMMED, its max_event_size): flagged on their minion_return; a state run trimmed whole or by state is never judged a success";
         counter unreadable_returns = "saltsight_unreadable_returns",
             "Returns that came but could not be read (undecodable, or over bus.max_frame_bytes): their minion is unknown_gap";
         counter minions_not_followed = "saltsight_minions_not_followed",

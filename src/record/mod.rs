@@ -174,6 +174,24 @@ pub struct MinionReturn {
     pub duration_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub states: Option<StateCounts>,
+    /// Salt trimmed the return on the bus: a state run trimmed whole or by
+    /// state is never judged a success (its failed states cannot be seen).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trimmed: Option<Trimmed>,
+}
+
+crate::label_set! {
+    /// What of a return Salt replaced with `"VALUE_TRIMMED"` (its
+    /// `max_event_size`): the event carries less than the minion sent.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Trimmed {
+        /// The whole return value.
+        Return = "return",
+        /// Whole state entries of a state run: their results are not visible.
+        States = "states",
+        /// Values inside entries (a `changes.diff`): every result is visible.
+        Values = "values",
+    }
 }
 
 crate::label_set! {

@@ -146,15 +146,7 @@ pub struct Triage {
     pub stats: std::sync::Arc<TriageStats>,
 }
 
-/// Functions whose return is a state run (a map of state results, or render
-/// errors).
-pub fn is_state_run(fun: &str) -> bool {
-    fun.starts_with("state.")
-        && !matches!(
-            fun,
-            "state.running" | "state.show_sls" | "state.show_highstate" | "state.show_top"
-        )
-}
+pub use crate::event::args::is_state_run;
 
 impl Triage {
     pub fn new(config: TriageConfig) -> Self {

@@ -30,12 +30,13 @@ pub use super::settings::{TrackerConfig, TrackerStats};
 use super::streaks::Streaks;
 use super::verdict::{Evidence, MinionState, Verdict};
 use crate::config::glob;
-use crate::event::args::{first_arg, is_internal, raw_to_json, texts, timeout_kwarg};
+use crate::event::args::{first_arg, is_internal, is_state_run, raw_to_json, texts, timeout_kwarg};
 use crate::event::states::count_states;
+use crate::event::states::trimmed;
 use crate::event::{Body, Event, JobPublication, JobReturn, Raw, Text};
 use crate::record::{
     BusGapRecord, JobCompleted, JobContext, JobPublished, MAX_LISTED_MINIONS, MinionMissing,
-    MinionReturn, MissingEvidence, MissingReason, Record, RecordBody, RecordFactory,
+    MinionReturn, MissingEvidence, MissingReason, Record, RecordBody, RecordFactory, Trimmed,
 };
 use crate::time::Stamp;
 
@@ -342,9 +343,17 @@ impl JobTracker {
             .minions_missing_repeatedly
             .set(self.streaks.repeatedly());
         let states = r.ret.and_then(|raw| count_states(raw.0));
+        let trimmed = r.ret.and_then(|raw| trimmed(raw.0));
+        if trimmed.is_some() {
+            self.stats.trimmed_returns.inc();
+        }
+        // A state run Salt trimmed whole or by state hides its failed states.
+        let hidden =
+            is_state_run(fun) && matches!(trimmed, Some(Trimmed::Return | Trimmed::States));
         let succeeded = r.retcode.unwrap_or(0) == 0
             && r.success != Some(false)
-            && states.as_ref().is_none_or(|s| s.failed == 0);
+            && states.as_ref().is_none_or(|s| s.failed == 0)
+            && !hidden;
         let mut record = MinionReturn {
             jid: jid.to_owned(),
             minion: minion.to_owned(),
@@ -356,6 +365,7 @@ impl JobTracker {
             schedule: r.schedule.as_ref().map(|s| s.as_str().to_owned()),
             duration_ms: None,
             states,
+            trimmed,
         };
         if let Some(job) = self.open.get_mut(jid) {
             record.context = job.context.clone();

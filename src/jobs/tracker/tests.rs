@@ -632,3 +632,34 @@ fn presence_tells_a_disconnected_minion_from_a_silent_one() {
         ]
     );
 }
+
+/// Salt's VALUE_TRIMMED: flagged and counted; a state run trimmed whole or by
+/// state is never a success, a command's trimmed output keeps its retcode's word.
+#[test]
+fn a_trimmed_return_is_flagged_and_a_trimmed_state_run_never_succeeds() {
+    let mut lab = Lab::new(TrackerConfig::default());
+    lab.new_job(0, "1", "state.apply", json!([]), &["a", "b"]);
+    lab.feed(1, "salt/job/1/ret/a", json!({"jid": "1", "id": "a", "fun": "state.apply", "return": "VALUE_TRIMMED", "retcode": 0, "success": true}));
+    lab.feed(1, "salt/job/1/ret/b", json!({"jid": "1", "id": "b", "fun": "state.apply", "return": {"file_|-f_|-/f_|-managed": {"result": true, "changes": {"diff": "VALUE_TRIMMED"}}}, "retcode": 0, "success": true}));
+    lab.new_job(2, "2", "cmd.run", json!(["yes | head -c 2000000"]), &["a"]);
+    lab.feed(3, "salt/job/2/ret/a", json!({"jid": "2", "id": "a", "fun": "cmd.run", "return": "VALUE_TRIMMED", "retcode": 0, "success": true}));
+    let returns: Vec<(String, String, bool, Option<Trimmed>)> = lab
+        .out
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::MinionReturn(m) => {
+                Some((m.jid.clone(), m.minion.clone(), m.succeeded, m.trimmed))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        returns,
+        [
+            ("1".into(), "a".into(), false, Some(Trimmed::Return)),
+            ("1".into(), "b".into(), true, Some(Trimmed::Values)),
+            ("2".into(), "a".into(), true, Some(Trimmed::Return)),
+        ]
+    );
+    assert_eq!(lab.tracker.stats.trimmed_returns.get(), 3);
+}

@@ -139,6 +139,7 @@ impl Scrub for MinionReturn {
             schedule,
             duration_ms: _,
             states: _,
+            trimmed: _,
         } = self;
         scrub_all!(r, fired; jid, minion, fun, context, schedule);
     }
