@@ -3,7 +3,7 @@
 //! Data flows one way (see ARCHITECTURE.md):
 //!
 //! ```text
-//! bus (bytes → frames) → event (frames → typed events) → [jobs → triage → correlate] → sink | metrics
+//! bus (bytes → frames) → event (frames → typed events) → [jobs → triage → correlate → incident] → sink | metrics
 //! ```
 //!
 //! - [`bus`]: the publisher endpoint, the sans-IO frame splitter, the reader task, recordings.
@@ -11,6 +11,7 @@
 //! - [`jobs`]: job lifecycles and missing-return verdicts; a state machine fed events and time.
 //! - [`triage`]: failed state runs → root-cause states, categories, fingerprints, groups.
 //! - [`correlate`]: failures → the git commits of the state tree, and per-minion history.
+//! - [`incident`]: external causes grouped by target across minions and jobs.
 //! - [`record`]: the records emitted, with stable ids (docs/records.md).
 //! - [`config`]: saltsight's TOML, the Salt master's YAML, resolved into one validated [`config::Config`].
 //! - [`metrics`]: the Prometheus catalog and the `/metrics` endpoint (docs/metrics.md).
@@ -25,6 +26,7 @@ pub mod config;
 pub mod correlate;
 pub mod counter;
 pub mod event;
+pub mod incident;
 pub mod jobs;
 pub mod lab;
 pub mod label;

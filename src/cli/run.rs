@@ -137,7 +137,7 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
     let sending = senders.spawn();
     let mut agent = Agent::new(stages, Clock::Wall, outputs, redactor, metrics.observer);
     if let Some((checkpointer, restored)) = checkpoint {
-        agent = agent.with_checkpoint(checkpointer, restored);
+        agent = agent.with_checkpoint(checkpointer, restored)?;
     }
     let consumer = Consumer::new(
         Source::live(&config.bus, Delivery::Frames),

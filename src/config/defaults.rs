@@ -35,6 +35,14 @@ pub const DEFAULT_GIT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_HISTORY: usize = 1_000_000;
 pub const DEFAULT_MAX_COMMITS: usize = 20;
 
+// External incidents.
+pub const DEFAULT_INCIDENT_MIN_MINIONS: usize = 3;
+pub const DEFAULT_INCIDENT_WINDOW: Duration = Duration::from_secs(600);
+pub const DEFAULT_INCIDENT_QUIET: Duration = Duration::from_secs(900);
+pub const DEFAULT_INCIDENT_UPDATE_EVERY: Duration = Duration::from_secs(30);
+pub const DEFAULT_INCIDENT_MAX_TARGETS: usize = 10_000;
+pub const DEFAULT_INCIDENT_MAX_SAMPLES: usize = 20;
+
 // What survives a restart.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/saltsight/state";
 pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);

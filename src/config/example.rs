@@ -109,6 +109,23 @@ max_bytes = {spool_max}
 # fsync each batch when it is sealed (a power loss keeps all but the open batch).
 fsync = true
 
+[incidents]
+# Failures with a cause outside the state tree (a package mirror, a DNS name, a
+# URL's host) are grouped by the host they name: when at least min_minions
+# distinct minions fail against one host within window, that is one
+# external_incident, re-emitted as it grows (at most every update_every, and
+# when its minions double) and closed after quiet with no new failure against
+# it, or as soon as a state that had failed against it succeeds. Its
+# state_failure and failure_group records carry its id.
+min_minions = {inc_min}
+window = "{inc_window}s"
+quiet = "{inc_quiet}s"
+update_every = "{inc_update}s"
+# Hosts followed at most (the one seen longest ago is forgotten first), and the
+# minions, jobs and states an incident lists.
+max_targets = {inc_targets}
+max_samples = {inc_samples}
+
 [state]
 # What survives a restart (an upgrade, a reboot): a checkpoint of the jobs in
 # flight (each minion's state), triage's open failure groups, missing streaks,
@@ -217,6 +234,12 @@ format = "text"
         DEFAULT_MAX_HISTORY,
         spool_dir = DEFAULT_SPOOL_DIR,
         state_dir = DEFAULT_STATE_DIR,
+        inc_min = DEFAULT_INCIDENT_MIN_MINIONS,
+        inc_window = DEFAULT_INCIDENT_WINDOW.as_secs(),
+        inc_quiet = DEFAULT_INCIDENT_QUIET.as_secs(),
+        inc_update = DEFAULT_INCIDENT_UPDATE_EVERY.as_secs(),
+        inc_targets = DEFAULT_INCIDENT_MAX_TARGETS,
+        inc_samples = DEFAULT_INCIDENT_MAX_SAMPLES,
         checkpoint_secs = DEFAULT_CHECKPOINT_INTERVAL.as_secs(),
         spool_max = DEFAULT_SPOOL_MAX_BYTES,
         file_max = DEFAULT_FILE_MAX_BYTES,

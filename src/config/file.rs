@@ -25,6 +25,8 @@ pub struct FileConfig {
     pub spool: super::spool::SpoolSection,
     #[serde(default)]
     pub state: super::state::StateSection,
+    #[serde(default)]
+    pub incidents: super::incidents::IncidentsSection,
     /// `[[output]]`: where records go (default: stdout); each output kind
     /// reads its own keys (`sink`).
     #[serde(default)]
@@ -123,7 +125,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         table.remove(&key);
         found.push((key, of::<FileConfig>().join(", ")));
     }
-    let sections: [(&str, &[&str]); 9] = [
+    let sections: [(&str, &[&str]); 10] = [
         ("bus", of::<BusSection>()),
         ("jobs", of::<JobsSection>()),
         ("triage", of::<TriageSection>()),
@@ -131,6 +133,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         ("log", of::<LogSection>()),
         ("spool", of::<super::spool::SpoolSection>()),
         ("state", of::<super::state::StateSection>()),
+        ("incidents", of::<super::incidents::IncidentsSection>()),
         ("metrics", of::<super::metrics::MetricsSection>()),
         ("redact", of::<super::redact::RedactSection>()),
     ];

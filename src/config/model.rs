@@ -22,6 +22,7 @@ pub struct Config {
     pub log: LogConfig,
     pub spool: SpoolConfig,
     pub state: super::state::StateConfig,
+    pub incidents: super::incidents::IncidentConfig,
     /// `[[output]]` as written (each output kind checks its own; see `load_with`).
     pub outputs: Vec<RawOutput>,
     pub metrics: super::metrics::MetricsConfig,

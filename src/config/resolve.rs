@@ -85,6 +85,7 @@ pub fn load_with<T>(
     let correlate = resolve_correlate(&file, overrides, &jobs, &mut errors, &mut warnings);
     let spool = resolve_spool(&file.spool, &mut errors);
     let state = super::state::resolve_state(&file.state, overrides.state_dir.as_ref(), &mut errors);
+    let incidents = super::incidents::resolve(&file.incidents, &mut errors);
     let raw = raw_outputs(&file.output, &mut errors);
     let resolved = outputs(&raw, &spool, &mut errors);
     let metrics = super::metrics::resolve(
@@ -106,6 +107,7 @@ pub fn load_with<T>(
                 log,
                 spool,
                 state,
+                incidents,
                 outputs: raw,
                 metrics,
                 redact,

@@ -268,6 +268,7 @@ impl Correlator {
                 fallout: f.fallout,
                 output: f.output.clone(),
                 fingerprint: f.fingerprint.clone(),
+                incident: None,
                 first_failing: flip.map(|f| f.first_failing_now),
                 context: context.clone(),
                 correlation,
@@ -348,6 +349,7 @@ impl Correlator {
                 first_seen_jid: g.first_seen_jid,
                 first_seen_at: g.first_seen_at,
                 revision,
+                incident: None,
                 context: context.clone(),
                 correlation,
             });

@@ -15,12 +15,15 @@ use std::hash::{BuildHasherDefault, Hasher};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::bus::GapReason;
 use crate::event::{DecodeReason, TagClass};
-use crate::record::{Category, MissingReason, Record, RecordBody, RecordKind, RunKind};
+use crate::record::{
+    Category, EpisodeStatus, MissingReason, PressureSignal, Record, RecordBody, RecordKind, RunKind,
+};
 
 /// Job durations: seconds to an hour (highstates are long).
 const DURATION_BUCKETS: [f64; 13] = [
@@ -59,14 +62,24 @@ struct FunctionReason {
 }
 
 /// A family with one label of closed values, every series made at start.
-fn closed<const N: usize>(
+fn closed<const N: usize, M>(
     registry: &mut Registry,
     name: &str,
     help: &str,
     label: &'static str,
     values: [&'static str; N],
-) -> [Counter; N] {
-    let family = Family::<[(&'static str, &'static str); 1], Counter>::default();
+) -> [M; N]
+where
+    M: prometheus_client::metrics::TypedMetric
+        + prometheus_client::encoding::EncodeMetric
+        + Default
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let family = Family::<[(&'static str, &'static str); 1], M>::default();
     registry.register(name, help, family.clone());
     values.map(|value| family.get_or_create_owned(&[(label, value)]))
 }
@@ -227,6 +240,14 @@ pub struct RecordMetrics {
     render_failures: Counter,
     gaps: [Counter; GapReason::COUNT],
     records: [Counter; RecordKind::COUNT],
+    incidents_open: [Gauge; Category::COUNT],
+    /// The open incidents counted in `incidents_open` (their records may come
+    /// again: revisions, and re-announcements after a restart).
+    open_incident_ids: std::sync::Mutex<HashMap<String, Category>>,
+    incident_failures: Counter,
+    pressure_open: Gauge,
+    pressure_episodes: [Counter; PressureSignal::COUNT],
+    missing_under_pressure: Counter,
 }
 
 impl RecordMetrics {
@@ -372,6 +393,48 @@ impl RecordMetrics {
                 RecordKind::NAMES,
             ),
             functions,
+            incidents_open: closed(
+                registry,
+                "saltsight_external_incidents_open",
+                "External incidents open (one target failing on several minions), by the category of their first failure",
+                "category",
+                Category::NAMES,
+            ),
+            open_incident_ids: std::sync::Mutex::default(),
+            incident_failures: {
+                let counter = Counter::default();
+                registry.register(
+                    "saltsight_incident_failures",
+                    "Root-cause state failures that are part of an external incident",
+                    counter.clone(),
+                );
+                counter
+            },
+            pressure_open: {
+                let gauge = Gauge::default();
+                registry.register(
+                    "saltsight_master_pressure",
+                    "1 while a master_pressure episode is open (the master saturated), else 0",
+                    gauge.clone(),
+                );
+                gauge
+            },
+            pressure_episodes: closed(
+                registry,
+                "saltsight_master_pressure_episodes",
+                "master_pressure episodes opened, by each signal over its threshold at the opening",
+                "signal",
+                PressureSignal::NAMES,
+            ),
+            missing_under_pressure: {
+                let counter = Counter::default();
+                registry.register(
+                    "saltsight_missing_returns_during_pressure",
+                    "Missing-return verdicts given while the master was saturated (during_master_pressure)",
+                    counter.clone(),
+                );
+                counter
+            },
         }
     }
 
@@ -392,6 +455,9 @@ impl RecordMetrics {
             }
             RecordBody::MinionMissing(m) => {
                 self.missing[self.functions.of(&m.fun)][m.reason.index()].inc();
+                if m.during_master_pressure.is_some() {
+                    self.missing_under_pressure.inc();
+                }
             }
             // Amendments (late returns) are counted as returns, not as jobs again.
             RecordBody::JobCompleted(c) if c.revision == 0 => {
@@ -420,7 +486,42 @@ impl RecordMetrics {
             RecordBody::StateFailure(s) => {
                 self.state_failures[s.cause.category.index()].inc();
                 self.fallout.inc_by(u64::from(s.fallout));
+                if s.incident.is_some() {
+                    self.incident_failures.inc();
+                }
             }
+            RecordBody::ExternalIncident(i) => {
+                // The stage bounds how many are open; so does this map.
+                let mut open = self
+                    .open_incident_ids
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                match i.status {
+                    EpisodeStatus::Open => {
+                        if open.insert(i.incident.clone(), i.category).is_none() {
+                            self.incidents_open[i.category.index()].inc();
+                        }
+                    }
+                    EpisodeStatus::Closed => {
+                        if let Some(category) = open.remove(&i.incident) {
+                            self.incidents_open[category.index()].dec();
+                        }
+                    }
+                }
+            }
+            RecordBody::MasterPressure(p) => match p.status {
+                EpisodeStatus::Open => {
+                    self.pressure_open.set(1);
+                    if p.revision == 0 {
+                        for figure in &p.signals {
+                            self.pressure_episodes[figure.signal.index()].inc();
+                        }
+                    }
+                }
+                EpisodeStatus::Closed => {
+                    self.pressure_open.set(0);
+                }
+            },
             RecordBody::RenderFailure(_) => {
                 self.render_failures.inc();
             }
@@ -463,6 +564,7 @@ mod tests {
             first_return_ms: None,
             revision: 0,
             evicted: false,
+            during_master_pressure: None,
             context: crate::record::JobContext {
                 run_kind,
                 ..Default::default()

@@ -67,16 +67,18 @@ impl Agent {
         mut self,
         checkpointer: Checkpointer,
         restored: Option<Restored>,
-    ) -> Self {
+    ) -> anyhow::Result<Self> {
         if let Some(restored) = restored {
-            self.stages.restore(restored.stages);
+            let now = Stamp::from_system_time(SystemTime::now());
+            let records = self.stages.restore(restored.stages, now);
             self.stages.gap_started();
             self.restart_gap_from = Some(restored.header.bus_until);
+            self.write(records)?;
         }
         let first =
             (!checkpointer.interval.is_zero()).then(|| Instant::now() + checkpointer.interval);
         self.checkpoint = Some((checkpointer, first));
-        self
+        Ok(self)
     }
 
     /// Writes the checkpoint (between events: no job is part way through its

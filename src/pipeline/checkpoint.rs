@@ -417,7 +417,7 @@ mod tests {
         assert_eq!(restored.header.bus_until, bus_until);
         assert_eq!(restored.stages.open_jobs(), 1);
         let mut after = Stages::from_config(&config);
-        after.restore(restored.stages);
+        after.restore(restored.stages, bus_until);
         after.gap_started();
         let gap_end = Stamp::parse("2026-11-24T10:00:05Z").expect("stamp");
         after.on_gap(bus_until, gap_end, "restart", 0);

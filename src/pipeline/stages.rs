@@ -22,13 +22,16 @@ use crate::correlate::Correlator;
 use crate::correlate::saved::{SavedCorrelator, SavingCorrelator};
 use crate::counter::Counts;
 use crate::event::{Body, Event};
+use crate::incident::saved::{SavedIncidents, SavingIncidents};
+use crate::incident::{Failure, Incidents};
 use crate::jobs::tracker::saved::{SavedTracker, SavingTracker};
 use crate::jobs::tracker::{JobClosed, context_of_return};
 use crate::jobs::{JobTracker, TrackerConfig};
-use crate::record::{JobContext, Record, RecordFactory, RunKind};
+use crate::record::{JobContext, Record, RecordBody, RecordFactory, RunKind};
 use crate::time::Stamp;
-use crate::triage::Triage;
+use crate::triage::failures::state_hash;
 use crate::triage::saved::{SavedTriage, SavingTriage};
+use crate::triage::{Findings, Triage};
 
 /// The stages' memory as a checkpoint writes it (borrowed).
 #[derive(Serialize)]
@@ -36,6 +39,7 @@ pub struct SavingStages<'a> {
     tracker: SavingTracker<'a>,
     triage: SavingTriage<'a>,
     correlator: SavingCorrelator<'a>,
+    incidents: SavingIncidents<'a>,
 }
 
 /// The stages' memory as a checkpoint reads it back.
@@ -44,6 +48,8 @@ pub struct SavedStages {
     tracker: SavedTracker,
     triage: SavedTriage,
     correlator: SavedCorrelator,
+    #[serde(default)]
+    incidents: Option<SavedIncidents>,
 }
 
 impl SavedStages {
@@ -53,11 +59,15 @@ impl SavedStages {
     }
 }
 
-/// Triage, the job tracker and the correlator, wired in order.
+/// Triage, the job tracker, the correlator and external incidents, wired in
+/// order.
 pub struct Stages {
     tracker: JobTracker,
     triage: Triage,
     correlator: Correlator,
+    incidents: Incidents,
+    /// The correlator wants every state's outcome (it watches a state tree).
+    correlator_wants_outcomes: bool,
 }
 
 impl Stages {
@@ -65,11 +75,14 @@ impl Stages {
         let records = RecordFactory::new(config.master_id.clone());
         let correlator = Correlator::new(&config.correlate, records.clone());
         let mut triage = config.triage.clone();
-        triage.want_outcomes = correlator.watches_states();
+        let correlator_wants_outcomes = correlator.watches_states();
+        triage.want_outcomes = correlator_wants_outcomes;
         Self {
-            tracker: JobTracker::new(TrackerConfig::from(&config.jobs), records),
+            tracker: JobTracker::new(TrackerConfig::from(&config.jobs), records.clone()),
             triage: Triage::new(triage),
             correlator,
+            incidents: Incidents::new(config.incidents.clone(), records),
+            correlator_wants_outcomes,
         }
     }
 
@@ -80,15 +93,23 @@ impl Stages {
             tracker: self.tracker.saving(),
             triage: self.triage.saving(),
             correlator: self.correlator.saving(),
+            incidents: self.incidents.saving(),
         }
     }
 
     /// Takes back a checkpoint's memory (stages just made from the config: its
-    /// bounds apply to what comes back).
-    pub fn restore(&mut self, saved: SavedStages) {
+    /// bounds apply to what comes back). Its records: what was open, said
+    /// again (`at` is now).
+    pub fn restore(&mut self, saved: SavedStages, at: Stamp) -> Vec<Record> {
         self.tracker.restore(saved.tracker);
         self.triage.restore(saved.triage);
         self.correlator.restore(saved.correlator);
+        let mut out = Vec::new();
+        if let Some(incidents) = saved.incidents {
+            self.incidents.restore(incidents);
+            self.incidents.reannounce(at, &mut out);
+        }
+        out
     }
 
     /// Each stage's own counts, for the scrape.
@@ -97,6 +118,7 @@ impl Stages {
             self.tracker.stats.clone(),
             self.triage.stats.clone(),
             self.correlator.stats.clone(),
+            self.incidents.stats.clone(),
         ]
     }
 
@@ -104,9 +126,15 @@ impl Stages {
         &self.tracker
     }
 
-    /// When the next verdict is due, on the master's clock.
+    /// When the next verdict (or incident revision, or close) is due, on the
+    /// master's clock.
     pub fn next_deadline(&self) -> Option<Stamp> {
-        self.tracker.next_deadline()
+        let incident = self.incidents.next_due();
+        self.tracker
+            .next_deadline()
+            .into_iter()
+            .chain(incident)
+            .min()
     }
 
     /// One event, at event time `now`: its records, in order.
@@ -121,7 +149,9 @@ impl Stages {
         if let Some((jid, context)) = triaged {
             if self.tracker.context(&jid).is_none() {
                 let groups = self.triage.close_job(&jid);
-                out.extend(self.correlator.on_groups(groups, &context, 0, at));
+                let mut records = self.correlator.on_groups(groups, &context, 0, at);
+                self.mark_groups(&mut records);
+                out.extend(records);
             }
         }
         out
@@ -173,12 +203,13 @@ impl Stages {
         out
     }
 
-    /// Verdicts due at or before `now`.
+    /// Verdicts (and incident revisions and closes) due at or before `now`.
     pub fn advance(&mut self, now: Stamp) -> Vec<Record> {
         let mut tracked = Vec::new();
         self.tracker.advance(now, &mut tracked);
         let mut out = Vec::new();
         self.after_tracker(tracked, &mut out);
+        self.incidents.advance(now, &mut out);
         out
     }
 
@@ -198,6 +229,8 @@ impl Stages {
         at: Stamp,
         out: &mut Vec<Record>,
     ) -> Option<(String, JobContext)> {
+        self.triage
+            .want_outcomes(self.correlator_wants_outcomes || self.incidents.any_open());
         let (findings, context) = match &event.body {
             Body::JobReturn(r) => {
                 let findings = self.triage.on_return(r, at)?;
@@ -218,8 +251,38 @@ impl Stages {
             }
             _ => return None,
         };
-        out.extend(self.correlator.on_findings(&findings, &context, at));
+        let mut records = self.correlator.on_findings(&findings, &context, at);
+        self.incidents.on_outcomes(&findings.outcomes, at, out);
+        self.attach_incidents(&findings, &mut records, at, out);
+        out.extend(records);
         Some((findings.jid, context))
+    }
+
+    /// Each root cause with an external target to the incident stage; the
+    /// `state_failure` records of those in an open incident carry its id. The
+    /// correlator made one record per root cause, in the findings' order.
+    fn attach_incidents(
+        &mut self,
+        findings: &Findings,
+        records: &mut [Record],
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) {
+        let state_records = records.iter_mut().filter_map(|r| match &mut r.body {
+            RecordBody::StateFailure(s) => Some(s),
+            _ => None,
+        });
+        for (finding, record) in findings.state_failures.iter().zip(state_records) {
+            let failure = Failure {
+                jid: &findings.jid,
+                minion: &findings.minion,
+                sls: &finding.state.sls,
+                state_id: &finding.state.state_id,
+                state_hash: Some(state_hash(finding.state.key.as_bytes())),
+                cause: &finding.classification,
+            };
+            record.incident = self.incidents.on_failure(&failure, at, out);
+        }
     }
 
     /// The tracker's records, stamped by the correlator, then the failure groups
@@ -234,7 +297,18 @@ impl Stages {
         } in self.tracker.drain_closed()
         {
             let groups = self.triage.close_job(&jid);
-            out.extend(self.correlator.on_groups(groups, &context, revision, at));
+            let mut records = self.correlator.on_groups(groups, &context, revision, at);
+            self.mark_groups(&mut records);
+            out.extend(records);
+        }
+    }
+
+    /// A failure group whose target has an open incident carries its id.
+    fn mark_groups(&self, records: &mut [Record]) {
+        for record in records {
+            if let RecordBody::FailureGroup(g) = &mut record.body {
+                g.incident = self.incidents.incident_of(&g.cause);
+            }
         }
     }
 }
@@ -305,5 +379,112 @@ mod tests {
                 RecordKind::FailureGroup,
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod incident_tests {
+    use super::*;
+    use crate::event::{decode, encode_frame};
+    use crate::record::RecordKind;
+    use serde_json::json;
+
+    fn frame(tag: &str, data: serde_json::Value) -> Vec<u8> {
+        encode_frame(tag, &rmp_serde::to_vec_named(&data).unwrap(), false)
+    }
+
+    /// The same unreachable mirror on three minions: one `external_incident`,
+    /// opened by the third failure; the failures from then on and the job's
+    /// group carry its id; an unrelated failure in the same job does not.
+    #[test]
+    fn failures_against_one_host_on_three_minions_are_one_incident() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("saltsight.toml");
+        std::fs::write(
+            &path,
+            "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n",
+        )
+        .expect("write config");
+        let config = crate::config::load(&crate::config::Overrides {
+            config: Some(path),
+            ..Default::default()
+        })
+        .expect("config loads");
+        let mut stages = Stages::from_config(&config);
+        let jid = "20261124100000000000";
+        let stamp = |s: u32| format!("2026-11-24T10:00:{s:02}.000000+00:00");
+        let minions = ["web1", "web2", "web3"];
+        let mut records = Vec::new();
+        let new = frame(
+            &format!("salt/job/{jid}/new"),
+            json!({"jid": jid, "fun": "state.apply", "arg": [], "tgt": "*", "tgt_type": "glob",
+                "minions": minions, "missing": [], "user": "root", "_stamp": stamp(0)}),
+        );
+        let mut frames = vec![new];
+        for (i, m) in minions.iter().enumerate() {
+            frames.push(frame(
+                &format!("salt/job/{jid}/ret/{m}"),
+                json!({"jid": jid, "id": m, "fun": "state.apply", "retcode": 2, "success": false,
+                    "_stamp": stamp(1 + i as u32),
+                    "return": {
+                        "cmd_|-fetch_|-curl_|-run": {"result": false, "__sls__": "app", "__id__": "fetch",
+                            "__run_num__": 0, "name": "curl",
+                            "comment": "Command \"curl -fsS https://mirror.example.net/app.tgz\" run",
+                            "changes": {"retcode": 6, "stderr": "curl: (6) Could not resolve host: mirror.example.net", "stdout": ""}},
+                        "cmd_|-broken_|-false_|-run": {"result": false, "__sls__": "app", "__id__": "broken",
+                            "__run_num__": 1, "name": "false", "comment": "Command \"false\" run",
+                            "changes": {"retcode": 1, "stderr": "", "stdout": ""}}}}),
+            ));
+        }
+        for f in frames {
+            let event = decode(&f).expect("decode");
+            let now = event.stamp.expect("stamped");
+            records.extend(stages.on_event(&event, now));
+        }
+        let incidents: Vec<_> = records
+            .iter()
+            .filter_map(|r| match &r.body {
+                RecordBody::ExternalIncident(i) => Some(i.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(incidents.len(), 1, "{incidents:?}");
+        assert_eq!(
+            (incidents[0].target.as_str(), incidents[0].minions),
+            ("mirror.example.net", 3)
+        );
+        let id = incidents[0].incident.clone();
+        let failures: Vec<(String, String, Option<String>)> = records
+            .iter()
+            .filter_map(|r| match &r.body {
+                RecordBody::StateFailure(s) => {
+                    Some((s.minion.clone(), s.state_id.clone(), s.incident.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            failures,
+            [
+                ("web1".into(), "fetch".into(), None),
+                ("web1".into(), "broken".into(), None),
+                ("web2".into(), "fetch".into(), None),
+                ("web2".into(), "broken".into(), None),
+                ("web3".into(), "fetch".into(), Some(id.clone())),
+                ("web3".into(), "broken".into(), None),
+            ]
+        );
+        let groups: Vec<(String, Option<String>)> = records
+            .iter()
+            .filter_map(|r| match &r.body {
+                RecordBody::FailureGroup(g) => {
+                    Some((g.state_id.clone().unwrap_or_default(), g.incident.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert!(groups.contains(&("fetch".into(), Some(id))), "{groups:?}");
+        assert!(groups.contains(&("broken".into(), None)), "{groups:?}");
+        assert!(records.iter().any(|r| r.kind == RecordKind::JobCompleted));
     }
 }

@@ -3,8 +3,12 @@
 //! at-least-once delivery collapse upstream. [`redact`] is the gate every record
 //! passes before any output.
 
+pub mod episodes;
 pub mod redact;
 
+pub use episodes::{
+    EpisodeStatus, ExternalIncident, IncidentEnd, MasterPressure, PressureSignal, SignalFigure,
+};
 use serde::Serialize;
 
 use crate::time::Stamp;
@@ -46,6 +50,8 @@ pub enum RecordBody {
     RenderFailure(RenderFailure),
     FailureGroup(FailureGroup),
     ConfigChange(ConfigChange),
+    ExternalIncident(ExternalIncident),
+    MasterPressure(MasterPressure),
 }
 
 crate::label_set! {
@@ -62,6 +68,8 @@ crate::label_set! {
         RenderFailure = "render_failure",
         FailureGroup = "failure_group",
         ConfigChange = "config_change",
+        ExternalIncident = "external_incident",
+        MasterPressure = "master_pressure",
     }
 }
 
@@ -78,6 +86,8 @@ impl RecordBody {
             RecordBody::RenderFailure(_) => RecordKind::RenderFailure,
             RecordBody::FailureGroup(_) => RecordKind::FailureGroup,
             RecordBody::ConfigChange(_) => RecordKind::ConfigChange,
+            RecordBody::ExternalIncident(_) => RecordKind::ExternalIncident,
+            RecordBody::MasterPressure(_) => RecordKind::MasterPressure,
         }
     }
 }
@@ -258,6 +268,9 @@ pub struct MinionMissing {
     pub streak: u32,
     pub published_at: Stamp,
     pub deadline: Stamp,
+    /// Given while the master was saturated: that `master_pressure` episode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub during_master_pressure: Option<String>,
     #[serde(flatten)]
     pub context: JobContext,
 }
@@ -281,6 +294,9 @@ pub struct JobCompleted {
     pub revision: u32,
     /// Evicted to respect `jobs.max_jobs` before its deadline.
     pub evicted: bool,
+    /// Ran (in part) while the master was saturated: that `master_pressure`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub during_master_pressure: Option<String>,
     #[serde(flatten)]
     pub context: JobContext,
 }
@@ -451,6 +467,10 @@ pub struct StateFailure {
     #[serde(skip_serializing_if = "CommandOutput::is_empty")]
     pub output: CommandOutput,
     pub fingerprint: String,
+    /// The open external incident this failure is part of (its target failing
+    /// on several minions): `external_incident.incident`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incident: Option<String>,
     /// This run is the first, on this minion, in which the state failed after
     /// passing (known only with a watched state tree and an earlier run).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -507,6 +527,9 @@ pub struct FailureGroup {
     pub first_seen_at: Stamp,
     /// The job's `job_completed` revision this group belongs to.
     pub revision: u32,
+    /// The external incident its target is part of, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incident: Option<String>,
     #[serde(flatten)]
     pub context: JobContext,
     #[serde(flatten)]

@@ -214,6 +214,21 @@ fn clickhouse_row(record: &Record, json: &[u8], out: &mut Vec<u8>) {
             row.commit = c.new.as_deref().unwrap_or("");
             row.count = u32::try_from(c.commits.len()).unwrap_or(u32::MAX);
         }
+        // An episode's id goes in `fingerprint`: the key its revisions share.
+        RecordBody::ExternalIncident(i) => {
+            row.reason = i.status.as_str();
+            row.category = i.category.as_str();
+            row.target = &i.target;
+            row.fingerprint = &i.incident;
+            row.count = i.minions;
+            row.revision = i.revision;
+        }
+        RecordBody::MasterPressure(p) => {
+            row.reason = p.status.as_str();
+            row.fingerprint = &p.pressure;
+            row.count = p.missing_verdicts;
+            row.revision = p.revision;
+        }
     }
     let _ = serde_json::to_writer(&mut *out, &row);
     out.push(b'\n');
@@ -244,6 +259,7 @@ mod tests {
                 published_at: Stamp(1_763_769_500_000_000),
                 deadline: Stamp(1_763_769_600_000_000),
                 streak: 1,
+                during_master_pressure: None,
                 context: JobContext {
                     metadata: Some(serde_json::json!({"release": "r42"})),
                     ..JobContext::default()
@@ -323,6 +339,7 @@ mod tests {
             first_seen_jid: "2026".into(),
             first_seen_at: Stamp(0),
             revision: 1,
+            incident: None,
             context: JobContext::default(),
             correlation: Correlation {
                 commits: Default::default(),

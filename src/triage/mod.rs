@@ -160,6 +160,12 @@ impl Triage {
         }
     }
 
+    /// Whether findings report every state's outcome (the correlator's history
+    /// and open incidents need them; they cost a hash per state).
+    pub fn want_outcomes(&mut self, want: bool) {
+        self.config.want_outcomes = want;
+    }
+
     /// A minion's return. Findings for state runs; `None` for anything else.
     pub fn on_return(&mut self, r: &JobReturn<'_>, at: Stamp) -> Option<Findings> {
         let fun = r.fun.as_ref().map_or("", Text::as_str);

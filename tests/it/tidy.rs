@@ -22,6 +22,7 @@ const ORDER: &[&str] = &[
     "jobs",
     "triage",
     "correlate",
+    "incident",
     "sink",
     "metrics",
     "service",
@@ -38,8 +39,12 @@ const SKIPS: &[(&str, &[&str])] = &[
     ("jobs", &["bus"]),
     ("triage", &["bus", "jobs"]),
     ("correlate", &["bus", "event", "jobs"]),
-    ("sink", &["bus", "event", "jobs", "triage", "correlate"]),
-    ("metrics", &["jobs", "triage", "correlate"]),
+    ("incident", &["bus", "event", "jobs", "triage", "correlate"]),
+    (
+        "sink",
+        &["bus", "event", "jobs", "triage", "correlate", "incident"],
+    ),
+    ("metrics", &["jobs", "triage", "correlate", "incident"]),
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {

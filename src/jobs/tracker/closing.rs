@@ -129,6 +129,7 @@ impl JobTracker {
                 .map(|t| millis_between(job.published_at, t)),
             revision: 0,
             evicted,
+            during_master_pressure: None,
             context: std::mem::take(&mut job.context),
         };
         out.push(

@@ -653,6 +653,7 @@ impl JobTracker {
                 streak,
                 published_at: job.published_at,
                 deadline: job.deadline,
+                during_master_pressure: None,
                 context: job.context.clone(),
             }),
         )

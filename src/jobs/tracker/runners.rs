@@ -95,6 +95,7 @@ impl JobTracker {
                 first_return_ms: Some(duration_ms),
                 revision: 0,
                 evicted: false,
+                during_master_pressure: None,
                 context,
             }),
         ));

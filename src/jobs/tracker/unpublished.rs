@@ -48,6 +48,7 @@ impl JobTracker {
             first_return_ms: Some(0),
             revision: 0,
             evicted: false,
+            during_master_pressure: None,
             context: record.context.clone(),
         };
         out.push(

@@ -288,6 +288,7 @@ fn state_failure(comment: &str) -> Record {
                 stdout: None,
             },
             fingerprint: "f".into(),
+            incident: None,
             first_failing: None,
             context: JobContext {
                 metadata: Some(json!({"release": "r42", "deploy_token": "t0k3n"})),

@@ -8,9 +8,10 @@ use serde_json::Value;
 
 use super::{Fired, Inner};
 use crate::record::{
-    BusGapRecord, Classification, CommandOutput, Commit, ConfigChange, Correlation, FailureGroup,
-    IntroducedBy, JobCompleted, JobContext, JobPublished, MinionMissing, MinionReturn, Record,
-    RecordBody, RenderFailure, StateFailure, SuspectCommits,
+    BusGapRecord, Classification, CommandOutput, Commit, ConfigChange, Correlation,
+    ExternalIncident, FailureGroup, IntroducedBy, JobCompleted, JobContext, JobPublished,
+    MasterPressure, MinionMissing, MinionReturn, Record, RecordBody, RenderFailure, SignalFigure,
+    StateFailure, SuspectCommits,
 };
 
 /// Walks every text a record carries. Each impl names every field, so a field
@@ -90,6 +91,8 @@ impl Scrub for Record {
             RecordBody::RenderFailure(b) => b.scrub(r, fired),
             RecordBody::FailureGroup(b) => b.scrub(r, fired),
             RecordBody::ConfigChange(b) => b.scrub(r, fired),
+            RecordBody::ExternalIncident(b) => b.scrub(r, fired),
+            RecordBody::MasterPressure(b) => b.scrub(r, fired),
         }
     }
 }
@@ -157,9 +160,10 @@ impl Scrub for MinionMissing {
             streak: _,
             published_at: _,
             deadline: _,
+            during_master_pressure,
             context,
         } = self;
-        scrub_all!(r, fired; jid, minion, fun, context);
+        scrub_all!(r, fired; jid, minion, fun, during_master_pressure, context);
     }
 }
 
@@ -179,9 +183,10 @@ impl Scrub for JobCompleted {
             first_return_ms: _,
             revision: _,
             evicted: _,
+            during_master_pressure,
             context,
         } = self;
-        scrub_all!(r, fired; jid, fun, tgt, context);
+        scrub_all!(r, fired; jid, fun, tgt, during_master_pressure, context);
     }
 }
 
@@ -277,6 +282,7 @@ impl Scrub for StateFailure {
             fallout: _,
             output,
             fingerprint: _,
+            incident: _,
             first_failing: _,
             context,
             correlation,
@@ -306,6 +312,54 @@ impl Scrub for RenderFailure {
     }
 }
 
+impl Scrub for ExternalIncident {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let ExternalIncident {
+            incident: _,
+            target,
+            category: _,
+            status: _,
+            revision: _,
+            minions: _,
+            jobs: _,
+            failures: _,
+            sample_minions,
+            sample_jobs,
+            states,
+            first_seen: _,
+            last_seen: _,
+            opened_at: _,
+            closed_at: _,
+            end: _,
+        } = self;
+        scrub_all!(r, fired; target, sample_minions, sample_jobs, states);
+    }
+}
+
+impl Scrub for MasterPressure {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let MasterPressure {
+            pressure: _,
+            status: _,
+            revision: _,
+            signals,
+            peaks,
+            opened_at: _,
+            closed_at: _,
+            missing_verdicts: _,
+        } = self;
+        for figure in signals.iter_mut().chain(peaks.iter_mut()) {
+            let SignalFigure {
+                signal: _,
+                value: _,
+                threshold: _,
+                detail,
+            } = figure;
+            scrub_all!(r, fired; detail);
+        }
+    }
+}
+
 impl Scrub for FailureGroup {
     fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
         let FailureGroup {
@@ -324,6 +378,7 @@ impl Scrub for FailureGroup {
             first_seen_jid,
             first_seen_at: _,
             revision: _,
+            incident: _,
             context,
             correlation,
         } = self;
