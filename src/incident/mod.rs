@@ -102,9 +102,20 @@ pub fn target_of(cause: &Classification) -> Option<String> {
     if !cause.category.is_external() {
         return None;
     }
-    let raw = match (&cause.host, &cause.url) {
+    let authority = cause.url.as_deref().and_then(host_of_url);
+    let raw = match (&cause.host, authority) {
+        // The URL's `host:port` when it is the same host: a port tells two
+        // services of one host apart.
+        (Some(host), Some(authority))
+            if authority
+                .rsplit_once(':')
+                .map_or(authority, |(h, _)| h)
+                .eq_ignore_ascii_case(host) =>
+        {
+            authority
+        }
         (Some(host), _) => host.as_str(),
-        (None, Some(url)) => host_of_url(url)?,
+        (None, Some(authority)) => authority,
         (None, None) => return None,
     };
     let trimmed = raw

@@ -172,6 +172,17 @@ fn only_external_causes_with_a_host_are_targets() {
         .as_deref(),
         Some("deb.example.org")
     );
+    let both =
+        |host: &str, url: &str| target_of(&cause(Category::NetworkConnect, Some(host), Some(url)));
+    assert_eq!(
+        both("127.0.0.1", "http://127.0.0.1:8099/app.txt").as_deref(),
+        Some("127.0.0.1:8099"),
+        "the port of the URL naming the same host"
+    );
+    assert_eq!(
+        both("mirror.example.net", "http://other.example.net:81/").as_deref(),
+        Some("mirror.example.net")
+    );
 }
 
 #[test]
