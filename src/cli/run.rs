@@ -13,6 +13,7 @@ use super::{Outcome, Session};
 use crate::bus::ReaderStats;
 use crate::bus::reader::Delivery;
 use crate::config::Overrides;
+use crate::master_processes::MasterProcesses;
 use crate::metrics::Metrics;
 use crate::metrics::server::MetricsServer;
 use crate::pipeline::{
@@ -135,7 +136,12 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
         stopping.stopping("Stopping: draining the pipeline and flushing the outputs.");
     });
     let sending = senders.spawn();
-    let mut agent = Agent::new(stages, Clock::Wall, outputs, redactor, metrics.observer);
+    let processes = config
+        .pressure
+        .sample_processes
+        .then(|| MasterProcesses::new(&config.pressure.pidfile));
+    let mut agent = Agent::new(stages, Clock::Wall, outputs, redactor, metrics.observer)
+        .with_master_watch(processes, config.pressure.sample_interval);
     if let Some((checkpointer, restored)) = checkpoint {
         agent = agent.with_checkpoint(checkpointer, restored)?;
     }

@@ -43,6 +43,13 @@ pub const DEFAULT_INCIDENT_UPDATE_EVERY: Duration = Duration::from_secs(30);
 pub const DEFAULT_INCIDENT_MAX_TARGETS: usize = 10_000;
 pub const DEFAULT_INCIDENT_MAX_SAMPLES: usize = 20;
 
+// Master pressure.
+pub const DEFAULT_PRESSURE_SAMPLE_INTERVAL: Duration = Duration::from_secs(5);
+pub const DEFAULT_PRESSURE_SUSTAIN: Duration = Duration::from_secs(30);
+pub const DEFAULT_PRESSURE_WORKER_CPU: f64 = 0.9;
+pub const DEFAULT_PRESSURE_BUS_LAG: Duration = Duration::from_secs(5);
+pub const DEFAULT_PRESSURE_REQUEST_TIME: Duration = Duration::from_secs(2);
+
 // What survives a restart.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/saltsight/state";
 pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);

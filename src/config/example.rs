@@ -126,6 +126,25 @@ update_every = "{inc_update}s"
 max_targets = {inc_targets}
 max_samples = {inc_samples}
 
+[pressure]
+# saltsight runs on the master, so it can see whether the master itself is
+# saturated: its request workers' (MWorker) CPU, read from /proc (the master's
+# pidfile names the tree; saltsight must run as the master's user to see it),
+# the bus's lag, and Salt's own salt/stats request times (master_stats: True).
+# A signal over its threshold for `sustain` opens a master_pressure record; it
+# closes when every signal has stayed under 80% of its threshold as long.
+# Missing-return verdicts and jobs that overlapped it carry its id.
+sample_processes = true
+# pidfile = "/var/run/salt-master.pid"   # default: the master config's pidfile
+sample_interval = "{pr_sample}s"
+sustain = "{pr_sustain}s"
+# Each worker busy this share of a core, on average.
+worker_cpu = {pr_cpu}
+# p99 of receipt minus _stamp.
+bus_lag = "{pr_lag}s"
+# Mean _return / _pillar request time in salt/stats.
+request_time = "{pr_req}s"
+
 [state]
 # What survives a restart (an upgrade, a reboot): a checkpoint of the jobs in
 # flight (each minion's state), triage's open failure groups, missing streaks,
@@ -234,6 +253,11 @@ format = "text"
         DEFAULT_MAX_HISTORY,
         spool_dir = DEFAULT_SPOOL_DIR,
         state_dir = DEFAULT_STATE_DIR,
+        pr_sample = DEFAULT_PRESSURE_SAMPLE_INTERVAL.as_secs(),
+        pr_sustain = DEFAULT_PRESSURE_SUSTAIN.as_secs(),
+        pr_cpu = DEFAULT_PRESSURE_WORKER_CPU,
+        pr_lag = DEFAULT_PRESSURE_BUS_LAG.as_secs(),
+        pr_req = DEFAULT_PRESSURE_REQUEST_TIME.as_secs(),
         inc_min = DEFAULT_INCIDENT_MIN_MINIONS,
         inc_window = DEFAULT_INCIDENT_WINDOW.as_secs(),
         inc_quiet = DEFAULT_INCIDENT_QUIET.as_secs(),

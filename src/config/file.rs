@@ -27,6 +27,8 @@ pub struct FileConfig {
     pub state: super::state::StateSection,
     #[serde(default)]
     pub incidents: super::incidents::IncidentsSection,
+    #[serde(default)]
+    pub pressure: super::pressure::PressureSection,
     /// `[[output]]`: where records go (default: stdout); each output kind
     /// reads its own keys (`sink`).
     #[serde(default)]
@@ -125,7 +127,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         table.remove(&key);
         found.push((key, of::<FileConfig>().join(", ")));
     }
-    let sections: [(&str, &[&str]); 10] = [
+    let sections: [(&str, &[&str]); 11] = [
         ("bus", of::<BusSection>()),
         ("jobs", of::<JobsSection>()),
         ("triage", of::<TriageSection>()),
@@ -134,6 +136,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         ("spool", of::<super::spool::SpoolSection>()),
         ("state", of::<super::state::StateSection>()),
         ("incidents", of::<super::incidents::IncidentsSection>()),
+        ("pressure", of::<super::pressure::PressureSection>()),
         ("metrics", of::<super::metrics::MetricsSection>()),
         ("redact", of::<super::redact::RedactSection>()),
     ];

@@ -19,6 +19,7 @@ pub const DEFAULT_MASTER_CONFIG: &str = "/etc/salt/master";
 const DEFAULT_SOCK_DIR: &str = "/var/run/salt/master";
 const DEFAULT_CACHEDIR: &str = "/var/cache/salt/master";
 const DEFAULT_TCP_PUB_PORT: u16 = 4512;
+const DEFAULT_PIDFILE: &str = "/var/run/salt-master.pid";
 const DEFAULT_FILE_ROOTS: &[&str] = &["/srv/salt", "/srv/spm/salt"];
 const DEFAULT_PILLAR_ROOTS: &[&str] = &["/srv/pillar", "/srv/spm/pillar"];
 const PUB_SOCKET: &str = "master_event_pub.ipc";
@@ -39,6 +40,8 @@ pub struct MasterBusSettings {
     pub pillar_roots: Vec<PathBuf>,
     /// The branch gitfs serves as `base` (`gitfs_base`, default `master`).
     pub gitfs_base: String,
+    /// The master's pidfile (`pidfile`, under `root_dir`).
+    pub pidfile: PathBuf,
     /// The files read, in order.
     pub files: Vec<PathBuf>,
     /// What the master accepts but an operator should hear about (a skipped
@@ -147,6 +150,10 @@ impl MasterBusSettings {
             file_roots: roots(raw.file_roots, DEFAULT_FILE_ROOTS),
             pillar_roots: roots(raw.pillar_roots, DEFAULT_PILLAR_ROOTS),
             gitfs_base: raw.gitfs_base.unwrap_or_else(|| "master".into()),
+            pidfile: prepend_root_dir(
+                &root_dir,
+                Path::new(raw.pidfile.as_deref().unwrap_or(DEFAULT_PIDFILE)),
+            ),
             root_dir,
             sock_dir,
             ipc_mode_tcp,
@@ -171,6 +178,7 @@ struct RawSettings {
     file_roots: Option<Vec<PathBuf>>,
     pillar_roots: Option<Vec<PathBuf>>,
     gitfs_base: Option<String>,
+    pidfile: Option<String>,
 }
 
 /// `{saltenv: [dir, ...]}` → the dirs, saltenvs in file order. A saltenv given as
@@ -250,6 +258,9 @@ impl RawSettings {
         }
         if let Some(v) = text_key("gitfs_base")? {
             self.gitfs_base = Some(v);
+        }
+        if let Some(v) = text_key("pidfile")? {
+            self.pidfile = Some(v);
         }
         if let Some(v) = text_key("default_include")? {
             self.default_include = Some(v);

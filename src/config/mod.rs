@@ -12,6 +12,7 @@ pub mod incidents;
 pub mod master;
 pub mod metrics;
 pub mod model;
+pub mod pressure;
 pub mod redact;
 pub mod resolve;
 pub mod spool;

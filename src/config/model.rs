@@ -23,6 +23,7 @@ pub struct Config {
     pub spool: SpoolConfig,
     pub state: super::state::StateConfig,
     pub incidents: super::incidents::IncidentConfig,
+    pub pressure: super::pressure::PressureConfig,
     /// `[[output]]` as written (each output kind checks its own; see `load_with`).
     pub outputs: Vec<RawOutput>,
     pub metrics: super::metrics::MetricsConfig,

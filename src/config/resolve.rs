@@ -86,6 +86,11 @@ pub fn load_with<T>(
     let spool = resolve_spool(&file.spool, &mut errors);
     let state = super::state::resolve_state(&file.state, overrides.state_dir.as_ref(), &mut errors);
     let incidents = super::incidents::resolve(&file.incidents, &mut errors);
+    let pressure = super::pressure::resolve(
+        &file.pressure,
+        master_pidfile(&file, overrides),
+        &mut errors,
+    );
     let raw = raw_outputs(&file.output, &mut errors);
     let resolved = outputs(&raw, &spool, &mut errors);
     let metrics = super::metrics::resolve(
@@ -108,6 +113,7 @@ pub fn load_with<T>(
                 spool,
                 state,
                 incidents,
+                pressure,
                 outputs: raw,
                 metrics,
                 redact,
@@ -153,6 +159,15 @@ fn read_file(explicit: Option<&Path>, errors: &mut Vec<String>) -> (FileConfig, 
             (FileConfig::default(), Some(path.to_path_buf()))
         }
     }
+}
+
+/// The master's pidfile as its config says (`None` when that cannot be read:
+/// the bus settings report why).
+fn master_pidfile(file: &FileConfig, o: &Overrides) -> Option<PathBuf> {
+    let (path, missing_ok) = master_config_path(file, o);
+    MasterBusSettings::load(&path, missing_ok)
+        .ok()
+        .map(|s| s.pidfile)
 }
 
 /// The Salt master's config to read, and whether its absence is fine (only the

@@ -81,7 +81,8 @@ pub struct LabOptions {
     pub ipc_mode_tcp: bool,
     /// The master's `state_events` (prog events per state).
     pub state_events: bool,
-    /// More master settings (YAML lines), e.g. `transport: tcp`.
+    /// More master settings (YAML lines), e.g. `transport: tcp`; `{root}`
+    /// becomes the lab's root directory.
     pub extra_master: String,
     /// More settings for every minion (YAML lines).
     pub extra_minion: String,
@@ -460,7 +461,10 @@ fn write_configs(root: &Path, options: &LabOptions, ports: &[u16]) -> anyhow::Re
     );
     fs::write(
         root.join("etc/master"),
-        format!("{master}{}", options.extra_master),
+        format!(
+            "{master}{}",
+            options.extra_master.replace("{root}", &r.to_string())
+        ),
     )?;
     for id in &options.minions {
         let dir = root.join("m").join(id);

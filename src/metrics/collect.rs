@@ -203,6 +203,7 @@ impl SelfCollector {
                     result = match d.kind {
                         Kind::Counter => counter(e, d.name, d.help, d.value),
                         Kind::Gauge => gauge(e, d.name, d.help, d.value as i64),
+                        Kind::FloatGauge => gauge(e, d.name, d.help, f64::from_bits(d.value)),
                     };
                 }
             });

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::checkpoint::{Checkpointer, Restored};
 use super::clock::{Clock, EventClock};
@@ -14,6 +14,7 @@ use crate::bus::{BusGap, Endpoint, Frame, GapReason};
 use crate::counter::Counts;
 use crate::event::tag::ParsedTag;
 use crate::event::{self, Event, TagClass};
+use crate::master_processes::MasterProcesses;
 use crate::metrics::Observer;
 use crate::record::redact::Redactor;
 use crate::record::{Record, RecordBody};
@@ -38,6 +39,18 @@ pub struct Agent {
     restart_gap_from: Option<Stamp>,
     /// The bus has been lost since (a gap begun and not yet ended).
     gap_since: Option<Stamp>,
+    /// The master's pressure is judged every `interval` (`run` only), from its
+    /// processes when they can be read.
+    master: Option<MasterWatch>,
+}
+
+/// The master's processes, sampled on the agent's timer.
+struct MasterWatch {
+    processes: Option<MasterProcesses>,
+    interval: std::time::Duration,
+    next: Instant,
+    /// The last sample failed (logged once until it works again).
+    failing: bool,
 }
 
 impl Agent {
@@ -58,7 +71,68 @@ impl Agent {
             checkpoint: None,
             restart_gap_from: None,
             gap_since: None,
+            master: None,
         }
+    }
+
+    /// Judges the master's pressure every `interval`, from `processes` when
+    /// given (read from /proc) and from the bus.
+    pub fn with_master_watch(
+        mut self,
+        processes: Option<MasterProcesses>,
+        interval: std::time::Duration,
+    ) -> Self {
+        self.master = Some(MasterWatch {
+            processes,
+            interval,
+            next: Instant::now() + interval,
+            failing: false,
+        });
+        self
+    }
+
+    /// What runs on the agent's own timers, when due at `now`: the master's
+    /// pressure, the checkpoint. From `tick` when the bus is quiet, and from
+    /// events (at their receipt) when it never is.
+    fn timed_work(&mut self, now: Instant) -> anyhow::Result<()> {
+        if self.master.as_ref().is_some_and(|m| m.next <= now) {
+            self.watch_master(now)?;
+        }
+        if self
+            .checkpoint
+            .as_ref()
+            .and_then(|(_, next)| *next)
+            .is_some_and(|next| next <= now)
+        {
+            self.save(now);
+        }
+        Ok(())
+    }
+
+    /// Samples the master (IO: a few small /proc files) and judges its pressure.
+    fn watch_master(&mut self, now: Instant) -> anyhow::Result<()> {
+        let Some(watch) = &mut self.master else {
+            return Ok(());
+        };
+        watch.next = now + watch.interval;
+        let sample = match watch.processes.as_ref().map(MasterProcesses::sample) {
+            Some(Ok(sample)) => {
+                if std::mem::replace(&mut watch.failing, false) {
+                    info!(pid = sample.pid, "Reading the master's processes again.");
+                }
+                Some(sample)
+            }
+            Some(Err(error)) => {
+                if !std::mem::replace(&mut watch.failing, true) {
+                    warn!(%error, "Cannot read the master's processes; its workers' CPU is not a pressure signal until it can.");
+                }
+                None
+            }
+            None => None,
+        };
+        let at = self.clock.master_time(now);
+        let records = self.stages.on_master_sample(sample.as_ref(), at);
+        self.write(records)
     }
 
     /// Keeps the stages' memory on disk with `checkpointer`, after taking back
@@ -150,8 +224,16 @@ impl Handler for Agent {
     fn event(&mut self, event: &Event<'_>, frame: &Frame) -> anyhow::Result<()> {
         self.clock.observe(event.stamp, frame.received_mono);
         self.metrics.event(event);
+        if let (Some(stamp), Some(received)) = (event.stamp, frame.received_at) {
+            let lag = Stamp::from_system_time(received).micros_since(stamp);
+            self.stages.on_lag(lag as f64 / 1e6, stamp);
+        }
         let records = self.stages.on_event(event, self.clock.now());
-        self.write(records)
+        self.write(records)?;
+        match frame.received_mono {
+            Some(received) => self.timed_work(received),
+            None => Ok(()),
+        }
     }
 
     fn gap_started(&mut self, at: SystemTime) -> anyhow::Result<()> {
@@ -245,22 +327,20 @@ impl Handler for Agent {
             .map(|d| self.clock.instant_of(d));
         let seal = self.outputs.next_seal_at();
         let checkpoint = self.checkpoint.as_ref().and_then(|(_, next)| *next);
-        deadline.into_iter().chain(seal).chain(checkpoint).min()
+        let master = self.master.as_ref().map(|m| m.next);
+        deadline
+            .into_iter()
+            .chain(seal)
+            .chain(checkpoint)
+            .chain(master)
+            .min()
     }
 
     fn tick(&mut self, now: Instant) -> anyhow::Result<()> {
         let records = self.stages.advance(self.clock.master_time(now));
         self.write(records)?;
         self.outputs.seal(now, false);
-        if self
-            .checkpoint
-            .as_ref()
-            .and_then(|(_, next)| *next)
-            .is_some_and(|next| next <= now)
-        {
-            self.save(now);
-        }
-        Ok(())
+        self.timed_work(now)
     }
 
     fn finish(&mut self, recording: bool) -> anyhow::Result<()> {

@@ -27,6 +27,9 @@ use crate::incident::{Failure, Incidents};
 use crate::jobs::tracker::saved::{SavedTracker, SavingTracker};
 use crate::jobs::tracker::{JobClosed, context_of_return};
 use crate::jobs::{JobTracker, TrackerConfig};
+use crate::master_processes::MasterSample;
+use crate::pressure::Pressure;
+use crate::pressure::saved::{SavedPressure, SavingPressure};
 use crate::record::{JobContext, Record, RecordBody, RecordFactory, RunKind};
 use crate::time::Stamp;
 use crate::triage::failures::state_hash;
@@ -40,6 +43,7 @@ pub struct SavingStages<'a> {
     triage: SavingTriage<'a>,
     correlator: SavingCorrelator<'a>,
     incidents: SavingIncidents<'a>,
+    pressure: SavingPressure<'a>,
 }
 
 /// The stages' memory as a checkpoint reads it back.
@@ -50,6 +54,8 @@ pub struct SavedStages {
     correlator: SavedCorrelator,
     #[serde(default)]
     incidents: Option<SavedIncidents>,
+    #[serde(default)]
+    pressure: Option<SavedPressure>,
 }
 
 impl SavedStages {
@@ -66,6 +72,7 @@ pub struct Stages {
     triage: Triage,
     correlator: Correlator,
     incidents: Incidents,
+    pressure: Pressure,
     /// The correlator wants every state's outcome (it watches a state tree).
     correlator_wants_outcomes: bool,
 }
@@ -81,7 +88,8 @@ impl Stages {
             tracker: JobTracker::new(TrackerConfig::from(&config.jobs), records.clone()),
             triage: Triage::new(triage),
             correlator,
-            incidents: Incidents::new(config.incidents.clone(), records),
+            incidents: Incidents::new(config.incidents.clone(), records.clone()),
+            pressure: Pressure::new(config.pressure.clone(), records),
             correlator_wants_outcomes,
         }
     }
@@ -94,6 +102,7 @@ impl Stages {
             triage: self.triage.saving(),
             correlator: self.correlator.saving(),
             incidents: self.incidents.saving(),
+            pressure: self.pressure.saving(),
         }
     }
 
@@ -109,6 +118,10 @@ impl Stages {
             self.incidents.restore(incidents);
             self.incidents.reannounce(at, &mut out);
         }
+        if let Some(pressure) = saved.pressure {
+            self.pressure.restore(pressure);
+            self.pressure.reannounce(at, &mut out);
+        }
         out
     }
 
@@ -119,6 +132,7 @@ impl Stages {
             self.triage.stats.clone(),
             self.correlator.stats.clone(),
             self.incidents.stats.clone(),
+            self.pressure.stats.clone(),
         ]
     }
 
@@ -142,6 +156,7 @@ impl Stages {
         // Verdicts due before this event first, on event time, live as in replay.
         let mut out = self.advance(now);
         let at = event.stamp.unwrap_or(now);
+        self.pressure.on_event(event, at);
         let triaged = self.triage(event, at, &mut out);
         let mut tracked = Vec::new();
         self.tracker.on_event(event, now, &mut tracked);
@@ -154,6 +169,19 @@ impl Stages {
                 out.extend(records);
             }
         }
+        out
+    }
+
+    /// One event's bus lag (seconds), live.
+    pub fn on_lag(&mut self, lag: f64, at: Stamp) {
+        self.pressure.on_lag(lag, at);
+    }
+
+    /// A sample of the master's processes (or `None`), and the master's
+    /// pressure judged at `at`.
+    pub fn on_master_sample(&mut self, sample: Option<&MasterSample>, at: Stamp) -> Vec<Record> {
+        let mut out = Vec::new();
+        self.pressure.on_sample(sample, at, &mut out);
         out
     }
 
@@ -287,7 +315,8 @@ impl Stages {
 
     /// The tracker's records, stamped by the correlator, then the failure groups
     /// of every job it closed.
-    fn after_tracker(&mut self, tracked: Vec<Record>, out: &mut Vec<Record>) {
+    fn after_tracker(&mut self, mut tracked: Vec<Record>, out: &mut Vec<Record>) {
+        self.mark_pressure(&mut tracked);
         out.extend(self.correlator.on_job_records(tracked));
         for JobClosed {
             jid,
@@ -300,6 +329,32 @@ impl Stages {
             let mut records = self.correlator.on_groups(groups, &context, revision, at);
             self.mark_groups(&mut records);
             out.extend(records);
+        }
+    }
+
+    /// Verdicts and jobs whose window overlaps a master pressure episode carry
+    /// its id; a verdict given during the open one is counted on it.
+    fn mark_pressure(&mut self, records: &mut [Record]) {
+        for record in records {
+            let at = record.at;
+            match &mut record.body {
+                RecordBody::MinionMissing(m) => {
+                    m.during_master_pressure = self
+                        .pressure
+                        .episode_during(m.published_at, m.deadline)
+                        .map(str::to_owned);
+                    if m.during_master_pressure.is_some() {
+                        self.pressure.note_missing();
+                    }
+                }
+                RecordBody::JobCompleted(c) => {
+                    c.during_master_pressure = self
+                        .pressure
+                        .episode_during(c.published_at, at)
+                        .map(str::to_owned);
+                }
+                _ => {}
+            }
         }
     }
 

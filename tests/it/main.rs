@@ -12,6 +12,7 @@ mod jobs;
 mod jobs_live;
 mod metrics_live;
 mod mutations;
+mod pressure_live;
 mod redact_live;
 mod salt_live;
 mod service;

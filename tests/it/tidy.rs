@@ -16,6 +16,7 @@ const ORDER: &[&str] = &[
     "ratelimit",
     "base64",
     "bus",
+    "master_processes",
     "config",
     "record",
     "event",
@@ -23,6 +24,7 @@ const ORDER: &[&str] = &[
     "triage",
     "correlate",
     "incident",
+    "pressure",
     "sink",
     "metrics",
     "service",
@@ -41,10 +43,25 @@ const SKIPS: &[(&str, &[&str])] = &[
     ("correlate", &["bus", "event", "jobs"]),
     ("incident", &["bus", "event", "jobs", "triage", "correlate"]),
     (
-        "sink",
-        &["bus", "event", "jobs", "triage", "correlate", "incident"],
+        "pressure",
+        &["bus", "jobs", "triage", "correlate", "incident"],
     ),
-    ("metrics", &["jobs", "triage", "correlate", "incident"]),
+    (
+        "sink",
+        &[
+            "bus",
+            "event",
+            "jobs",
+            "triage",
+            "correlate",
+            "incident",
+            "pressure",
+        ],
+    ),
+    (
+        "metrics",
+        &["jobs", "triage", "correlate", "incident", "pressure"],
+    ),
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
