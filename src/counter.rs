@@ -36,6 +36,8 @@ pub enum Kind {
     Counter,
     /// Goes up and down.
     Gauge,
+    /// A gauge kept in microseconds, exposed in seconds (Prometheus' base unit).
+    Seconds,
 }
 
 /// A count as the scrape sees it.
@@ -63,6 +65,8 @@ pub trait Counts: Send + Sync + Debug {
 ///         counter widgets = "saltsight_widgets", "Widgets made";
 ///         /// Exposed as a gauge.
 ///         gauge queued = "saltsight_widgets_queued", "Widgets waiting";
+///         /// Set in microseconds, exposed as a gauge in seconds.
+///         seconds took = "saltsight_widget_duration_seconds", "How long the last took";
 ///         /// Kept for the stage itself and tests, not exposed.
 ///         internal attempts;
 ///     }
@@ -71,7 +75,14 @@ pub trait Counts: Send + Sync + Debug {
 /// counts.widgets.inc();
 /// let mut names = Vec::new();
 /// saltsight::counter::Counts::each(&counts, &mut |d| names.push((d.name, d.value)));
-/// assert_eq!(names, [("saltsight_widgets", 1), ("saltsight_widgets_queued", 0)]);
+/// assert_eq!(
+///     names,
+///     [
+///         ("saltsight_widgets", 1),
+///         ("saltsight_widgets_queued", 0),
+///         ("saltsight_widget_duration_seconds", 0),
+///     ]
+/// );
 /// ```
 #[macro_export]
 macro_rules! counts {
@@ -106,6 +117,14 @@ macro_rules! counts {
             name: $metric,
             help: $help,
             kind: $crate::counter::Kind::Gauge,
+            value: $self.$field.get(),
+        })
+    };
+    (@each $self:ident, $f:ident, seconds $field:ident = $metric:literal, $help:literal) => {
+        $f($crate::counter::Described {
+            name: $metric,
+            help: $help,
+            kind: $crate::counter::Kind::Seconds,
             value: $self.$field.get(),
         })
     };

@@ -203,6 +203,7 @@ impl SelfCollector {
                     result = match d.kind {
                         Kind::Counter => counter(e, d.name, d.help, d.value),
                         Kind::Gauge => gauge(e, d.name, d.help, d.value as i64),
+                        Kind::Seconds => gauge(e, d.name, d.help, d.value as f64 / 1e6),
                     };
                 }
             });
