@@ -136,7 +136,7 @@ impl<'de> serde::Deserialize<'de> for Stamp {
 }
 
 // Howard Hinnant's days-from-civil and its inverse (proleptic Gregorian).
-pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;

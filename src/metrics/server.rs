@@ -327,6 +327,7 @@ fn route<B>(site: &Site, web: &Web, request: &Request<B>) -> Response<Full<Bytes
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
 
     fn site(auth: Option<BasicAuth>) -> Site {
         let mut registry = Registry::default();
@@ -438,12 +439,18 @@ mod tests {
                 StatusCode::UNAUTHORIZED
             );
         }
-        let good = format!("Basic {}", crate::base64::encode(b"p:pw"));
+        let good = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(b"p:pw")
+        );
         assert_eq!(
             get(&site, Method::GET, "/metrics", Some(&good)).0,
             StatusCode::OK
         );
-        let bad = format!("Basic {}", crate::base64::encode(b"p:nope"));
+        let bad = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(b"p:nope")
+        );
         assert_eq!(
             get(&site, Method::GET, "/metrics", Some(&bad)).0,
             StatusCode::UNAUTHORIZED

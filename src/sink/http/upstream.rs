@@ -8,6 +8,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -233,7 +235,7 @@ fn cut(text: &str, max: usize) -> &str {
 }
 
 fn basic_auth_value(user: &str, password: &str) -> Result<HeaderValue, HttpSetupError> {
-    let encoded = crate::base64::encode(format!("{user}:{password}").as_bytes());
+    let encoded = STANDARD.encode(format!("{user}:{password}").as_bytes());
     HeaderValue::from_str(&format!("Basic {encoded}")).map_err(|_| {
         HttpSetupError::Header(
             "Authorization".into(),
