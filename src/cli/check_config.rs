@@ -13,6 +13,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use clap::Args;
+use humantime::format_duration;
 
 use super::flags::{BusArgs, StateArgs, WebArgs};
 use super::{Failure, connect_status, exit};
@@ -85,9 +86,9 @@ pub async fn run(
     if config.state.checkpoint {
         writeln!(
             out,
-            "state: checkpoint in {} every {:?}",
+            "state: checkpoint in {} every {}",
             config.state.dir.display(),
-            config.state.checkpoint_interval
+            format_duration(config.state.checkpoint_interval)
         )?;
     } else {
         writeln!(out, "state: no checkpoint (state.checkpoint = false)")?;
@@ -149,15 +150,15 @@ async fn probe_bus(endpoint: &Endpoint) -> Result<(), (exit::Status, String)> {
 
 fn write_jobs(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
     let jobs = &config.jobs;
-    let mut deadlines = format!("{:?} by default", jobs.default_deadline);
+    let mut deadlines = format!("{} by default", format_duration(jobs.default_deadline));
     for (pattern, deadline) in &jobs.deadlines {
-        deadlines.push_str(&format!("; {pattern} {deadline:?}"));
+        deadlines.push_str(&format!("; {pattern} {}", format_duration(*deadline)));
     }
     writeln!(out, "deadlines: {deadlines}")?;
     writeln!(
         out,
-        "late returns: taken for {:?} after a job closes",
-        jobs.late_window
+        "late returns: taken for {} after a job closes",
+        format_duration(jobs.late_window)
     )
 }
 

@@ -14,7 +14,7 @@ use super::tail_format;
 use super::{Outcome, Session};
 use crate::bus::reader::Delivery;
 use crate::bus::{BusGap, Endpoint, Frame};
-use crate::config::glob;
+use crate::config::glob::Glob;
 use crate::event::Event;
 use crate::event::json::Limits;
 use crate::pipeline::{Consumer, Handler, Source};
@@ -51,7 +51,7 @@ pub struct TailArgs {
 pub struct TailHandler<W: Write> {
     out: BufWriter<W>,
     json: bool,
-    tags: Vec<String>,
+    tags: Vec<Glob>,
     remaining: Option<u64>,
     stop: CancellationToken,
     /// Flush after every event (live); a recording flushes at the end.
@@ -78,7 +78,7 @@ impl<W: Write> TailHandler<W> {
             redactor: (!args.no_redact).then(|| redactor.clone()),
             out: BufWriter::new(out),
             json: args.json,
-            tags: args.tags.clone(),
+            tags: args.tags.iter().map(|t| Glob::new(t)).collect(),
             remaining: args.count,
             stop,
             flush_each: args.from.is_none(),
@@ -91,7 +91,7 @@ impl<W: Write> Handler for TailHandler<W> {
         if self.remaining == Some(0) {
             return Ok(());
         }
-        if !self.tags.is_empty() && !self.tags.iter().any(|g| glob::matches(g, event.tag)) {
+        if !self.tags.is_empty() && !self.tags.iter().any(|g| g.matches(event.tag)) {
             return Ok(());
         }
         let data = tail_format::event_data(event, self.limits);
