@@ -138,6 +138,14 @@ fn read_file(explicit: Option<&Path>, errors: &mut Vec<String>) -> (FileConfig, 
             return (FileConfig::default(), None);
         }
     };
+    // Every syntax error, not just the first: the parser recovers past each.
+    let (_, syntax) = toml::de::DeTable::parse_recoverable(&text);
+    if !syntax.is_empty() {
+        for e in syntax {
+            errors.push(format!("{}: {}", path.display(), e.to_string().trim_end()));
+        }
+        return (FileConfig::default(), Some(path.to_path_buf()));
+    }
     let mut table: toml::Table = match toml::from_str(&text) {
         Ok(table) => table,
         Err(e) => {
@@ -534,6 +542,25 @@ mod tests {
             err.contains("max_frame_byts") && err.contains(&path.display().to_string()),
             "{err}"
         );
+    }
+
+    #[test]
+    fn every_syntax_error_is_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            dir.path(),
+            "s.toml",
+            "[bus\nendpoint = \"unix:/x\"\n[jobs]\nmax_jobs = = 3\n[log]\nlevel = \"info\n",
+        );
+        let err = load(&Overrides {
+            config: Some(path),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(err.0.len() >= 3, "{err}");
+        for line in ["line 1", "line 4", "line 6"] {
+            assert!(err.to_string().contains(line), "{line}: {err}");
+        }
     }
 
     #[test]
