@@ -394,7 +394,7 @@ mod tests {
         let response = respond(&site, &request);
         assert_eq!(
             response.headers()["content-type"],
-            super::super::exposition::OPENMETRICS
+            crate::metrics::exposition::OPENMETRICS
         );
         let body = futures_body(response);
         assert!(
