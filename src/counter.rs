@@ -47,6 +47,8 @@ pub enum Kind {
     Gauge,
     /// Goes up and down, not a whole number: `value` holds an `f64`'s bits.
     FloatGauge,
+    /// A gauge kept in microseconds, exposed in seconds (Prometheus' base unit).
+    Seconds,
 }
 
 /// A count as the scrape sees it.
@@ -74,6 +76,8 @@ pub trait Counts: Send + Sync + Debug {
 ///         counter widgets = "saltsight_widgets", "Widgets made";
 ///         /// Exposed as a gauge.
 ///         gauge queued = "saltsight_widgets_queued", "Widgets waiting";
+///         /// Set in microseconds, exposed as a gauge in seconds.
+///         seconds took = "saltsight_widget_duration_seconds", "How long the last took";
 ///         /// Exposed as a gauge of an `f64` (`set_f64`).
 ///         float ratio = "saltsight_widgets_ratio", "Widgets per gadget";
 ///         /// Kept for the stage itself and tests, not exposed.
@@ -84,7 +88,14 @@ pub trait Counts: Send + Sync + Debug {
 /// counts.widgets.inc();
 /// let mut names = Vec::new();
 /// saltsight::counter::Counts::each(&counts, &mut |d| names.push((d.name, d.value)));
-/// assert_eq!(names[..2], [("saltsight_widgets", 1), ("saltsight_widgets_queued", 0)]);
+/// assert_eq!(
+///     names[..3],
+///     [
+///         ("saltsight_widgets", 1),
+///         ("saltsight_widgets_queued", 0),
+///         ("saltsight_widget_duration_seconds", 0),
+///     ]
+/// );
 /// ```
 #[macro_export]
 macro_rules! counts {
@@ -127,6 +138,14 @@ macro_rules! counts {
             name: $metric,
             help: $help,
             kind: $crate::counter::Kind::FloatGauge,
+            value: $self.$field.get(),
+        })
+    };
+    (@each $self:ident, $f:ident, seconds $field:ident = $metric:literal, $help:literal) => {
+        $f($crate::counter::Described {
+            name: $metric,
+            help: $help,
+            kind: $crate::counter::Kind::Seconds,
             value: $self.$field.get(),
         })
     };

@@ -21,7 +21,6 @@
 //! - [`cli`]: the subcommands (`run`, `tail`, `capture`, `replay`, `check-config`).
 #![forbid(unsafe_code)]
 
-pub mod base64;
 pub mod bus;
 pub mod cli;
 pub mod config;

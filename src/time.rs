@@ -1,6 +1,8 @@
 //! Time as saltsight keeps it: [`Stamp`], microseconds since the Unix epoch, and
 //! Salt's `_stamp` (ISO 8601 in UTC, naive in 3006/3007 `2026-11-21T19:44:41.731831`,
-//! with `+00:00` in 3008). A leaf: every stage and output may use it.
+//! with `+00:00` in 3008). A leaf: every stage and output may use it. The
+//! fixed-form parse is by hand (it runs per event); the calendar arithmetic is
+//! the time crate's.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -69,7 +71,14 @@ impl Stamp {
                 sign * (h * 3600 + m * 60)
             }
         };
-        let days = days_from_civil(year, month, day);
+        // The calendar day, checked (no 30 February) by the time crate.
+        let date = time::Date::from_calendar_date(
+            i32::try_from(year).ok()?,
+            time::Month::try_from(u8::try_from(month).ok()?).ok()?,
+            u8::try_from(day).ok()?,
+        )
+        .ok()?;
+        let days = i64::from(date.to_julian_day()) - UNIX_EPOCH_JULIAN_DAY;
         let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
         Some(Stamp(secs * 1_000_000 + micros))
     }
@@ -135,27 +144,18 @@ impl<'de> serde::Deserialize<'de> for Stamp {
     }
 }
 
-// Howard Hinnant's days-from-civil and its inverse (proleptic Gregorian).
-pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+/// The Julian day number of 1970-01-01.
+const UNIX_EPOCH_JULIAN_DAY: i64 = 2_440_588;
 
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+/// (year, month, day) of a day counted from the Unix epoch; days beyond the
+/// time crate's range (years ±9999) show as its ends.
+fn civil_from_days(days: i64) -> (i32, u8, u8) {
+    let julian = (days + UNIX_EPOCH_JULIAN_DAY).clamp(
+        i64::from(time::Date::MIN.to_julian_day()),
+        i64::from(time::Date::MAX.to_julian_day()),
+    );
+    let date = time::Date::from_julian_day(julian as i32).unwrap_or(time::Date::MIN);
+    (date.year(), u8::from(date.month()), date.day())
 }
 
 #[cfg(test)]
@@ -192,6 +192,8 @@ mod tests {
             "2026-13-01T00:00:00",
             "2026-11-21T19:32:59.",
             "2026-11-21T19:32:59+0000",
+            "2026-02-30T00:00:00",
+            "2025-02-29T00:00:00",
             "abcd-11-21T19:32:59",
         ] {
             assert_eq!(Stamp::parse(bad), None, "{bad:?}");

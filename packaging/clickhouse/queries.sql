@@ -1,8 +1,8 @@
 -- Fleet queries over the views of packaging/clickhouse/schema.sql (current
--- ClickHouse; for 18.16, legacy/queries.sql). The same text runs on one server
+-- ClickHouse, for 18.16 see legacy/queries.sql). The same text runs on one server
 -- and on a cluster (cluster.sql names its Distributed tables as these).
 --
--- Each query is one statement ending in ';' at the end of a line. No ';' inside
+-- Each query is one statement ending in a semicolon at the end of a line. No semicolon inside
 -- a comment or a string (docs/clickhouse.md).
 --
 -- The views hold hours and days: "the last hour" reads the hour buckets the

@@ -1,15 +1,15 @@
 -- saltsight records in ClickHouse (the `clickhouse` encoding of an [[output]] of
--- type "http"), one server. For current ClickHouse: tested on 26.9; it needs
+-- type "http"), one server. For current ClickHouse, tested on 26.9. It needs
 -- DateTime64, LowCardinality, TTL, codecs and data-skipping
 -- indexes (all there since 22.8 LTS). Debian 12's ClickHouse 18.16 has none of
 -- these: use legacy/schema.sql there. A cluster: cluster.sql. From the table
 -- earlier saltsight releases shipped: migrate.sql. docs/clickhouse.md says why.
 --
 -- Apply over the HTTP interface, one statement per request (the file has
--- several; clickhouse-client --multiquery, where installed, takes it whole):
+-- several, and Debian's package has no clickhouse-client):
 --   scripts/clickhouse-apply http://localhost:8123/ packaging/clickhouse/schema.sql
 --
--- Statements end with ';' at the end of a line. No ';' inside a comment or a
+-- Statements end with a semicolon at the end of a line. No semicolon inside a comment or a
 -- string: the tests' splitter copes with them, simple tools may not.
 --
 -- Delivery is at least once: a batch may arrive twice (a retry after a timeout,
@@ -20,7 +20,7 @@
 -- a sum of rows.
 --
 -- Retention: 90 days (every TTL below). Change it with, for each table,
---   ALTER TABLE saltsight.records MODIFY TTL toDateTime(at) + INTERVAL 30 DAY;
+--   ALTER TABLE saltsight.records MODIFY TTL toDateTime(at) + INTERVAL 30 DAY
 -- Partitions are days, so expired data goes by dropping whole parts.
 
 CREATE DATABASE IF NOT EXISTS saltsight;
@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS saltsight.records
     kind LowCardinality(String),                   -- job_published, minion_return, ...
     schema_version UInt32 CODEC(T64, ZSTD(1)),
     master LowCardinality(String),                 -- master_id of the saltsight that saw it
-    -- Sent by every saltsight; fills `at` for rows without it (releases before
+    -- Sent by every saltsight. Fills `at` for rows without it (releases before
     -- `at` was sent). Not EPHEMERAL: 26.9 does not fill a DEFAULT from an
     -- EPHEMERAL column in JSONEachRow. Sorted by time, it costs about a byte a row.
     at_micros Int64 CODEC(Delta, ZSTD(1)),
@@ -70,7 +70,7 @@ TTL toDateTime(at) + INTERVAL 90 DAY
 SETTINGS ttl_only_drop_parts = 1;
 
 -- The views. Each is a table filled by a materialised view on every insert into
--- `records`; queries.sql and the dashboard read these, not raw rows.
+-- `records`. queries.sql and the dashboard read these, not raw rows.
 
 -- State and render failures per hour by master, SLS, state, commit, category and
 -- external target.

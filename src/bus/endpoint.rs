@@ -122,17 +122,27 @@ impl Endpoint {
             .flatten()
             .map_or_else(|| format!("gid {}", meta.gid()), |g| g.name);
         let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o060 == 0o060 {
-            format!(
-                "{} is {user}:{group} mode {mode:04o}: run it as `{user}` or as a user in group `{group}`.",
-                path.display()
-            )
-        } else {
-            format!(
-                "{} is {user}:{group} mode {mode:04o} (Salt 3006 makes it 0600; 3007+ 0660): \
-             run it as `{user}`.",
-                path.display()
-            )
+        let path = path.display();
+        // Owned by root, the master runs as root: saltsight should not (`run`
+        // refuses it), so root is advised only where nothing else can read it.
+        match (mode & 0o060 == 0o060, meta.uid() == 0) {
+            (true, false) => format!(
+                "{path} is {user}:{group} mode {mode:04o}: run it as `{user}` or as a user in group `{group}`."
+            ),
+            (true, true) => format!(
+                "{path} is {user}:{group} mode {mode:04o} (the master runs as root): \
+                 run it as a user in group `{group}` (docs/install.md, \"A master that runs as root\")."
+            ),
+            (false, false) => format!(
+                "{path} is {user}:{group} mode {mode:04o} (Salt 3006 makes it 0600; 3007+ 0660): \
+                 run it as `{user}`."
+            ),
+            (false, true) => format!(
+                "{path} is {user}:{group} mode {mode:04o} (Salt 3006 makes it 0600; 3007+ 0660) \
+                 and the master runs as root: only root can open it. Run the master as `salt` \
+                 (`user: salt`), or saltsight as root with --allow-root (docs/install.md, \
+                 \"A master that runs as root\")."
+            ),
         }
     }
 }

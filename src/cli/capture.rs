@@ -10,6 +10,7 @@ use clap::Args;
 
 use anyhow::Context;
 
+use super::flags::BusArgs;
 use super::{Outcome, Session};
 use crate::bus::reader::Delivery;
 use crate::bus::recording::CaptureWriter;
@@ -21,11 +22,17 @@ use crate::shutdown;
 
 #[derive(Debug, Args)]
 pub struct CaptureArgs {
+    /// Wait for the bus when it cannot be reached (retrying with backoff), instead
+    /// of saying why and exiting (69: nothing there, 77: not allowed)
+    #[arg(long)]
+    pub wait: bool,
     /// The file to write (replaced if it exists)
     pub file: PathBuf,
     /// Stop after this long, e.g. 30s or 10m
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
+    #[command(flatten, next_help_heading = "Event bus")]
+    pub bus: BusArgs,
 }
 
 pub struct CaptureHandler {
@@ -88,6 +95,9 @@ impl Handler for CaptureHandler {
 /// `saltsight capture FILE`: records until interrupted or `--duration` ends.
 pub async fn run(args: CaptureArgs, session: Session) -> anyhow::Result<Outcome> {
     let Session { config, cancel, .. } = session;
+    if !args.wait {
+        super::tail::reachable_or_exit(&config.bus.endpoint).await?;
+    }
     let handler = CaptureHandler::create(&args.file)
         .with_context(|| format!("cannot create capture file {}", args.file.display()))?;
     if let Some(duration) = args.duration {

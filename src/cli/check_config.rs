@@ -1,59 +1,215 @@
-//! `saltsight check-config`: validate, then say where the bus is and whether this
-//! user can reach it. Run after editing the config (`run` checks the same at start
-//! and exits 64, before anything starts); an absent socket is reported, not
-//! fatal (the master may start after saltsight).
+//! `saltsight check-config`: validate, then say what `run` would do with it —
+//! where the bus is and whether this user can connect to it now, the master id,
+//! the deadlines, the git checkouts, the metrics address, the state directory
+//! and each output — and try what can be tried: a connection to the bus (unix
+//! or TCP) and each output's upstream (HEAD, or ClickHouse's `SELECT 1`), each
+//! within [`PROBE_TIMEOUT`].
+//!
+//! Exit codes: an invalid config is 78 before anything here runs (`run` checks
+//! the same at start); a bus this user may not open is 77; a bus or an output
+//! that cannot be reached is 69. `--no-environment` checks the config alone.
 
 use std::io::Write;
+use std::time::Duration;
 
 use clap::Args;
+use humantime::format_duration;
 
+use super::flags::{BusArgs, StateArgs, WebArgs};
+use super::{Failure, connect_status, exit};
 use crate::bus::Endpoint;
 use crate::bus::endpoint::current_user;
 use crate::config::Config;
+use crate::config::metrics::ListenAddress;
 use crate::sink::OutputSpec;
+
+/// How long each probe may take.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Args)]
 pub struct CheckConfigArgs {
     /// Print a documented example config with every key at its default, and exit
     #[arg(long)]
     pub example: bool,
+    /// Check the config only: do not connect to the bus or the outputs
+    #[arg(long)]
+    pub no_environment: bool,
+    #[command(flatten, next_help_heading = "Event bus")]
+    pub bus: BusArgs,
+    #[command(flatten, next_help_heading = "Metrics endpoint")]
+    pub web: WebArgs,
+    #[command(flatten, next_help_heading = "State")]
+    pub state: StateArgs,
 }
 
-pub fn run(config: &Config, outputs: &[OutputSpec], out: &mut impl Write) -> std::io::Result<()> {
+/// Writes the report; `Some` is what cannot be reached, with its exit code.
+pub async fn run(
+    args: &CheckConfigArgs,
+    config: &Config,
+    outputs: &[OutputSpec],
+    out: &mut impl Write,
+) -> std::io::Result<Option<Failure>> {
+    // (exit code, what, why) of each thing that cannot be reached.
+    let mut unreachable: Vec<(exit::Status, String, String)> = Vec::new();
     match &config.file {
         Some(path) => writeln!(out, "config file: {}", path.display())?,
         None => writeln!(out, "config file: none (defaults)")?,
     }
+    writeln!(
+        out,
+        "master id: {} (from {})",
+        config.master_id, config.master_id_origin
+    )?;
     writeln!(out, "bus endpoint: {}", config.bus.endpoint)?;
     writeln!(out, "  from: {}", config.bus.endpoint_origin)?;
+    writeln!(out, "running as: {}", current_user())?;
+    if args.no_environment {
+        writeln!(out, "bus: not tried (--no-environment)")?;
+    } else {
+        match probe_bus(&config.bus.endpoint).await {
+            Ok(()) => writeln!(out, "bus: connected")?,
+            Err((status, why)) => {
+                writeln!(out, "bus: cannot connect: {why}")?;
+                unreachable.push((status, "the event bus".into(), why));
+            }
+        }
+    }
     writeln!(out, "max frame bytes: {}", config.bus.max_frame_bytes)?;
     writeln!(
         out,
         "queue: {} frames, {} bytes",
         config.bus.queue_frames, config.bus.queue_bytes
     )?;
-    writeln!(out, "running as: {}", current_user())?;
-    if let Endpoint::Unix(path) = &config.bus.endpoint {
-        let status = match nix::unistd::access(
-            path.as_path(),
-            nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
-        ) {
-            Ok(()) => "present and connectable by this user".to_string(),
-            Err(nix::errno::Errno::ENOENT) => "not present (is salt-master running?)".to_string(),
-            Err(nix::errno::Errno::EACCES) => format!(
-                "present but not connectable by this user ({})",
-                config.bus.endpoint.who_can_read()
-            ),
-            Err(e) => format!("cannot be checked: {e}"),
-        };
-        writeln!(out, "socket: {status}")?;
+    write_jobs(config, out)?;
+    write_checkouts(config, out)?;
+    write_metrics(config, out)?;
+    if config.state.checkpoint {
+        writeln!(
+            out,
+            "state: checkpoint in {} every {}",
+            config.state.dir.display(),
+            format_duration(config.state.checkpoint_interval)
+        )?;
+    } else {
+        writeln!(out, "state: no checkpoint (state.checkpoint = false)")?;
     }
     for output in outputs {
         let what = output.settings.describe(&output.name, &config.spool);
         writeln!(out, "output {}: {what}", output.name)?;
+        let Some(probe) = output.settings.probe(PROBE_TIMEOUT) else {
+            continue;
+        };
+        if args.no_environment {
+            writeln!(out, "  not tried (--no-environment)")?;
+            continue;
+        }
+        match probe.await {
+            Ok(answer) => writeln!(out, "  reachable: {answer}")?,
+            Err(why) => {
+                writeln!(out, "  cannot be reached: {why}")?;
+                unreachable.push((exit::UNAVAILABLE, format!("output {}", output.name), why));
+            }
+        }
     }
     for warning in &config.warnings {
         writeln!(out, "warning: {warning}")?;
     }
-    writeln!(out, "config OK")
+    if unreachable.is_empty() {
+        writeln!(out, "config OK")?;
+        return Ok(None);
+    }
+    let names: Vec<&str> = unreachable
+        .iter()
+        .map(|(_, what, _)| what.as_str())
+        .collect();
+    writeln!(out, "config valid, but cannot reach: {}", names.join(", "))?;
+    // 77 when this user may not open the bus; otherwise 69.
+    let status = unreachable
+        .iter()
+        .map(|(status, _, _)| *status)
+        .find(|s| *s == exit::NO_PERMISSION)
+        .unwrap_or(exit::UNAVAILABLE);
+    let reasons: Vec<String> = unreachable
+        .into_iter()
+        .map(|(_, what, why)| format!("cannot reach {what}: {why}"))
+        .collect();
+    Ok(Some(Failure::new(status, reasons.join("; "))))
+}
+
+/// Connects once (and closes at once): what `run` would meet.
+async fn probe_bus(endpoint: &Endpoint) -> Result<(), (exit::Status, String)> {
+    match tokio::time::timeout(PROBE_TIMEOUT, endpoint.connect()).await {
+        Ok(Ok(_stream)) => Ok(()),
+        Ok(Err(error)) => Err((connect_status(&error), error.to_string())),
+        Err(_) => Err((
+            exit::UNAVAILABLE,
+            format!("no connection to {endpoint} within {PROBE_TIMEOUT:?}"),
+        )),
+    }
+}
+
+fn write_jobs(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
+    let jobs = &config.jobs;
+    let mut deadlines = format!("{} by default", format_duration(jobs.default_deadline));
+    for (pattern, deadline) in &jobs.deadlines {
+        deadlines.push_str(&format!("; {pattern} {}", format_duration(*deadline)));
+    }
+    writeln!(out, "deadlines: {deadlines}")?;
+    writeln!(
+        out,
+        "late returns: taken for {} after a job closes",
+        format_duration(jobs.late_window)
+    )
+}
+
+fn write_checkouts(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
+    if config.correlate.repos.is_empty() {
+        return writeln!(
+            out,
+            "git checkouts: none (no file_roots or pillar_roots in a git checkout, no gitfs cache, none configured)"
+        );
+    }
+    writeln!(out, "git checkouts:")?;
+    for repo in &config.correlate.repos {
+        writeln!(
+            out,
+            "  {}: {} at {}{}",
+            repo.name,
+            repo.dir.display(),
+            repo.reference,
+            if repo.states { "" } else { " (pillar)" }
+        )?;
+    }
+    Ok(())
+}
+
+fn write_metrics(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
+    let metrics = &config.metrics;
+    if !metrics.enabled {
+        return writeln!(out, "metrics: off (metrics.enabled = false)");
+    }
+    let scope = match metrics.listen {
+        ListenAddress::Any(_) => "every interface, IPv6 and IPv4".to_string(),
+        ListenAddress::Addr(addr) if addr.ip().is_loopback() => "loopback only".to_string(),
+        ListenAddress::Addr(addr) if addr.ip().is_unspecified() => "every interface".to_string(),
+        ListenAddress::Addr(addr) => format!("{} only", addr.ip()),
+    };
+    let web = match &metrics.web {
+        None => "no TLS, no basic auth".to_string(),
+        Some(web) => format!(
+            "{}, {} (web config {})",
+            if web.tls.is_some() { "TLS" } else { "no TLS" },
+            if web.basic_auth_users.is_empty() {
+                "no basic auth"
+            } else {
+                "basic auth"
+            },
+            web.path.display()
+        ),
+    };
+    writeln!(
+        out,
+        "metrics: /metrics on {} ({scope}; {web})",
+        metrics.listen
+    )
 }

@@ -81,6 +81,8 @@ pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
     let consumer = Consumer::new(source, config.bus.queue_frames, cancel.clone());
     let pipeline = if args.events {
         let tail_args = TailArgs {
+            bus: Default::default(),
+            wait: false,
             json: args.json,
             tags: Vec::new(),
             from: None,

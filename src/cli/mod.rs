@@ -3,8 +3,11 @@
 pub mod capture;
 pub mod check_config;
 pub mod demo;
+pub mod exit;
+pub mod flags;
 pub mod generate;
 pub mod log;
+pub mod manual;
 pub mod privilege;
 pub mod reload;
 pub mod replay;
@@ -12,10 +15,8 @@ pub mod run;
 pub mod tail;
 pub mod tail_format;
 
-use std::path::PathBuf;
-
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Overrides};
@@ -23,6 +24,7 @@ use crate::pipeline::Summary;
 use crate::record::redact::Redactor;
 use crate::shutdown;
 use crate::sink::OutputSpec;
+pub use flags::{GlobalArgs, LegacyArgs};
 
 /// Watches a Salt master's event bus, read-only, and reports on jobs, returns and
 /// failures. It never sends anything to the master.
@@ -31,95 +33,68 @@ use crate::sink::OutputSpec;
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
+    #[command(flatten)]
+    pub legacy: LegacyArgs,
     #[command(subcommand)]
     pub command: Command,
 }
 
-#[derive(Debug, Args)]
-pub struct GlobalArgs {
-    /// saltsight's config file (TOML) [default: /etc/saltsight/saltsight.toml, if present]
-    #[arg(long, global = true, env = "SALTSIGHT_CONFIG", value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// The Salt master's config, read for sock_dir, root_dir, ipc_mode and
-    /// tcp_master_pub_port (master.d/*.conf beside it too) [default: /etc/salt/master]
-    #[arg(
-        long,
-        global = true,
-        env = "SALTSIGHT_MASTER_CONFIG",
-        value_name = "FILE"
-    )]
-    pub master_config: Option<PathBuf>,
-    /// The master's event publisher, overriding its config:
-    /// unix:/var/run/salt/master/master_event_pub.ipc or tcp:127.0.0.1:4512
-    #[arg(
-        long,
-        global = true,
-        env = "SALTSIGHT_ENDPOINT",
-        value_name = "ENDPOINT"
-    )]
-    pub endpoint: Option<String>,
-    /// Largest frame accepted, in bytes (highstate returns of several MB are normal)
-    /// [default: 67108864]
-    #[arg(
-        long,
-        global = true,
-        env = "SALTSIGHT_MAX_FRAME_BYTES",
-        value_name = "BYTES"
-    )]
-    pub max_frame_bytes: Option<u64>,
-    /// Log level or tracing filter (error, warn, info, debug, trace) [default: info]
-    #[arg(long, global = true, env = "SALTSIGHT_LOG_LEVEL", value_name = "LEVEL")]
-    pub log_level: Option<String>,
-    /// Log format on stderr: text or json [default: text]
-    #[arg(
-        long,
-        global = true,
-        env = "SALTSIGHT_LOG_FORMAT",
-        value_name = "FORMAT"
-    )]
-    pub log_format: Option<String>,
-    /// Where /metrics is served: host:port, [v6]:port, or :port for every
-    /// interface [default: :10097]
-    #[arg(
-        long = "web.listen-address",
-        global = true,
-        env = "SALTSIGHT_WEB_LISTEN_ADDRESS",
-        value_name = "ADDRESS"
-    )]
-    pub web_listen_address: Option<String>,
-    /// TLS and basic auth for /metrics, in the Prometheus exporter-toolkit
-    /// web-config format
-    #[arg(
-        long = "web.config.file",
-        global = true,
-        env = "SALTSIGHT_WEB_CONFIG_FILE",
-        value_name = "FILE"
-    )]
-    pub web_config_file: Option<PathBuf>,
-    /// Where the checkpoint of jobs in flight is kept across restarts
-    /// [default: /var/lib/saltsight/state]
-    #[arg(
-        long = "state-dir",
-        global = true,
-        env = "SALTSIGHT_STATE_DIR",
-        value_name = "DIR"
-    )]
-    pub state_dir: Option<PathBuf>,
-}
-
-impl GlobalArgs {
-    pub fn overrides(&self) -> Overrides {
-        Overrides {
-            config: self.config.clone(),
-            master_config: self.master_config.clone(),
-            endpoint: self.endpoint.clone(),
-            max_frame_bytes: self.max_frame_bytes,
-            log_level: self.log_level.clone(),
-            log_format: self.log_format.clone(),
-            web_listen_address: self.web_listen_address.clone(),
-            web_config_file: self.web_config_file.clone(),
-            state_dir: self.state_dir.clone(),
+impl Cli {
+    /// Parses the command line; a usage error exits [`exit::USAGE`], `--help`
+    /// and `--version` 0.
+    pub fn parse_or_exit() -> Cli {
+        match Cli::try_parse_from(std::env::args_os()) {
+            Ok(cli) => cli,
+            Err(error) => {
+                let _ = error.print();
+                let code = if error.use_stderr() {
+                    exit::USAGE.code
+                } else {
+                    exit::OK.code
+                };
+                std::process::exit(i32::from(code));
+            }
         }
+    }
+
+    /// [`Parser::try_parse_from`], with an earlier release's flags before the
+    /// subcommand settled against the subcommand's own.
+    pub fn try_parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Cli::command().try_get_matches_from(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        cli.legacy.settle(matches.subcommand().map(|(_, m)| m));
+        Ok(cli)
+    }
+
+    /// What the flags and `SALTSIGHT_*` variables say, for the config loader.
+    pub fn overrides(&self) -> Overrides {
+        let mut o = Overrides::default();
+        self.global.apply(&mut o);
+        match &self.command {
+            Command::Run(args) => {
+                args.bus.apply(&mut o);
+                args.web.apply(&mut o);
+                args.state.apply(&mut o);
+            }
+            Command::CheckConfig(args) => {
+                args.bus.apply(&mut o);
+                args.web.apply(&mut o);
+                args.state.apply(&mut o);
+            }
+            Command::Tail(args) => args.bus.apply(&mut o),
+            Command::Capture(args) => args.bus.apply(&mut o),
+            Command::Replay(args) => {
+                args.master.apply(&mut o);
+                args.frames.apply(&mut o);
+            }
+            Command::Demo(_) | Command::Generate(_) => {}
+        }
+        self.legacy.apply(&mut o);
+        o
     }
 }
 
@@ -161,38 +136,55 @@ impl Outcome {
     }
 }
 
-/// Why a subcommand stopped early, by exit code; the text is redacted already.
+/// Why a subcommand stopped early: its exit code and the reason, redacted
+/// already.
 #[derive(Debug, thiserror::Error)]
-pub enum Failure {
-    /// The configuration is invalid (nothing started).
-    #[error("{0}")]
-    Config(String),
-    /// `run` as root without `--allow-root`.
-    #[error("{0}")]
-    NoPermission(String),
-    /// It ran and failed.
-    #[error("{0}")]
-    Runtime(String),
+#[error("{text}")]
+pub struct Failure {
+    pub status: exit::Status,
+    text: String,
+    /// Said already, through the log: `main` does not print it again.
+    logged: bool,
 }
 
 impl Failure {
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Failure::Config(_) => exit::CONFIG,
-            Failure::NoPermission(_) => exit::NO_PERMISSION,
-            Failure::Runtime(_) => exit::RUNTIME,
+    pub fn new(status: exit::Status, text: impl Into<String>) -> Self {
+        Self {
+            status,
+            text: text.into(),
+            logged: false,
         }
     }
-}
 
-/// Exit codes: 0 ok; 1 runtime failure; 2 usage (clap); 3 ran but saw bad input;
-/// 64 invalid configuration; 77 refused to run as root.
-pub mod exit {
-    pub const RUNTIME: i32 = 1;
-    pub const BAD_INPUT: i32 = 3;
-    /// `run` as root without `--allow-root` (sysexits' EX_NOPERM).
-    pub const NO_PERMISSION: i32 = 77;
-    pub const CONFIG: i32 = 64;
+    /// The configuration is invalid (nothing started).
+    pub fn config(text: impl Into<String>) -> Self {
+        Self::new(exit::CONFIG, text)
+    }
+
+    /// It ran and failed.
+    pub fn runtime(text: impl Into<String>) -> Self {
+        Self::new(exit::RUNTIME, text)
+    }
+
+    /// Logs it at error level, once: `main` will not print it again.
+    fn log(mut self, message: &'static str) -> Self {
+        tracing::error!(error = %self.text, "{message}");
+        self.logged = true;
+        self
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        self.status.code
+    }
+
+    /// Whether the log has said it (then only the exit code is left to give).
+    pub fn logged(&self) -> bool {
+        self.logged
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
 }
 
 /// What every subcommand that reads the bus starts with: the validated config,
@@ -208,7 +200,8 @@ pub struct Session {
 /// Loads the config, sets up logging and runs the command; every error leaves
 /// here redacted.
 pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
-    let Cli { global, command } = cli;
+    let overrides = cli.overrides();
+    let Cli { command, .. } = cli;
     match &command {
         Command::Generate(args) => return generate::run(args).map_err(runtime),
         Command::CheckConfig(args) if args.example => {
@@ -221,34 +214,38 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| Failure::Runtime(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| Failure::runtime(format!("cannot start the async runtime: {e}")))?;
     // From here on a SIGHUP to `run` is a reload (handled once it runs), never
     // the default's exit.
     let hangups = matches!(command, Command::Run(_)).then(|| {
         let _runtime = runtime.enter();
         reload::listen_for_hangups()
     });
-    let overrides = global.overrides();
     let (config, outputs) = crate::pipeline::load_config(&overrides)
         // A config error may quote a value (an upstream URL with its password).
-        .map_err(|errors| {
-            Failure::Config(default_redactor().line(&errors.to_string()).into_owned())
-        })?;
-    let redactor = Redactor::new(&config.redact).map_err(|e| Failure::Config(e.to_string()))?;
+        .map_err(|errors| Failure::config(default_redactor().line(&errors.to_string())))?;
+    let redactor = Redactor::new(&config.redact).map_err(|e| Failure::config(e.to_string()))?;
     let log_level = log::init(&config, &redactor);
     if let Command::Run(args) = &command {
         if let Some(why) = privilege::refuse_root(&config.bus.endpoint, args.allow_root) {
-            tracing::error!("{why}");
-            return Err(Failure::NoPermission(why));
+            return Err(Failure::new(exit::NO_PERMISSION, why).log("Refusing to run."));
         }
     }
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
-    if let Command::CheckConfig(_) = command {
-        return check_config::run(&config, &outputs, &mut std::io::stdout().lock())
-            .map(|()| Outcome::Ok)
-            .map_err(|e| Failure::Runtime(e.to_string()));
+    if let Command::CheckConfig(args) = &command {
+        let report = runtime.block_on(check_config::run(
+            args,
+            &config,
+            &outputs,
+            &mut std::io::stdout().lock(),
+        ));
+        return match report {
+            Ok(None) => Ok(Outcome::Ok),
+            Ok(Some(failure)) => Err(failure),
+            Err(e) => Err(Failure::runtime(e.to_string())),
+        };
     }
     let gate = redactor.clone();
     let result = runtime.block_on(async move {
@@ -276,14 +273,32 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
         }
     });
     result.map_err(|error| {
+        let status = status_of(&error);
         let text = gate.line(&format!("{error:#}")).into_owned();
-        tracing::error!(error = %text, "Exiting on error.");
-        Failure::Runtime(text)
+        Failure::new(status, text).log("Exiting on error.")
     })
 }
 
+/// The exit code an error calls for, from the first typed cause in its chain
+/// (a bus that cannot be reached), else a runtime failure.
+fn status_of(error: &anyhow::Error) -> exit::Status {
+    error
+        .chain()
+        .find_map(|cause| cause.downcast_ref::<crate::bus::endpoint::ConnectError>())
+        .map_or(exit::RUNTIME, connect_status)
+}
+
+/// A connect error's exit code: this user may not, or nothing is there.
+pub fn connect_status(error: &crate::bus::endpoint::ConnectError) -> exit::Status {
+    if error.source.kind() == std::io::ErrorKind::PermissionDenied {
+        exit::NO_PERMISSION
+    } else {
+        exit::UNAVAILABLE
+    }
+}
+
 fn runtime(error: anyhow::Error) -> Failure {
-    Failure::Runtime(format!("{error:#}"))
+    Failure::runtime(format!("{error:#}"))
 }
 
 /// The built-in rules, for what is said before the config is read.

@@ -29,6 +29,17 @@ pub struct Reloaded {
     pub need_restart: Vec<&'static str>,
 }
 
+impl Reloaded {
+    /// What was applied, for the log: never an empty field.
+    pub fn applied_text(&self) -> String {
+        if self.applied.is_empty() {
+            "nothing (log.level and the web config are as they were)".into()
+        } else {
+            self.applied.join(", ")
+        }
+    }
+}
+
 /// Holds the running config and what can be changed in place.
 pub struct Reloader {
     overrides: Overrides,
@@ -106,10 +117,7 @@ impl Reloader {
             let result = self.reload();
             match &result {
                 Ok(done) => {
-                    info!(
-                        applied = done.applied.join(", "),
-                        "Reloaded the config (SIGHUP)."
-                    );
+                    info!(applied = %done.applied_text(), "Reloaded the config (SIGHUP).");
                     if !done.need_restart.is_empty() {
                         warn!(
                             changed = done.need_restart.join(", "),

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::flags::{FrameArgs, MasterArgs};
 use super::run::Output;
 use super::{Outcome, Session};
 use crate::metrics::Observer;
@@ -18,6 +19,10 @@ pub struct ReplayArgs {
     /// Where records go
     #[arg(long, value_enum, default_value = "none")]
     pub output: Output,
+    #[command(flatten, next_help_heading = "Event bus")]
+    pub master: MasterArgs,
+    #[command(flatten, next_help_heading = "Event bus")]
+    pub frames: FrameArgs,
 }
 
 pub async fn run(args: ReplayArgs, session: Session) -> anyhow::Result<Outcome> {

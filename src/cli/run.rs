@@ -7,6 +7,7 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use tokio::signal::unix::Signal;
 
+use super::flags::{BusArgs, StateArgs, WebArgs};
 use super::log::LogLevel;
 use super::reload::Reloader;
 use super::{Outcome, Session};
@@ -52,6 +53,12 @@ pub struct RunArgs {
     /// run it as the master's user or a member of its group)
     #[arg(long, env = "SALTSIGHT_ALLOW_ROOT")]
     pub allow_root: bool,
+    #[command(flatten, next_help_heading = "Event bus")]
+    pub bus: BusArgs,
+    #[command(flatten, next_help_heading = "Metrics endpoint")]
+    pub web: WebArgs,
+    #[command(flatten, next_help_heading = "State")]
+    pub state: StateArgs,
 }
 
 /// What `run` needs to reload its config on SIGHUP.

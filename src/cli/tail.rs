@@ -5,14 +5,16 @@
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use super::flags::BusArgs;
 use super::tail_format;
 use super::{Outcome, Session};
 use crate::bus::reader::Delivery;
 use crate::bus::{BusGap, Endpoint, Frame};
-use crate::config::glob;
+use crate::config::glob::Glob;
 use crate::event::Event;
 use crate::event::json::Limits;
 use crate::pipeline::{Consumer, Handler, Source};
@@ -21,6 +23,10 @@ use crate::shutdown;
 
 #[derive(Debug, Args)]
 pub struct TailArgs {
+    /// Wait for the bus when it cannot be reached (retrying with backoff), instead
+    /// of saying why and exiting (69: nothing there, 77: not allowed)
+    #[arg(long)]
+    pub wait: bool,
     /// One JSON object per line: {"tag": ..., "data": {...}}, data as Salt sent it
     #[arg(long)]
     pub json: bool,
@@ -37,13 +43,15 @@ pub struct TailArgs {
     /// by default they are masked as in records (docs/security.md)
     #[arg(long)]
     pub no_redact: bool,
+    #[command(flatten, next_help_heading = "Event bus")]
+    pub bus: BusArgs,
 }
 
 /// Prints matching events; cancels the source once `count` is reached.
 pub struct TailHandler<W: Write> {
     out: BufWriter<W>,
     json: bool,
-    tags: Vec<String>,
+    tags: Vec<Glob>,
     remaining: Option<u64>,
     stop: CancellationToken,
     /// Flush after every event (live); a recording flushes at the end.
@@ -70,7 +78,7 @@ impl<W: Write> TailHandler<W> {
             redactor: (!args.no_redact).then(|| redactor.clone()),
             out: BufWriter::new(out),
             json: args.json,
-            tags: args.tags.clone(),
+            tags: args.tags.iter().map(|t| Glob::new(t)).collect(),
             remaining: args.count,
             stop,
             flush_each: args.from.is_none(),
@@ -83,7 +91,7 @@ impl<W: Write> Handler for TailHandler<W> {
         if self.remaining == Some(0) {
             return Ok(());
         }
-        if !self.tags.is_empty() && !self.tags.iter().any(|g| glob::matches(g, event.tag)) {
+        if !self.tags.is_empty() && !self.tags.iter().any(|g| g.matches(event.tag)) {
             return Ok(());
         }
         let data = tail_format::event_data(event, self.limits);
@@ -127,6 +135,17 @@ impl<W: Write> Handler for TailHandler<W> {
     }
 }
 
+/// Connects once (and closes): a bus this user may not open, or with no master
+/// behind it, ends `tail` and `capture` with the reason (exit 77 or 69) instead
+/// of retrying for ever, unless `--wait`.
+pub async fn reachable_or_exit(endpoint: &Endpoint) -> anyhow::Result<()> {
+    endpoint
+        .connect()
+        .await
+        .map(drop)
+        .context("the event bus cannot be reached (--wait waits for it)")
+}
+
 /// `saltsight tail`: the bus (or `--from` a recording) shown until interrupted.
 pub async fn run(args: TailArgs, session: Session) -> anyhow::Result<Outcome> {
     let Session {
@@ -135,6 +154,9 @@ pub async fn run(args: TailArgs, session: Session) -> anyhow::Result<Outcome> {
         cancel,
         ..
     } = session;
+    if args.from.is_none() && !args.wait {
+        reachable_or_exit(&config.bus.endpoint).await?;
+    }
     let handler = TailHandler::new(std::io::stdout(), &args, cancel.clone(), &redactor);
     let source = match &args.from {
         Some(path) => Source::Recording {

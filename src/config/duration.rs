@@ -1,5 +1,6 @@
 //! Durations as operators write them: `250ms`, `5s`, `10m`, `1h`, `1d`, or combined
-//! (`1m30s`).
+//! (`1m30s`), parsed by humantime (systemd's forms, as `journalctl --since` and
+//! `RuntimeMaxSec=` take them).
 
 use std::time::Duration;
 
@@ -25,43 +26,19 @@ pub fn positive_or(
     }
 }
 
-/// Parses a duration; the error says what was expected.
+/// Parses a duration as humantime does (`250ms`, `5s`, `10m`, `1h`, `1d`, `1w`,
+/// combined as `1m30s` or `1h 30m`; a number needs its unit); the error says
+/// what was expected.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text.is_empty() {
         return Err("empty duration".into());
     }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(format!(
-                "{text:?} is not a duration (expected e.g. 250ms, 5s, 10m, 1h)"
-            ));
-        }
-        let n: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("{text:?}: number too large"))?;
-        rest = &rest[digits..];
-        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.saturating_mul(60)),
-            "h" => Duration::from_secs(n.saturating_mul(3600)),
-            "d" => Duration::from_secs(n.saturating_mul(86_400)),
-            "" => return Err(format!("{text:?} lacks a unit (ms, s, m, h, d)")),
-            other => {
-                return Err(format!(
-                    "{text:?} has an unknown unit {other:?} (ms, s, m, h, d)"
-                ));
-            }
-        };
-        total = total.saturating_add(unit);
-        rest = &rest[unit_len..];
+    if text.starts_with('-') {
+        return Err(format!("{text:?} is negative; a duration is at least 0"));
     }
-    Ok(total)
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{text:?} is not a duration (expected e.g. 250ms, 5s, 10m, 1h): {e}"))
 }
 
 #[cfg(test)]
@@ -73,8 +50,15 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration(" 2h "), Ok(Duration::from_secs(7200)));
-        for bad in ["", "5", "s", "5 s", "5x", "-1s"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        for bad in ["", "5", "s", "5x", "-1s", "1.5.h"] {
+            let e = parse_duration(bad).expect_err(bad);
+            assert!(
+                e.contains(&format!("{:?}", bad.trim())) || bad.is_empty(),
+                "{e}"
+            );
         }
     }
 }

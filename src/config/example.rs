@@ -13,20 +13,21 @@ pub fn example() -> String {
 # error. Command-line flags and SALTSIGHT_* environment variables override this
 # file (see `saltsight --help`); `saltsight check-config` shows the result.
 
-# This master's name in every record (default: the host name).
+# This master's name in every record. Default: the Salt master's own `id` from
+# its config, else the host name.
 # master_id = "salt-master-1"
 
 [bus]
-# The Salt master's config. saltsight reads root_dir, sock_dir, cachedir, ipc_mode
+# The Salt master's config. saltsight reads id, root_dir, sock_dir, cachedir, ipc_mode
 # and tcp_master_pub_port from it (and from master.d/*.conf beside it) to find the
 # event publisher, exactly as the master does. Set, the file must exist; unset,
-# a missing /etc/salt/master means Salt's defaults. Flag: --master-config.
+# a missing /etc/salt/master means Salt's defaults. Flag: --bus.master-config.
 # master_config = "{DEFAULT_MASTER_CONFIG}"
 
 # The event publisher itself, overriding what the master's config says:
 #   "unix:/var/run/salt/master/master_event_pub.ipc"   (ipc_mode: ipc, the default)
 #   "tcp:127.0.0.1:4512"                               (ipc_mode: tcp)
-# Flag: --endpoint; environment: SALTSIGHT_ENDPOINT.
+# Flag: --bus.endpoint; environment: SALTSIGHT_ENDPOINT.
 # endpoint = "unix:/var/run/salt/master/master_event_pub.ipc"
 
 # Largest frame accepted, in bytes. A highstate return of thousands of states is
@@ -151,7 +152,7 @@ request_time = "{pr_req}s"
 # presence and the correlator's history, kept here (0700). On start it is read
 # back, the restart becomes a bus_gap (reason restart) and the jobs complete
 # with their verdicts. A damaged checkpoint, or one another format or master
-# wrote, is set aside beside it, never trusted. Flag: --state-dir.
+# wrote, is set aside beside it, never trusted. Flag: --state.dir.
 dir = "{state_dir}"
 # How often it is written while running ("0s": only at stop). A crash loses at
 # most this much; written at every stop.
@@ -202,7 +203,10 @@ checkpoint = true
 # Prometheus metrics (docs/metrics.md) at /metrics, with /, /healthz and /readyz,
 # while `run` runs.
 enabled = true
-# host:port, [v6]:port, or :port for every interface. Flag: --web.listen-address.
+# host:port, [v6]:port, or :port for every interface. The default, :{metrics_port},
+# is EVERY interface, IPv6 and IPv4, so that a Prometheus on another host can
+# scrape it, as node_exporter's does; "127.0.0.1:{metrics_port}" serves loopback
+# only (a Prometheus on this host). Flag: --web.listen-address.
 listen_address = ":{metrics_port}"
 # TLS and basic auth, in the Prometheus exporter-toolkit format (as node_exporter's
 # --web.config.file). Flag: --web.config.file.
@@ -235,10 +239,10 @@ max_field_bytes = {max_field_bytes}
 
 [log]
 # error, warn, info, debug, trace, or a tracing filter such as
-# "info,saltsight::bus=debug". Flag: --log-level.
+# "info,saltsight::bus=debug". Flag: --log.level.
 level = "info"
 # "text" or "json". Under systemd, text lines carry no timestamp (the journal
-# adds one). Flag: --log-format.
+# adds one). Flag: --log.format.
 format = "text"
 "#,
         DEFAULT_RECONNECT_MIN.as_millis(),

@@ -1,5 +1,5 @@
-//! Reads the Salt master's own config (YAML) for what locates its event bus:
-//! `root_dir`, `sock_dir`, `ipc_mode`, `tcp_master_pub_port`, and for where its
+//! Reads the Salt master's own config (YAML) for its `id`, for what locates its
+//! event bus: `root_dir`, `sock_dir`, `ipc_mode`, `tcp_master_pub_port`, and for where its
 //! state tree and pillar live (`file_roots`, `pillar_roots`, `cachedir` for
 //! gitfs), following
 //! `default_include` (`master.d/*.conf`) as Salt does, later files winning.
@@ -27,6 +27,9 @@ const PUB_SOCKET: &str = "master_event_pub.ipc";
 /// The bus-relevant settings, with where each came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MasterBusSettings {
+    /// `id`, when the config sets it (Salt's own default, `<fqdn>_master`,
+    /// names nothing an operator uses: saltsight then takes the host name).
+    pub id: Option<String>,
     pub root_dir: PathBuf,
     pub sock_dir: PathBuf,
     pub ipc_mode_tcp: bool,
@@ -146,6 +149,7 @@ impl MasterBusSettings {
             given.unwrap_or_else(|| default.iter().map(PathBuf::from).collect())
         };
         Ok(Self {
+            id: raw.id.filter(|id| !id.trim().is_empty()),
             cachedir: prepend_root_dir(&root_dir, Path::new(&cachedir)),
             file_roots: roots(raw.file_roots, DEFAULT_FILE_ROOTS),
             pillar_roots: roots(raw.pillar_roots, DEFAULT_PILLAR_ROOTS),
@@ -167,6 +171,7 @@ impl MasterBusSettings {
 
 #[derive(Default)]
 struct RawSettings {
+    id: Option<String>,
     root_dir: Option<String>,
     sock_dir: Option<String>,
     cachedir: Option<String>,
@@ -231,6 +236,13 @@ impl RawSettings {
                 }),
             }
         };
+        // Salt takes any scalar as the id and makes it a string.
+        match &doc["id"] {
+            Yaml::String(s) => self.id = Some(s.clone()),
+            Yaml::Integer(n) => self.id = Some(n.to_string()),
+            Yaml::Real(r) => self.id = Some(r.clone()),
+            _ => {}
+        }
         if let Some(v) = text_key("root_dir")? {
             self.root_dir = Some(v);
         }
@@ -485,7 +497,7 @@ mod tests {
             dir.path().join("master.d/link.conf"),
         )
         .unwrap();
-        std::fs::write(dir.path().join("extra/x.conf"), "root_dir: /r\n").unwrap();
+        std::fs::write(dir.path().join("extra/x.conf"), "root_dir: /r\nid: 1234\n").unwrap();
         let settings = MasterBusSettings::load(&path, false).unwrap();
         assert!(
             !settings.ipc_mode_tcp,
@@ -494,6 +506,11 @@ mod tests {
         assert!(settings.ipv6);
         assert_eq!(settings.tcp_master_pub_port, 4600);
         assert_eq!(settings.sock_dir, PathBuf::from("/r/linked"));
+        assert_eq!(
+            settings.id.as_deref(),
+            Some("1234"),
+            "an integer id as Salt reads it"
+        );
         assert_eq!(settings.files.len(), 3, "{:?}", settings.files);
         assert_eq!(settings.warnings.len(), 2, "{:?}", settings.warnings);
     }

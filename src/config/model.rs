@@ -15,6 +15,8 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// This master's name in records.
     pub master_id: String,
+    /// Where `master_id` came from, for `check-config`.
+    pub master_id_origin: String,
     pub bus: BusConfig,
     pub jobs: JobsConfig,
     pub triage: TriageConfig,

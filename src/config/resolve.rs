@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::duration::{parse_duration, positive_or};
 use super::file::FileConfig;
-use super::master::{DEFAULT_MASTER_CONFIG, MasterBusSettings};
+use super::master::{DEFAULT_MASTER_CONFIG, MasterBusSettings, MasterConfigError};
 use super::spool::{RawOutput, SpoolConfig, raw_outputs, resolve_spool};
 use crate::bus::Endpoint;
 
@@ -67,22 +67,30 @@ pub fn load_with<T>(
     let mut errors = Vec::new();
     let (file, file_path) = read_file(overrides.config.as_deref(), &mut errors);
     let mut warnings = Vec::new();
-    let bus = resolve_bus(&file, overrides, &mut errors, &mut warnings);
+    let (master_path, missing_ok) = master_config_path(&file, overrides);
+    let master = MasterBusSettings::load(&master_path, missing_ok);
+    let bus = resolve_bus(&file, overrides, &master, &mut errors, &mut warnings);
     let log = resolve_log(&file, overrides, &mut errors);
     let jobs = resolve_jobs(&file, &mut errors);
-    let master_id = match &file.master_id {
-        Some(id) if id.trim().is_empty() => {
+    let (master_id, master_id_origin) = match (&file.master_id, &master) {
+        (Some(id), _) if id.trim().is_empty() => {
             errors.push("master_id is empty".into());
-            String::new()
+            (String::new(), String::new())
         }
-        Some(id) => id.clone(),
-        None => nix::unistd::gethostname()
-            .ok()
-            .and_then(|h| h.into_string().ok())
-            .unwrap_or_else(|| "unknown".into()),
+        (Some(id), _) => (id.clone(), "master_id in the config".to_string()),
+        (None, Ok(MasterBusSettings { id: Some(id), .. })) => {
+            (id.clone(), format!("`id` in {}", master_path.display()))
+        }
+        (None, _) => (
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "unknown".into()),
+            "the host name: the Salt master's config sets no `id`".to_string(),
+        ),
     };
     let triage = resolve_triage(&file, &jobs, &mut errors);
-    let correlate = resolve_correlate(&file, overrides, &jobs, &mut errors, &mut warnings);
+    let correlate = resolve_correlate(&file, &master, &jobs, &mut errors, &mut warnings);
     let spool = resolve_spool(&file.spool, &mut errors);
     let state = super::state::resolve_state(&file.state, overrides.state_dir.as_ref(), &mut errors);
     let incidents = super::incidents::resolve(&file.incidents, &mut errors);
@@ -105,6 +113,7 @@ pub fn load_with<T>(
             Config {
                 warnings,
                 master_id,
+                master_id_origin,
                 bus,
                 triage,
                 correlate,
@@ -137,6 +146,14 @@ fn read_file(explicit: Option<&Path>, errors: &mut Vec<String>) -> (FileConfig, 
             return (FileConfig::default(), None);
         }
     };
+    // Every syntax error, not just the first: the parser recovers past each.
+    let (_, syntax) = toml::de::DeTable::parse_recoverable(&text);
+    if !syntax.is_empty() {
+        for e in syntax {
+            errors.push(format!("{}: {}", path.display(), e.to_string().trim_end()));
+        }
+        return (FileConfig::default(), Some(path.to_path_buf()));
+    }
     let mut table: toml::Table = match toml::from_str(&text) {
         Ok(table) => table,
         Err(e) => {
@@ -186,6 +203,7 @@ fn master_config_path(file: &FileConfig, o: &Overrides) -> (PathBuf, bool) {
 fn resolve_bus(
     file: &FileConfig,
     o: &Overrides,
+    master: &Result<MasterBusSettings, MasterConfigError>,
     errors: &mut Vec<String>,
     warnings: &mut Vec<String>,
 ) -> Option<BusConfig> {
@@ -194,7 +212,7 @@ fn resolve_bus(
         Some(text) => match parse_endpoint(&text) {
             Ok(endpoint) => (
                 Some(endpoint),
-                "set explicitly (--endpoint, SALTSIGHT_ENDPOINT or bus.endpoint)".to_string(),
+                "set explicitly (--bus.endpoint, SALTSIGHT_ENDPOINT or bus.endpoint)".to_string(),
             ),
             Err(problem) => {
                 errors.push(problem);
@@ -202,8 +220,8 @@ fn resolve_bus(
             }
         },
         None => {
-            let (path, missing_ok) = master_config_path(file, o);
-            match MasterBusSettings::load(&path, missing_ok) {
+            let (path, _) = master_config_path(file, o);
+            match master {
                 Ok(settings) => {
                     let origin = if settings.files.is_empty() {
                         format!("Salt defaults ({} not found)", path.display())
@@ -368,7 +386,7 @@ fn resolve_triage(file: &FileConfig, jobs: &JobsConfig, errors: &mut Vec<String>
 
 fn resolve_correlate(
     file: &FileConfig,
-    o: &Overrides,
+    master: &Result<MasterBusSettings, MasterConfigError>,
     jobs: &JobsConfig,
     errors: &mut Vec<String>,
     warnings: &mut Vec<String>,
@@ -393,9 +411,8 @@ fn resolve_correlate(
         }
     }
     if c.discover.unwrap_or(true) {
-        let (path, missing_ok) = master_config_path(file, o);
-        match MasterBusSettings::load(&path, missing_ok) {
-            Ok(master) => discover_repos(&master, &mut repos),
+        match master {
+            Ok(master) => discover_repos(master, &mut repos),
             Err(e) => warnings.push(format!("correlate: not discovering git checkouts: {e}")),
         }
     }
@@ -545,6 +562,25 @@ mod tests {
     }
 
     #[test]
+    fn every_syntax_error_is_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            dir.path(),
+            "s.toml",
+            "[bus\nendpoint = \"unix:/x\"\n[jobs]\nmax_jobs = = 3\n[log]\nlevel = \"info\n",
+        );
+        let err = load(&Overrides {
+            config: Some(path),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(err.0.len() >= 3, "{err}");
+        for line in ["line 1", "line 4", "line 6"] {
+            assert!(err.to_string().contains(line), "{line}: {err}");
+        }
+    }
+
+    #[test]
     fn every_problem_is_listed() {
         let dir = tempfile::tempdir().unwrap();
         let path = write(
@@ -591,6 +627,30 @@ mod tests {
             config.bus.endpoint,
             Endpoint::Tcp("127.0.0.1:47120".parse().unwrap())
         );
+    }
+
+    #[test]
+    fn master_id_is_the_masters_own_id_unless_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let master = write(dir.path(), "master", "id: salt-eu-1\n");
+        let empty = write(dir.path(), "empty.toml", "");
+        let load_with_id = |config: &Path| {
+            load(&Overrides {
+                config: Some(config.to_owned()),
+                master_config: Some(master.clone()),
+                ..Default::default()
+            })
+            .unwrap()
+        };
+        let config = load_with_id(&empty);
+        assert_eq!(config.master_id, "salt-eu-1");
+        assert!(config.master_id_origin.contains("`id` in"), "{config:?}");
+        let named = write(dir.path(), "named.toml", "master_id = \"edge\"\n");
+        assert_eq!(load_with_id(&named).master_id, "edge");
+        // No `id` in the master's config: the host name, as before.
+        std::fs::write(&master, "sock_dir: /run/m\n").unwrap();
+        let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+        assert_eq!(load_with_id(&empty).master_id, host);
     }
 
     #[test]

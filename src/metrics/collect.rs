@@ -204,6 +204,7 @@ impl SelfCollector {
                         Kind::Counter => counter(e, d.name, d.help, d.value),
                         Kind::Gauge => gauge(e, d.name, d.help, d.value as i64),
                         Kind::FloatGauge => gauge(e, d.name, d.help, f64::from_bits(d.value)),
+                        Kind::Seconds => gauge(e, d.name, d.help, d.value as f64 / 1e6),
                     };
                 }
             });

@@ -13,6 +13,7 @@
 
 pub mod catalog;
 pub mod collect;
+pub mod exposition;
 pub mod minions;
 pub mod salt_exporter;
 pub mod server;

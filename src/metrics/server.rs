@@ -1,4 +1,5 @@
-//! The HTTP endpoint: `/metrics` (OpenMetrics text), `/` (a landing page),
+//! The HTTP endpoint: `/metrics` (OpenMetrics or the 0.0.4 text format, as the
+//! scrape's `Accept` asks: [`super::exposition`]), `/` (a landing page),
 //! `/healthz` (the process answers) and `/readyz` (connected to the bus), over
 //! HTTP/1.1, with TLS and basic auth when a web config asks for them.
 //!
@@ -27,6 +28,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::exposition::Format;
 use super::web::{self, BasicAuth, WebError};
 use crate::bus::ReaderStats;
 use crate::config::metrics::MetricsConfig;
@@ -35,7 +37,6 @@ use crate::config::web::WebConfig;
 pub const MAX_CONNECTIONS: usize = 64;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -160,8 +161,14 @@ impl MetricsServer {
         let address = self.local_addr();
         {
             let web = self.site.web.borrow();
+            let scope = match address.map(|a| a.ip()) {
+                Some(ip) if ip.is_unspecified() => "every interface",
+                Some(ip) if ip.is_loopback() => "loopback only",
+                _ => "one interface",
+            };
             info!(
                 address = %address.map_or_else(|| "?".into(), |a| a.to_string()),
+                scope,
                 tls = web.tls.is_some(),
                 basic_auth = web.auth.is_some(),
                 "Serving metrics."
@@ -276,9 +283,24 @@ fn route<B>(site: &Site, web: &Web, request: &Request<B>) -> Response<Full<Bytes
     }
     match request.uri().path() {
         "/metrics" => {
+            let format = Format::negotiate(
+                request
+                    .headers()
+                    .get(header::ACCEPT)
+                    .and_then(|v| v.to_str().ok()),
+            );
             let mut body = String::new();
             match prometheus_client::encoding::text::encode(&mut body, &site.registry) {
-                Ok(()) => reply(StatusCode::OK, OPENMETRICS, body),
+                Ok(()) => {
+                    if format == Format::Text {
+                        body = super::exposition::to_text_format(&body);
+                    }
+                    let mut response = reply(StatusCode::OK, format.content_type(), body);
+                    response
+                        .headers_mut()
+                        .insert(header::VARY, HeaderValue::from_static("Accept"));
+                    response
+                }
                 Err(_) => reply(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "text/plain",
@@ -305,6 +327,7 @@ fn route<B>(site: &Site, web: &Web, request: &Request<B>) -> Response<Full<Bytes
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
 
     fn site(auth: Option<BasicAuth>) -> Site {
         let mut registry = Registry::default();
@@ -356,8 +379,28 @@ mod tests {
         let (status, body) = get(&site, Method::GET, "/metrics", None);
         assert_eq!(status, StatusCode::OK);
         assert!(
-            body.contains("saltsight_test_total 1\n") && body.ends_with("# EOF\n"),
-            "{body}"
+            body.contains("# TYPE saltsight_test_total counter\nsaltsight_test_total 1\n")
+                && !body.contains("# EOF"),
+            "the 0.0.4 text by default: {body}"
+        );
+        let request = Request::builder()
+            .uri("/metrics")
+            .header(
+                "accept",
+                "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+            )
+            .body(())
+            .unwrap();
+        let response = respond(&site, &request);
+        assert_eq!(
+            response.headers()["content-type"],
+            crate::metrics::exposition::OPENMETRICS
+        );
+        let body = futures_body(response);
+        assert!(
+            body.contains("# TYPE saltsight_test counter\nsaltsight_test_total 1\n")
+                && body.ends_with("# EOF\n"),
+            "OpenMetrics when asked: {body}"
         );
         assert_eq!(get(&site, Method::GET, "/healthz", None).0, StatusCode::OK);
         assert_eq!(
@@ -396,12 +439,18 @@ mod tests {
                 StatusCode::UNAUTHORIZED
             );
         }
-        let good = format!("Basic {}", crate::base64::encode(b"p:pw"));
+        let good = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(b"p:pw")
+        );
         assert_eq!(
             get(&site, Method::GET, "/metrics", Some(&good)).0,
             StatusCode::OK
         );
-        let bad = format!("Basic {}", crate::base64::encode(b"p:nope"));
+        let bad = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(b"p:nope")
+        );
         assert_eq!(
             get(&site, Method::GET, "/metrics", Some(&bad)).0,
             StatusCode::UNAUTHORIZED

@@ -44,8 +44,8 @@ crate::counts! {
             "Checkpoints found at start but not restored (damaged, another format or master): set aside beside it";
         gauge bytes = "saltsight_checkpoint_bytes",
             "Size of the last checkpoint written";
-        gauge write_micros = "saltsight_checkpoint_write_duration_microseconds",
-            "How long the last checkpoint took to write, in microseconds (the pipeline waits for it)";
+        seconds write_micros = "saltsight_checkpoint_write_duration_seconds",
+            "How long the last checkpoint took to write (the pipeline waits for it); kept in microseconds";
     }
 }
 

@@ -4,6 +4,10 @@
 //! [`Output`]. The registry below lists the kinds; adding one is adding a line.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use serde::de::DeserializeOwned;
@@ -33,6 +37,12 @@ pub trait OutputKind {
     /// One line for `check-config`.
     fn describe(name: &str, settings: &Self::Settings, spool: &SpoolConfig) -> String;
 
+    /// For `check-config`: reaches what the output writes to, within `timeout`;
+    /// `None` when there is nothing to reach.
+    fn probe(_settings: &Self::Settings, _timeout: Duration) -> Option<Probe> {
+        None
+    }
+
     /// Opens it; an output that delivers in the background adds its sender to
     /// `deliveries`.
     fn open(
@@ -41,6 +51,9 @@ pub trait OutputKind {
         context: &mut OpenContext<'_>,
     ) -> Result<Box<dyn Output>, SinkError>;
 }
+
+/// A reachability check: `Ok` says what answered, `Err` why it cannot be reached.
+pub type Probe = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
 
 /// What opening an output may need and give back.
 pub struct OpenContext<'a> {
@@ -148,6 +161,13 @@ macro_rules! output_kinds {
             pub fn describe(&self, name: &str, spool: &$crate::config::spool::SpoolConfig) -> String {
                 match self {
                     $(OutputSettings::$variant(s) => <$kind as $crate::sink::output::OutputKind>::describe(name, s, spool)),+
+                }
+            }
+
+            /// `check-config`'s reachability check, if the kind has one.
+            pub fn probe(&self, timeout: std::time::Duration) -> Option<$crate::sink::output::Probe> {
+                match self {
+                    $(OutputSettings::$variant(s) => <$kind as $crate::sink::output::OutputKind>::probe(s, timeout)),+
                 }
             }
 

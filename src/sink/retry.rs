@@ -6,7 +6,6 @@ use std::time::{Duration, SystemTime};
 use backon::{BackoffBuilder, ExponentialBuilder};
 
 use crate::config::defaults::{DEFAULT_RETRY_AFTER_MAX, DEFAULT_RETRY_MAX, DEFAULT_RETRY_MIN};
-use crate::time::days_from_civil;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryConfig {
@@ -72,50 +71,16 @@ impl Backoff {
     }
 }
 
-/// A `Retry-After` value: delta-seconds, or an IMF-fixdate (`Sun, 06 Nov 1994
-/// 08:49:37 GMT`, RFC 9110 §5.6.7) taken against `now`. A date in the past is 0.
+/// A `Retry-After` value: delta-seconds, or an HTTP date taken against `now`
+/// (IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, and the two obsolete forms
+/// RFC 9110 §5.6.7 says a recipient must accept too). A date in the past is 0.
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
         return value.parse::<u64>().ok().map(Duration::from_secs);
     }
-    let at = parse_http_date(value)?;
+    let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
-fn parse_http_date(value: &str) -> Option<SystemTime> {
-    // "Sun, 06 Nov 1994 08:49:37 GMT"
-    let rest = value.split_once(", ")?.1;
-    let mut parts = rest.split(' ');
-    let day: i64 = parts.next()?.parse().ok()?;
-    let month = match parts.next()? {
-        "Jan" => 1,
-        "Feb" => 2,
-        "Mar" => 3,
-        "Apr" => 4,
-        "May" => 5,
-        "Jun" => 6,
-        "Jul" => 7,
-        "Aug" => 8,
-        "Sep" => 9,
-        "Oct" => 10,
-        "Nov" => 11,
-        "Dec" => 12,
-        _ => return None,
-    };
-    let year: i64 = parts.next()?.parse().ok()?;
-    let mut clock = parts.next()?.split(':');
-    let hour: i64 = clock.next()?.parse().ok()?;
-    let minute: i64 = clock.next()?.parse().ok()?;
-    let second: i64 = clock.next()?.parse().ok()?;
-    if parts.next()? != "GMT" || parts.next().is_some() || clock.next().is_some() {
-        return None;
-    }
-    if !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 || year < 1970 {
-        return None;
-    }
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
-    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
 }
 
 #[cfg(test)]
@@ -165,6 +130,14 @@ mod tests {
             parse_retry_after("Sat, 05 Nov 1994 08:49:37 GMT", now),
             Some(Duration::ZERO)
         );
+        // RFC 850 and asctime, which RFC 9110 has recipients accept.
+        for obsolete in ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"] {
+            assert_eq!(
+                parse_retry_after(obsolete, now),
+                Some(Duration::from_secs(7)),
+                "{obsolete}"
+            );
+        }
         for bad in ["", "soon", "-1", "1.5", "Sun, 06 Nov 1994 08:49:37 CET"] {
             assert_eq!(parse_retry_after(bad, now), None, "{bad:?}");
         }

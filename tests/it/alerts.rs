@@ -183,13 +183,18 @@ pub fn sample_names(exposition: &str) -> BTreeSet<String> {
 /// The registry `run` serves, built in-process with every stage's counts and a
 /// spooled output (so the upstream families are there too), as text.
 fn exposition() -> String {
+    exposition_with("")
+}
+
+/// [`exposition`] with more `[metrics]` keys.
+fn exposition_with(metrics: &str) -> String {
     use saltsight::pipeline::{Clock, OutputChoice, Stages, load_config, open_outputs};
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("saltsight.toml");
     std::fs::write(
         &config,
         format!(
-            "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n[spool]\ndir = {:?}\n[[output]]\ntype = \"http\"\nname = \"up\"\nurl = \"http://127.0.0.1:1/\"\n",
+            "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n[metrics]\n{metrics}\n[spool]\ndir = {:?}\n[[output]]\ntype = \"http\"\nname = \"up\"\nurl = \"http://127.0.0.1:1/\"\n",
             dir.path().join("spool").display().to_string()
         ),
     )
@@ -273,4 +278,41 @@ fn every_metric_made_is_documented_with_help() {
         "not in docs/metrics.md: {undocumented:?}"
     );
     assert!(no_help.is_empty(), "no help text: {no_help:?}");
+}
+
+/// `promtool check metrics` (which reads Prometheus' 0.0.4 text format) passes
+/// on what `/metrics` serves a scraper that does not ask for OpenMetrics, with
+/// every optional family on; and on the OpenMetrics form it would fail (its
+/// counters' help is under the family's name, not the `_total` series').
+#[test]
+fn every_metric_passes_promtool_check_metrics() {
+    let check = |text: &str| {
+        let mut child = Command::new(PROMTOOL)
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{PROMTOOL}: {e}"));
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes())
+            .expect("feed promtool");
+        let out = child.wait_with_output().expect("promtool");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), said)
+    };
+    for metrics in ["", "per_minion = true\nsalt_exporter_compat = true\n"] {
+        let openmetrics = exposition_with(metrics);
+        let text = saltsight::metrics::exposition::to_text_format(&openmetrics);
+        let (ok, said) = check(&text);
+        assert!(
+            ok,
+            "promtool check metrics with [metrics] {metrics:?}:\n{said}"
+        );
+        let (ok, said) = check(&openmetrics);
+        assert!(!ok && said.contains("no help text"), "{said}");
+    }
 }

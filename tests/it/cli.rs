@@ -1,7 +1,11 @@
 //! The command line's contract: exit codes, config errors, bad input counted and
 //! survived.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
 
 use crate::support::{bin, fixture};
 
@@ -14,7 +18,7 @@ fn saltsight(args: &[&str]) -> std::process::Output {
 }
 
 #[test]
-fn an_unknown_config_key_exits_64_naming_key_and_file() {
+fn an_unknown_config_key_exits_78_naming_key_and_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("saltsight.toml");
     std::fs::write(
@@ -23,8 +27,8 @@ fn an_unknown_config_key_exits_64_naming_key_and_file() {
     )
     .unwrap();
     let out = saltsight(&["--config", path.to_str().unwrap(), "check-config"]);
-    assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "EX_CONFIG: {err}");
     // Every problem at once: four unknown keys in three sections, and a value.
     for expected in [
         "unknown key `colour`",
@@ -43,7 +47,12 @@ fn check_config_resolves_the_endpoint_from_the_master_config() {
     let dir = tempfile::tempdir().unwrap();
     let master = dir.path().join("master");
     std::fs::write(&master, "ipc_mode: tcp\ntcp_master_pub_port: 47120\n").unwrap();
-    let out = saltsight(&["--master-config", master.to_str().unwrap(), "check-config"]);
+    let out = saltsight(&[
+        "check-config",
+        "--no-environment",
+        "--bus.master-config",
+        master.to_str().unwrap(),
+    ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -70,7 +79,8 @@ fn env_overrides_the_master_config() {
         text.contains("bus endpoint: unix:/nonexistent/master_event_pub.ipc"),
         "{text}"
     );
-    assert!(text.contains("not present"), "{text}");
+    assert!(text.contains("is salt-master running"), "{text}");
+    assert_eq!(out.status.code(), Some(69), "EX_UNAVAILABLE: {text}");
 }
 
 /// A length-prefixed dump with a frame of garbage, one over the cap and one whose
@@ -164,18 +174,26 @@ fn run_as_root_is_refused_naming_the_socket_owner_and_group() {
     // 3007+'s 0660: owner or group; 3006's 0600: the owner only.
     std::fs::write(&socket, b"").unwrap();
     use std::os::unix::fs::PermissionsExt;
+    // Owned by root (a master with `user: root`): root is not advised where
+    // a group would do, since `run` refuses it.
     for (mode, advice) in [
-        (0o660, "run it as `root` or as a user in group `root`"),
         (
-            0o600,
-            "0600 (Salt 3006 makes it 0600; 3007+ 0660): run it as `root`",
+            0o660,
+            "(the master runs as root): run it as a user in group `root`",
         ),
+        (0o600, "only root can open it. Run the master as `salt`"),
     ] {
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(mode)).unwrap();
         let out = saltsight(&["--endpoint", &endpoint, "run"]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(77), "{err}");
         assert!(err.contains(advice), "{advice:?} not in {err}");
+        assert!(!err.contains("run it as `root`"), "{err}");
+        assert_eq!(
+            err.matches("does not run as root").count(),
+            1,
+            "said once: {err}"
+        );
     }
     // Allowed, it gets as far as the bus (a plain file, not a socket: it keeps
     // retrying) and is stopped by SIGTERM, by pid.
@@ -211,4 +229,325 @@ fn run_as_root_is_refused_naming_the_socket_owner_and_group() {
     let status = child.wait().unwrap();
     assert!(!err.contains("does not run as root"), "{err}");
     assert!(status.success(), "{status:?}: {err}");
+}
+
+/// check-config connects: a unix socket and a TCP port with a listener are
+/// "connected" (exit 0); a TCP port with none is refused (69); a socket this
+/// user may not open (0660 root:root, run as `nobody`) is named with advice
+/// that does not contradict itself (77).
+#[test]
+fn check_config_connects_to_the_bus_and_says_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("master_event_pub.ipc");
+    let _unix = UnixListener::bind(&socket).unwrap();
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let tcp_endpoint = format!("tcp:{}", tcp.local_addr().unwrap());
+    let unix_endpoint = format!("unix:{}", socket.display());
+    for endpoint in [&unix_endpoint, &tcp_endpoint] {
+        let out = saltsight(&["check-config", "--bus.endpoint", endpoint]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{endpoint}: {text}");
+        assert!(
+            text.contains("bus: connected") && text.contains("config OK"),
+            "{text}"
+        );
+    }
+    let closed = {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        format!("tcp:{port}")
+    };
+    let out = saltsight(&["check-config", "--bus.endpoint", &closed]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{text}{err}");
+    assert!(
+        text.contains("bus: cannot connect") && !text.contains("config OK"),
+        "{text}"
+    );
+    assert!(
+        err.contains("cannot reach the event bus") && err.contains("ipc_mode: tcp"),
+        "{err}"
+    );
+
+    // Present, but not for this user: Salt 3007+'s 0660, the master running as root.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o660)).unwrap();
+    let out = Command::new(bin())
+        .args(["check-config", "--bus.endpoint", &unix_endpoint])
+        .env_clear()
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("run as nobody");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(77), "EX_NOPERM: {text}{err}");
+    assert!(text.contains("Permission denied"), "{text}");
+    assert!(
+        text.contains("a user in group `root`") && !text.contains("run it as `root`"),
+        "advice that root would not take: {text}"
+    );
+}
+
+/// A fake HTTP upstream on loopback answering every request with `reply`,
+/// until the test ends; returns its URL and the request lines it saw.
+fn fake_upstream(reply: &'static str) -> (String, std::sync::mpsc::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let (seen, requests) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            // The rest of the head.
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).unwrap_or(0) <= 2 {
+                    break;
+                }
+            }
+            let _ = seen.send(line.trim_end().to_owned());
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    (url, requests)
+}
+
+/// check-config asks each HTTP output: ClickHouse `SELECT 1` must answer 1, an
+/// upstream that refuses the credentials cannot be reached (69, named).
+#[test]
+fn check_config_probes_each_output() {
+    let (clickhouse, asked) =
+        fake_upstream("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n1\n");
+    let (refusing, _) = fake_upstream(
+        "HTTP/1.1 401 Unauthorized\r\nContent-Length: 7\r\nConnection: close\r\n\r\nno way\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let config = dir.path().join("saltsight.toml");
+    let write_config = |outputs: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[bus]\nendpoint = \"tcp:{}\"\n[spool]\ndir = {:?}\n{outputs}",
+                tcp.local_addr().unwrap(),
+                dir.path().join("spool").display().to_string()
+            ),
+        )
+        .unwrap();
+    };
+    let ch = format!(
+        "[[output]]\ntype = \"http\"\nname = \"ch\"\nurl = {clickhouse:?}\nencoding = \"clickhouse\"\n"
+    );
+    write_config(&ch);
+    let out = saltsight(&["--config.file", config.to_str().unwrap(), "check-config"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("reachable: SELECT 1 answered 200 OK"),
+        "{text}"
+    );
+    let request = asked
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    assert!(request.starts_with("GET /?query=SELECT+1 "), "{request}");
+
+    write_config(&format!(
+        "{ch}[[output]]\ntype = \"http\"\nname = \"vector\"\nurl = {refusing:?}\n"
+    ));
+    let out = saltsight(&["--config.file", config.to_str().unwrap(), "check-config"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{text}{err}");
+    assert!(
+        text.contains("HEAD answered 401 Unauthorized (check the credentials)"),
+        "{text}"
+    );
+    assert!(text.contains("cannot reach: output vector"), "{text}");
+    assert!(err.contains("output vector"), "{err}");
+    // --no-environment: the config alone.
+    let out = saltsight(&[
+        "--config.file",
+        config.to_str().unwrap(),
+        "check-config",
+        "--no-environment",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// tail (and capture) with no master there say so and exit 69, once, unless
+/// asked to wait; then they retry until stopped.
+#[test]
+fn tail_without_a_master_exits_unless_asked_to_wait() {
+    let endpoint = "unix:/nonexistent-saltsight/master_event_pub.ipc";
+    for args in [
+        &["tail", "--bus.endpoint", endpoint][..],
+        &["capture", "/dev/null", "--bus.endpoint", endpoint],
+    ] {
+        let out = saltsight(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "{args:?}: {err}");
+        assert_eq!(
+            err.matches("cannot be reached").count(),
+            1,
+            "said once: {err}"
+        );
+        assert!(err.contains("--wait"), "{err}");
+    }
+    let mut child = Command::new(bin())
+        .args(["tail", "--wait", "--bus.endpoint", endpoint])
+        .env_remove("SALTSIGHT_CONFIG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut err = String::new();
+    while !err.contains("Cannot connect to the event bus") {
+        let read = stderr.read_line(&mut err).expect("read stderr");
+        assert_ne!(read, 0, "tail --wait ended: {err}");
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    stderr.read_to_string(&mut err).unwrap();
+    assert!(child.wait().unwrap().success(), "{err}");
+}
+
+/// A port in use is said once (the log line), with exit 1.
+#[test]
+fn a_port_in_use_is_said_once() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::new(bin())
+        .args([
+            "run",
+            "--allow-root",
+            "--output",
+            "none",
+            "--bus.endpoint",
+            "unix:/nonexistent-saltsight/master_event_pub.ipc",
+            "--web.listen-address",
+            &address,
+            "--state.dir",
+        ])
+        .arg(state.path())
+        .env_remove("SALTSIGHT_CONFIG")
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("cannot listen on").count(), 1, "{err}");
+}
+
+/// Flags are named after their config keys; the earlier names still work,
+/// hidden, before or after the subcommand, and a flag only shows where it
+/// applies. A usage error is 64 (EX_USAGE).
+#[test]
+fn flags_old_and_new_and_where_they_apply() {
+    let shown = |args: &[&str]| {
+        let out = saltsight(args);
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let endpoint = "unix:/nonexistent/old.ipc";
+    for args in [
+        &["--endpoint", endpoint, "check-config", "--no-environment"][..],
+        &["check-config", "--no-environment", "--endpoint", endpoint],
+        &[
+            "check-config",
+            "--no-environment",
+            "--bus.endpoint",
+            endpoint,
+        ],
+    ] {
+        assert!(shown(args).contains(endpoint), "{args:?}");
+    }
+    // Before the subcommand the old flag beats the environment; after it, the
+    // new one beats the old.
+    let out = Command::new(bin())
+        .args(["--endpoint", endpoint, "check-config", "--no-environment"])
+        .env_remove("SALTSIGHT_CONFIG")
+        .env("SALTSIGHT_ENDPOINT", "unix:/from/env.ipc")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(endpoint));
+    let text = shown(&[
+        "--endpoint",
+        "unix:/before.ipc",
+        "check-config",
+        "--no-environment",
+        "--bus.endpoint",
+        endpoint,
+    ]);
+    assert!(
+        text.contains(endpoint) && !text.contains("before.ipc"),
+        "{text}"
+    );
+    let tail = shown(&["tail", "--help"]);
+    assert!(
+        tail.contains("--bus.endpoint") && tail.contains("--log.level"),
+        "{tail}"
+    );
+    for absent in [
+        "web.listen-address",
+        "--log-level",
+        "--endpoint ",
+        "state.dir",
+    ] {
+        assert!(!tail.contains(absent), "{absent} on tail: {tail}");
+    }
+    assert!(!shown(&["demo", "--help"]).contains("--bus."));
+    assert!(shown(&["run", "--help"]).contains("--web.listen-address"));
+    for args in [
+        &["--bogus", "check-config"][..],
+        &["tail", "--web.listen-address", ":1"],
+    ] {
+        assert_eq!(saltsight(args).status.code(), Some(64), "{args:?}");
+    }
+}
+
+/// The exit codes `main` uses are the ones README.md lists, and the unit does
+/// not restart on those a restart cannot fix.
+#[test]
+fn every_exit_code_is_documented_and_the_final_ones_are_not_restarted() {
+    use saltsight::cli::exit;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for status in exit::ALL {
+        assert!(
+            readme.contains(&format!("\n| {} | ", status.code)),
+            "exit {} ({}) is not in README.md's table",
+            status.code,
+            status.name
+        );
+    }
+    let unit = std::fs::read_to_string(root.join("systemd/saltsight.service")).unwrap();
+    let final_codes = [exit::USAGE, exit::NO_PERMISSION, exit::CONFIG]
+        .map(|s| s.code.to_string())
+        .join(" ");
+    assert!(
+        unit.contains(&format!("\nRestartPreventExitStatus={final_codes}\n")),
+        "{final_codes}"
+    );
+    let install = std::fs::read_to_string(root.join("docs/install.md")).unwrap();
+    assert!(install.contains(&format!("RestartPreventExitStatus={final_codes}")));
 }

@@ -209,6 +209,25 @@ fn a_minion_killed_mid_job_reaches_alertmanager_as_a_missing_returns_alert() {
     );
     assert!(sample(&exposition, "saltsight_bus_lag_seconds_count").is_some_and(|n| n > 0.0));
 
+    // A scraper that does not ask for OpenMetrics gets the 0.0.4 text, which
+    // promtool passes; Prometheus itself asked for (and got) OpenMetrics above.
+    let mut promtool = std::process::Command::new(crate::support::prometheus::PROMTOOL)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    std::io::Write::write_all(&mut promtool.stdin.take().unwrap(), exposition.as_bytes())
+        .expect("feed promtool");
+    let checked = promtool.wait_with_output().expect("promtool");
+    assert!(
+        checked.status.success() && !exposition.contains("# EOF"),
+        "promtool check metrics on a live scrape: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+
     // Every metric the shipped rules and dashboard name is in the live output.
     let live = sample_names(&exposition);
     let referenced = metric_names(&rule_exprs())

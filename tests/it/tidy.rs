@@ -14,7 +14,6 @@ const ORDER: &[&str] = &[
     "counter",
     "time",
     "ratelimit",
-    "base64",
     "bus",
     "master_processes",
     "config",

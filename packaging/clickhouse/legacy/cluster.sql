@@ -2,7 +2,7 @@
 -- and run the script again (a test fails while they differ).
 --
 -- The sharded layout of packaging/clickhouse/legacy/schema.sql for a cluster named `saltsight` (the
--- server's <remote_servers>; docs/clickhouse.md has one). Run every statement
+-- server's <remote_servers>, docs/clickhouse.md has one). Run every statement
 -- on every server. Each table T is T_local on each server, filled there by the
 -- materialised views, and T is a Distributed table over the cluster, so
 -- saltsight inserts into `saltsight.records` of any server and the fleet

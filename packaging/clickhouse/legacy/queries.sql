@@ -3,7 +3,7 @@
 -- at-least-once delivery may leave before a merge. Current ClickHouse reads
 -- views instead: ../queries.sql.
 --
--- Each query is one statement ending in ';' at the end of a line. No ';' inside
+-- Each query is one statement ending in a semicolon at the end of a line. No semicolon inside
 -- a comment or a string (docs/clickhouse.md).
 
 -- Top failing states by commit over the last hour, render failures included

@@ -10,7 +10,7 @@
 --
 -- Delivery is at least once: a batch may arrive twice (a retry after a timeout,
 -- a restart mid-send). Every record has a stable `id`, so ReplacingMergeTree,
--- keyed on it, collapses the copies at merge time; read with FINAL (or GROUP BY
+-- keyed on it, collapses the copies at merge time. Read with FINAL (or GROUP BY
 -- id) for exact counts before a merge has run.
 
 CREATE DATABASE IF NOT EXISTS saltsight;

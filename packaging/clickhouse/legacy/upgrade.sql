@@ -1,7 +1,7 @@
 -- Adds the columns saltsight rows carry since the commit and target columns
 -- came in to a saltsight.records made by an earlier legacy/schema.sql (18.16
 -- has no ADD COLUMN IF NOT EXISTS: run this once). Rows inserted before stay
--- with '' there; the whole record (`record`) has always held these fields.
+-- with '' there. The whole record (`record`) has always held these fields.
 
 ALTER TABLE saltsight.records
     ADD COLUMN commit_subject String AFTER record,

@@ -29,7 +29,7 @@ use super::presence::Presence;
 pub use super::settings::{TrackerConfig, TrackerStats};
 use super::streaks::Streaks;
 use super::verdict::{Evidence, MinionState, Verdict};
-use crate::config::glob;
+use crate::config::glob::Glob;
 use crate::event::args::{first_arg, is_internal, is_state_run, raw_to_json, texts, timeout_kwarg};
 use crate::event::states::count_states;
 use crate::event::states::trimmed;
@@ -76,6 +76,8 @@ struct ClosedJob {
 }
 
 pub struct JobTracker {
+    /// `config.deadlines`' patterns, compiled, in the same order.
+    deadline_globs: Vec<(Glob, Duration)>,
     config: TrackerConfig,
     records: RecordFactory,
     open: HashMap<Box<str>, Job>,
@@ -117,7 +119,13 @@ impl JobTracker {
         config
             .deadlines
             .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        let deadline_globs = config
+            .deadlines
+            .iter()
+            .map(|(pattern, d)| (Glob::new(pattern), *d))
+            .collect();
         Self {
+            deadline_globs,
             config,
             records,
             open: HashMap::new(),
@@ -168,10 +176,9 @@ impl JobTracker {
 
     fn deadline_for(&self, fun: &str, arg: Option<Raw<'_>>) -> Duration {
         let configured = self
-            .config
-            .deadlines
+            .deadline_globs
             .iter()
-            .find(|(pattern, _)| glob::matches(pattern, fun))
+            .find(|(pattern, _)| pattern.matches(fun))
             .map_or(self.config.default_deadline, |(_, d)| *d);
         match timeout_kwarg(arg) {
             Some(t) if t + self.config.timeout_grace > configured => t + self.config.timeout_grace,

@@ -27,7 +27,7 @@ use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 use serde_json::{Map, Value};
 
 use super::Record;
-use crate::config::glob;
+use crate::config::glob::Glob;
 use crate::config::redact::RedactConfig;
 
 /// What a masked value becomes.
@@ -126,7 +126,7 @@ impl Pattern {
 
 pub(super) struct Inner {
     key: Regex,
-    secret_functions: Vec<String>,
+    secret_functions: Vec<Glob>,
     max_field_bytes: usize,
     /// One entry per pattern: a text none matches is left at one scan.
     set: RegexSet,
@@ -245,7 +245,11 @@ impl Redactor {
         let counts = names.iter().map(|_| AtomicU64::new(0)).collect();
         Ok(Redactor(Arc::new(Inner {
             key,
-            secret_functions: config.secret_functions.clone(),
+            secret_functions: config
+                .secret_functions
+                .iter()
+                .map(|g| Glob::new(g))
+                .collect(),
             max_field_bytes: config.max_field_bytes,
             set,
             extras: !config.extra_patterns.is_empty(),
@@ -328,7 +332,7 @@ impl Inner {
     }
 
     fn secret_function(&self, fun: &str) -> bool {
-        self.secret_functions.iter().any(|g| glob::matches(g, fun))
+        self.secret_functions.iter().any(|g| g.matches(fun))
     }
 
     fn summarise_return(&self, map: &mut Map<String, Value>, fun: &str, fired: &mut Fired) {

@@ -6,12 +6,14 @@
 pub mod config;
 pub mod upstream;
 
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use super::SinkError;
 use super::deliver::Delivery;
 use super::encode::{self, Encoding};
-use super::output::{Lost, OpenContext, Output, OutputError, OutputKind};
+use super::output::{Lost, OpenContext, Output, OutputError, OutputKind, Probe};
 use super::spool::{Spool, SpoolError, SpoolWriter};
 use crate::config::spool::SpoolConfig;
 use crate::record::Record;
@@ -41,6 +43,13 @@ impl OutputKind for Http {
             settings.encoding.as_str(),
             spool.dir.join(name).display()
         )
+    }
+
+    fn probe(settings: &HttpSettings, timeout: Duration) -> Option<Probe> {
+        let settings = settings.clone();
+        Some(Box::pin(async move {
+            upstream::probe(&settings, timeout).await
+        }))
     }
 
     fn open(

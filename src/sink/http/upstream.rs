@@ -6,8 +6,10 @@
 //! - other 5xx, 408, connection errors, timeouts: retry.
 //! - other 4xx (and 3xx: redirects are not followed): refused for good.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -184,8 +186,56 @@ impl Upstream for HttpUpstream {
     }
 }
 
+/// `check-config`'s question: does the upstream answer, within `timeout`?
+/// ClickHouse must answer `SELECT 1` with 1; any other upstream must answer a
+/// HEAD of its URL with a status that is neither a refusal of the credentials
+/// (401, 403, 407) nor a server error. `Ok` says what answered.
+pub async fn probe(settings: &HttpSettings, timeout: Duration) -> Result<String, String> {
+    let clickhouse = settings.encoding == Encoding::ClickHouse;
+    // Its own client: no gzip header on a request without a body, no insert
+    // query in the URL, and the short timeout.
+    let settings = HttpSettings {
+        gzip: false,
+        connect_timeout: settings.connect_timeout.min(timeout),
+        timeout,
+        encoding: Encoding::Ndjson,
+        ..settings.clone()
+    };
+    let upstream = HttpUpstream::new(&settings).map_err(|e| e.to_string())?;
+    let (what, request) = if clickhouse {
+        let mut url = upstream.url.clone();
+        url.query_pairs_mut().append_pair("query", "SELECT 1");
+        ("SELECT 1", upstream.client.get(url))
+    } else {
+        ("HEAD", upstream.client.head(upstream.url.clone()))
+    };
+    let response = request.send().await.map_err(|e| error_chain(&e))?;
+    let status = response.status();
+    let body = read_capped(response).await;
+    let body = body.trim();
+    let said = if body.is_empty() {
+        format!("{what} answered {status}")
+    } else {
+        format!("{what} answered {status}: {}", cut(body, 200))
+    };
+    match status.as_u16() {
+        401 | 403 | 407 => Err(format!("{said} (check the credentials)")),
+        500..=599 => Err(said),
+        200 if clickhouse && body == "1" => Ok(said),
+        _ if clickhouse => Err(said),
+        _ => Ok(said),
+    }
+}
+
+fn cut(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
+
 fn basic_auth_value(user: &str, password: &str) -> Result<HeaderValue, HttpSetupError> {
-    let encoded = crate::base64::encode(format!("{user}:{password}").as_bytes());
+    let encoded = STANDARD.encode(format!("{user}:{password}").as_bytes());
     HeaderValue::from_str(&format!("Basic {encoded}")).map_err(|_| {
         HttpSetupError::Header(
             "Authorization".into(),

@@ -289,7 +289,10 @@ pub fn get_as(
     user: &str,
     password: &str,
 ) -> Result<(u16, String), String> {
-    let token = saltsight::base64::encode(format!("{user}:{password}").as_bytes());
+    let token = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        format!("{user}:{password}"),
+    );
     let header = format!("Authorization: Basic {token}\r\n");
     request(addr, "GET", target, &header, b"")
 }
