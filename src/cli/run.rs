@@ -101,6 +101,9 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
         counts,
         redactor.clone(),
     );
+    metrics
+        .observer
+        .expect_state_trees(&config.correlate.state_trees());
     // Bound before the pipeline starts: a port in use is an error now.
     let (server, web) = if config.metrics.enabled {
         let server = MetricsServer::bind(

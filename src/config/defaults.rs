@@ -50,6 +50,12 @@ pub const DEFAULT_PRESSURE_WORKER_CPU: f64 = 0.9;
 pub const DEFAULT_PRESSURE_BUS_LAG: Duration = Duration::from_secs(5);
 pub const DEFAULT_PRESSURE_REQUEST_TIME: Duration = Duration::from_secs(2);
 
+// Rollouts.
+pub const DEFAULT_ROLLOUT_RELIST_EVERY: Duration = Duration::from_secs(30);
+pub const DEFAULT_ROLLOUT_UPDATE_EVERY: Duration = Duration::from_secs(30);
+pub const DEFAULT_ROLLOUT_STALL_AFTER: Duration = Duration::from_secs(3600);
+pub const DEFAULT_ROLLOUT_MAX_OPEN: usize = 16;
+
 // What survives a restart.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/saltsight/state";
 pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);

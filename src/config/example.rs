@@ -146,6 +146,23 @@ bus_lag = "{pr_lag}s"
 # Mean _return / _pillar request time in salt/stats.
 request_time = "{pr_req}s"
 
+[rollouts]
+# Each commit of a watched state tree is followed to every minion the master
+# knows (its accepted keys; the minions seen on the bus when those cannot be
+# listed): applied by a successful, non-test highstate or state.apply under it
+# or a descendant; failed with its root cause; or pending. rollout records and
+# the release delay (commit to 50/95/100% of the fleet) come of it.
+enabled = true
+# minions_dir = "/etc/salt/pki/master/minions"   # default: <pki_dir>/minions of the master config
+# How often that directory is checked for a change (one stat).
+relist_every = "{ro_relist}s"
+# Longest between two revisions of a progressing rollout.
+update_every = "{ro_update}s"
+# Minions pending and no progress this long: stalled.
+stall_after = "{ro_stall}s"
+# Rollouts open at once per state tree.
+max_open = {ro_open}
+
 [state]
 # What survives a restart (an upgrade, a reboot): a checkpoint of the jobs in
 # flight (each minion's state), triage's open failure groups, missing streaks,
@@ -257,6 +274,10 @@ format = "text"
         DEFAULT_MAX_HISTORY,
         spool_dir = DEFAULT_SPOOL_DIR,
         state_dir = DEFAULT_STATE_DIR,
+        ro_relist = DEFAULT_ROLLOUT_RELIST_EVERY.as_secs(),
+        ro_update = DEFAULT_ROLLOUT_UPDATE_EVERY.as_secs(),
+        ro_stall = DEFAULT_ROLLOUT_STALL_AFTER.as_secs(),
+        ro_open = DEFAULT_ROLLOUT_MAX_OPEN,
         pr_sample = DEFAULT_PRESSURE_SAMPLE_INTERVAL.as_secs(),
         pr_sustain = DEFAULT_PRESSURE_SUSTAIN.as_secs(),
         pr_cpu = DEFAULT_PRESSURE_WORKER_CPU,

@@ -29,6 +29,8 @@ pub struct FileConfig {
     pub incidents: super::incidents::IncidentsSection,
     #[serde(default)]
     pub pressure: super::pressure::PressureSection,
+    #[serde(default)]
+    pub rollouts: super::rollouts::RolloutsSection,
     /// `[[output]]`: where records go (default: stdout); each output kind
     /// reads its own keys (`sink`).
     #[serde(default)]
@@ -127,7 +129,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         table.remove(&key);
         found.push((key, of::<FileConfig>().join(", ")));
     }
-    let sections: [(&str, &[&str]); 11] = [
+    let sections: [(&str, &[&str]); 12] = [
         ("bus", of::<BusSection>()),
         ("jobs", of::<JobsSection>()),
         ("triage", of::<TriageSection>()),
@@ -137,6 +139,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         ("state", of::<super::state::StateSection>()),
         ("incidents", of::<super::incidents::IncidentsSection>()),
         ("pressure", of::<super::pressure::PressureSection>()),
+        ("rollouts", of::<super::rollouts::RolloutsSection>()),
         ("metrics", of::<super::metrics::MetricsSection>()),
         ("redact", of::<super::redact::RedactSection>()),
     ];

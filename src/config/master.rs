@@ -20,6 +20,7 @@ const DEFAULT_SOCK_DIR: &str = "/var/run/salt/master";
 const DEFAULT_CACHEDIR: &str = "/var/cache/salt/master";
 const DEFAULT_TCP_PUB_PORT: u16 = 4512;
 const DEFAULT_PIDFILE: &str = "/var/run/salt-master.pid";
+const DEFAULT_PKI_DIR: &str = "/etc/salt/pki/master";
 const DEFAULT_FILE_ROOTS: &[&str] = &["/srv/salt", "/srv/spm/salt"];
 const DEFAULT_PILLAR_ROOTS: &[&str] = &["/srv/pillar", "/srv/spm/pillar"];
 const PUB_SOCKET: &str = "master_event_pub.ipc";
@@ -45,6 +46,9 @@ pub struct MasterBusSettings {
     pub gitfs_base: String,
     /// The master's pidfile (`pidfile`, under `root_dir`).
     pub pidfile: PathBuf,
+    /// Where the master keeps minion keys (`pki_dir`, under `root_dir`):
+    /// `minions/` holds one file per accepted minion, named by its id.
+    pub pki_dir: PathBuf,
     /// The files read, in order.
     pub files: Vec<PathBuf>,
     /// What the master accepts but an operator should hear about (a skipped
@@ -154,6 +158,10 @@ impl MasterBusSettings {
             file_roots: roots(raw.file_roots, DEFAULT_FILE_ROOTS),
             pillar_roots: roots(raw.pillar_roots, DEFAULT_PILLAR_ROOTS),
             gitfs_base: raw.gitfs_base.unwrap_or_else(|| "master".into()),
+            pki_dir: prepend_root_dir(
+                &root_dir,
+                Path::new(raw.pki_dir.as_deref().unwrap_or(DEFAULT_PKI_DIR)),
+            ),
             pidfile: prepend_root_dir(
                 &root_dir,
                 Path::new(raw.pidfile.as_deref().unwrap_or(DEFAULT_PIDFILE)),
@@ -184,6 +192,7 @@ struct RawSettings {
     pillar_roots: Option<Vec<PathBuf>>,
     gitfs_base: Option<String>,
     pidfile: Option<String>,
+    pki_dir: Option<String>,
 }
 
 /// `{saltenv: [dir, ...]}` → the dirs, saltenvs in file order. A saltenv given as
@@ -273,6 +282,9 @@ impl RawSettings {
         }
         if let Some(v) = text_key("pidfile")? {
             self.pidfile = Some(v);
+        }
+        if let Some(v) = text_key("pki_dir")? {
+            self.pki_dir = Some(v);
         }
         if let Some(v) = text_key("default_include")? {
             self.default_include = Some(v);

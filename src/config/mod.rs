@@ -15,6 +15,7 @@ pub mod model;
 pub mod pressure;
 pub mod redact;
 pub mod resolve;
+pub mod rollouts;
 pub mod spool;
 pub mod state;
 pub mod web;

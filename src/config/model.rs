@@ -26,6 +26,7 @@ pub struct Config {
     pub state: super::state::StateConfig,
     pub incidents: super::incidents::IncidentConfig,
     pub pressure: super::pressure::PressureConfig,
+    pub rollouts: super::rollouts::RolloutConfig,
     /// `[[output]]` as written (each output kind checks its own; see `load_with`).
     pub outputs: Vec<RawOutput>,
     pub metrics: super::metrics::MetricsConfig,
@@ -110,6 +111,17 @@ pub struct CorrelateConfig {
     pub max_commits: usize,
     /// Jobs whose HEADs are remembered.
     pub max_jobs: usize,
+}
+
+impl CorrelateConfig {
+    /// The names of the watched state trees (not pillar).
+    pub fn state_trees(&self) -> Vec<String> {
+        self.repos
+            .iter()
+            .filter(|r| r.states)
+            .map(|r| r.name.clone())
+            .collect()
+    }
 }
 
 impl Default for CorrelateConfig {

@@ -94,11 +94,13 @@ pub fn load_with<T>(
     let spool = resolve_spool(&file.spool, &mut errors);
     let state = super::state::resolve_state(&file.state, overrides.state_dir.as_ref(), &mut errors);
     let incidents = super::incidents::resolve(&file.incidents, &mut errors);
+    let master = master_settings(&file, overrides);
     let pressure = super::pressure::resolve(
         &file.pressure,
-        master_pidfile(&file, overrides),
+        master.as_ref().map(|m| m.pidfile.clone()),
         &mut errors,
     );
+    let rollouts = super::rollouts::resolve(&file.rollouts, master.map(|m| m.pki_dir), &mut errors);
     let raw = raw_outputs(&file.output, &mut errors);
     let resolved = outputs(&raw, &spool, &mut errors);
     let metrics = super::metrics::resolve(
@@ -123,6 +125,7 @@ pub fn load_with<T>(
                 state,
                 incidents,
                 pressure,
+                rollouts,
                 outputs: raw,
                 metrics,
                 redact,
@@ -178,13 +181,11 @@ fn read_file(explicit: Option<&Path>, errors: &mut Vec<String>) -> (FileConfig, 
     }
 }
 
-/// The master's pidfile as its config says (`None` when that cannot be read:
-/// the bus settings report why).
-fn master_pidfile(file: &FileConfig, o: &Overrides) -> Option<PathBuf> {
+/// The master's own settings, when its config can be read (the bus settings
+/// report why when not).
+fn master_settings(file: &FileConfig, o: &Overrides) -> Option<MasterBusSettings> {
     let (path, missing_ok) = master_config_path(file, o);
-    MasterBusSettings::load(&path, missing_ok)
-        .ok()
-        .map(|s| s.pidfile)
+    MasterBusSettings::load(&path, missing_ok).ok()
 }
 
 /// The Salt master's config to read, and whether its absence is fine (only the

@@ -250,6 +250,39 @@ impl GitCli {
             .collect())
     }
 
+    /// The files `commit` changed (against its first parent; all of them for
+    /// a root commit).
+    pub fn changed_files(&self, dir: &Path, commit: &str) -> Result<Vec<String>, GitError> {
+        let out = self.run(
+            dir,
+            &[
+                "diff-tree",
+                "--root",
+                "-r",
+                "--no-commit-id",
+                "--name-only",
+                "-m",
+                "--first-parent",
+                commit,
+            ],
+        )?;
+        Ok(out.lines().map(str::to_owned).collect())
+    }
+
+    /// Whether `ancestor` is `descendant` or one of its ancestors.
+    pub fn is_ancestor(
+        &self,
+        dir: &Path,
+        ancestor: &str,
+        descendant: &str,
+    ) -> Result<bool, GitError> {
+        if ancestor == descendant {
+            return Ok(true);
+        }
+        let base = self.run(dir, &["merge-base", ancestor, descendant])?;
+        Ok(base.trim() == ancestor)
+    }
+
     fn run(&self, dir: &Path, args: &[&str]) -> Result<String, GitError> {
         let failed = |detail: String| GitError::Command {
             dir: dir.into(),

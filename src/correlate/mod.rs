@@ -14,8 +14,11 @@
 //! - git itself runs only for failures and moves, and its answers are cached per
 //!   (HEAD, SLS) and per range: 800 minions failing the same state cost one call.
 
+pub mod applied;
+pub mod fleet;
 pub mod git;
 pub mod history;
+pub mod rollout;
 pub mod saved;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -36,6 +39,10 @@ use history::{Flip, History};
 crate::counts! {
     /// The correlator's own counts, read at scrape.
     pub struct CorrelateStats {
+        gauge fleet = "saltsight_fleet_minions",
+            "Minions a rollout is measured against: the master's accepted keys (or, unreadable, the minions seen on the bus)";
+        counter fleet_refused = "saltsight_fleet_minions_refused",
+            "Minions not counted in the fleet: jobs.max_minions was reached";
         counter head_moves = "saltsight_head_moves",
             "Moves of a watched checkout's HEAD (config_change records)";
         counter git_calls = "saltsight_git_calls", "git commands run to correlate failures";
@@ -71,6 +78,8 @@ pub struct Correlator {
     settled: HashMap<Box<str>, IntroducedBy>,
     settled_order: VecDeque<Box<str>>,
     ranges: HashMap<(usize, String, String), Option<Range>>,
+    /// Each state tree's commits on their way to the fleet (`None`: off).
+    rollouts: Option<applied::Following>,
     pub stats: std::sync::Arc<CorrelateStats>,
 }
 
@@ -110,6 +119,7 @@ impl Correlator {
             settled: HashMap::new(),
             settled_order: VecDeque::new(),
             ranges: HashMap::new(),
+            rollouts: None,
             stats: std::sync::Arc::default(),
         }
     }
@@ -133,8 +143,12 @@ impl Correlator {
                 Ok(Some((old, new))) => {
                     repo.warned = false;
                     self.stats.head_moves.inc();
-                    if old.is_some() {
+                    let moved = old.is_some();
+                    if moved {
                         out.push(self.config_change(i, old, new.clone(), at));
+                    }
+                    if let Some(new) = new {
+                        self.rollout_head(i, &new, moved, at, out);
                     }
                 }
                 Ok(None) => {}

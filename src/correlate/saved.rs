@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::history::{SavedHistory, SavingHistory};
+use super::rollout::Open;
 use super::{Correlator, Heads};
 use crate::record::IntroducedBy;
 
@@ -17,6 +18,7 @@ pub struct SavingCorrelator<'a> {
     settled: Vec<(&'a str, &'a IntroducedBy)>,
     /// Checkout name → its HEAD when last read.
     heads: Vec<(&'a str, &'a str)>,
+    rollouts: Vec<&'a Open>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -25,6 +27,8 @@ pub struct SavedCorrelator {
     history: SavedHistory,
     settled: Vec<(Box<str>, IntroducedBy)>,
     heads: Vec<(String, String)>,
+    #[serde(default)]
+    rollouts: Vec<Open>,
 }
 
 impl Correlator {
@@ -49,6 +53,7 @@ impl Correlator {
                     Some((r.spec.name.as_str(), head))
                 })
                 .collect(),
+            rollouts: self.saving_rollouts(),
         }
     }
 
@@ -78,5 +83,6 @@ impl Correlator {
                 watch.head = Some(head);
             }
         }
+        self.restore_rollouts(saved.rollouts);
     }
 }

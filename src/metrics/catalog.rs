@@ -530,9 +530,11 @@ impl RecordMetrics {
                     self.gaps[reason.index()].inc();
                 }
             }
+            // Rollouts have their own family set (`metrics::rollouts`).
             RecordBody::JobCompleted(_)
             | RecordBody::FailureGroup(_)
-            | RecordBody::ConfigChange(_) => {}
+            | RecordBody::ConfigChange(_)
+            | RecordBody::Rollout(_) => {}
         }
     }
 }

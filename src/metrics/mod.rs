@@ -15,6 +15,7 @@ pub mod catalog;
 pub mod collect;
 pub mod exposition;
 pub mod minions;
+pub mod rollouts;
 pub mod salt_exporter;
 pub mod server;
 pub mod web;
@@ -85,6 +86,7 @@ impl Metrics {
 #[derive(Debug)]
 pub struct Observer {
     records: RecordMetrics,
+    rollouts: rollouts::RolloutMetrics,
     minions: Option<MinionMetrics>,
     salt_exporter: Option<SaltExporterMetrics>,
     pipeline: Arc<PipelineCounters>,
@@ -117,6 +119,7 @@ impl Observer {
     fn register(registry: &mut Registry, config: &MetricsConfig) -> Observer {
         let functions = FunctionLabels::new(&config.functions);
         let records = RecordMetrics::register(registry, functions.clone());
+        let rollouts = rollouts::RolloutMetrics::register(registry);
         // Refusals are one count, whichever per-minion part refused.
         let refused = Counter::default();
         if config.per_minion || config.salt_exporter_compat {
@@ -134,6 +137,7 @@ impl Observer {
         });
         Observer {
             records,
+            rollouts,
             minions,
             salt_exporter,
             pipeline: Arc::new(PipelineCounters::default()),
@@ -166,8 +170,17 @@ impl Observer {
         }
     }
 
+    /// The watched state trees (`correlate`'s, with `states`): their rollout
+    /// series exist from the start.
+    pub fn expect_state_trees(&self, repos: &[String]) {
+        self.rollouts.expect(repos);
+    }
+
     pub fn record(&mut self, record: &Record) {
         self.records.record(record);
+        if let crate::record::RecordBody::Rollout(r) = &record.body {
+            self.rollouts.record(r);
+        }
         if let Some(minions) = &mut self.minions {
             minions.record(record);
         }

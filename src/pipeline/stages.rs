@@ -80,7 +80,8 @@ pub struct Stages {
 impl Stages {
     pub fn from_config(config: &Config) -> Self {
         let records = RecordFactory::new(config.master_id.clone());
-        let correlator = Correlator::new(&config.correlate, records.clone());
+        let correlator = Correlator::new(&config.correlate, records.clone())
+            .with_rollouts(&config.rollouts, config.jobs.max_minions);
         let mut triage = config.triage.clone();
         let correlator_wants_outcomes = correlator.watches_states();
         triage.want_outcomes = correlator_wants_outcomes;
@@ -144,10 +145,12 @@ impl Stages {
     /// master's clock.
     pub fn next_deadline(&self) -> Option<Stamp> {
         let incident = self.incidents.next_due();
+        let rollout = self.correlator.next_rollout_due();
         self.tracker
             .next_deadline()
             .into_iter()
             .chain(incident)
+            .chain(rollout)
             .min()
     }
 
@@ -161,7 +164,10 @@ impl Stages {
         let mut tracked = Vec::new();
         self.tracker.on_event(event, now, &mut tracked);
         self.after_tracker(tracked, &mut out);
-        if let Some((jid, context)) = triaged {
+        if let Body::JobReturn(r) = &event.body {
+            self.follow_rollouts(r, triaged.as_ref(), at, &mut out);
+        }
+        if let Some((jid, context, _)) = triaged {
             if self.tracker.context(&jid).is_none() {
                 let groups = self.triage.close_job(&jid);
                 let mut records = self.correlator.on_groups(groups, &context, 0, at);
@@ -238,6 +244,7 @@ impl Stages {
         let mut out = Vec::new();
         self.after_tracker(tracked, &mut out);
         self.incidents.advance(now, &mut out);
+        self.correlator.advance_rollouts(now, &mut out);
         out
     }
 
@@ -256,7 +263,7 @@ impl Stages {
         event: &Event<'_>,
         at: Stamp,
         out: &mut Vec<Record>,
-    ) -> Option<(String, JobContext)> {
+    ) -> Option<(String, JobContext, Option<String>)> {
         self.triage
             .want_outcomes(self.correlator_wants_outcomes || self.incidents.any_open());
         let (findings, context) = match &event.body {
@@ -283,7 +290,61 @@ impl Stages {
         self.incidents.on_outcomes(&findings.outcomes, at, out);
         self.attach_incidents(&findings, &mut records, at, out);
         out.extend(records);
-        Some((findings.jid, context))
+        let root_cause = findings
+            .state_failures
+            .first()
+            .map(|f| f.fingerprint.clone())
+            .or_else(|| {
+                findings
+                    .render_failures
+                    .first()
+                    .map(|f| f.fingerprint.clone())
+            });
+        Some((findings.jid, context, root_cause))
+    }
+
+    /// A minion's return of a state run: the rollouts it applies (or fails),
+    /// judged by the return the tracker recorded (`out` holds it).
+    fn follow_rollouts(
+        &mut self,
+        r: &crate::event::JobReturn<'_>,
+        triaged: Option<&(String, JobContext, Option<String>)>,
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) {
+        let (jid, minion) = (r.jid.as_str(), r.minion.as_str());
+        self.correlator.saw_minion(minion, at);
+        let Some(returned) = out.iter().rev().find_map(|record| match &record.body {
+            RecordBody::MinionReturn(m) | RecordBody::LateReturn(m)
+                if m.jid == jid && m.minion == minion =>
+            {
+                Some(m)
+            }
+            _ => None,
+        }) else {
+            return;
+        };
+        let fun = returned.fun.as_deref().unwrap_or_default();
+        let args = match crate::event::args::raw_to_json(r.fun_args) {
+            Some(serde_json::Value::Array(args)) => args,
+            _ => Vec::new(),
+        };
+        let test = returned.context.test || crate::event::args::test_kwarg(r.fun_args);
+        let Some(coverage) = crate::correlate::applied::coverage_of(fun, &args, test) else {
+            return;
+        };
+        let succeeded = returned.succeeded;
+        let fingerprint = triaged.and_then(|(_, _, f)| f.clone());
+        let run = crate::correlate::applied::StateRun {
+            jid,
+            minion,
+            coverage,
+            succeeded,
+            fingerprint: fingerprint.as_deref(),
+        };
+        let mut records = Vec::new();
+        self.correlator.on_state_run(&run, at, &mut records);
+        out.extend(records);
     }
 
     /// Each root cause with an external target to the incident stage; the

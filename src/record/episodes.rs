@@ -107,3 +107,87 @@ pub struct MasterPressure {
     /// Missing-return verdicts given while it lasted.
     pub missing_verdicts: u32,
 }
+
+crate::label_set! {
+    /// Where a rollout stands.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum RolloutStatus {
+        /// Minions are still to apply it.
+        InProgress = "in_progress",
+        /// Every minion of the fleet applied it.
+        Complete = "complete",
+        /// A newer HEAD moved while minions were pending (how many: `pending`).
+        Superseded = "superseded",
+        /// Minions pending and no progress for `rollouts.stall_after`; it may
+        /// still complete.
+        Stalled = "stalled",
+    }
+}
+
+/// How long a rollout took to reach half, 95% and all of the fleet, in
+/// seconds, from one origin (the commit's time, or when saltsight saw the
+/// HEAD move there).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct Delays {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p95_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p100_s: Option<f64>,
+}
+
+/// A minion on which a rollout's commit failed, with its root cause.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct RolloutFailure {
+    pub minion: String,
+    pub jid: String,
+    /// The first root cause's fingerprint (its `failure_group`), when triage
+    /// found one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+}
+
+/// One commit of a watched state tree, from the HEAD moving there to every
+/// minion having applied it (a successful, non-test highstate or state.apply
+/// of the SLS it changed, under it or a descendant). Re-emitted with a new
+/// revision as minions apply it. id key: repo, commit, revision.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Rollout {
+    pub repo: String,
+    pub commit: String,
+    pub subject: String,
+    /// The commit's own time (committer date).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub committed_at: Option<Stamp>,
+    /// When saltsight saw the HEAD there (a move, or its first read).
+    pub seen_at: Stamp,
+    /// `seen_at` is a move (false: the HEAD was already there when saltsight
+    /// first read it, so delays from it say little).
+    pub seen_move: bool,
+    pub status: RolloutStatus,
+    pub revision: u32,
+    /// The fleet's size, and where each of its minions stands.
+    pub known: u32,
+    pub applied: u32,
+    pub failed: u32,
+    pub pending: u32,
+    /// The SLS the commit changed (`web.nginx`), at most 50: a state.apply of
+    /// one of them counts.
+    pub changed_sls: Vec<String>,
+    pub sample_failed: Vec<RolloutFailure>,
+    pub sample_pending: Vec<String>,
+    /// When half, 95% and all of the fleet had applied it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reached_50: Option<Stamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reached_95: Option<Stamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reached_100: Option<Stamp>,
+    /// Release delay: from the commit's time, and from `seen_at`.
+    pub delay_from_commit: Delays,
+    pub delay_from_seen: Delays,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
+    pub last_progress: Stamp,
+}

@@ -7,7 +7,8 @@ pub mod episodes;
 pub mod redact;
 
 pub use episodes::{
-    EpisodeStatus, ExternalIncident, IncidentEnd, MasterPressure, PressureSignal, SignalFigure,
+    Delays, EpisodeStatus, ExternalIncident, IncidentEnd, MasterPressure, PressureSignal, Rollout,
+    RolloutFailure, RolloutStatus, SignalFigure,
 };
 use serde::Serialize;
 
@@ -52,6 +53,7 @@ pub enum RecordBody {
     ConfigChange(ConfigChange),
     ExternalIncident(ExternalIncident),
     MasterPressure(MasterPressure),
+    Rollout(Rollout),
 }
 
 crate::label_set! {
@@ -70,6 +72,7 @@ crate::label_set! {
         ConfigChange = "config_change",
         ExternalIncident = "external_incident",
         MasterPressure = "master_pressure",
+        Rollout = "rollout",
     }
 }
 
@@ -88,6 +91,7 @@ impl RecordBody {
             RecordBody::ConfigChange(_) => RecordKind::ConfigChange,
             RecordBody::ExternalIncident(_) => RecordKind::ExternalIncident,
             RecordBody::MasterPressure(_) => RecordKind::MasterPressure,
+            RecordBody::Rollout(_) => RecordKind::Rollout,
         }
     }
 }

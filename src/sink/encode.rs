@@ -223,6 +223,13 @@ fn clickhouse_row(record: &Record, json: &[u8], out: &mut Vec<u8>) {
             row.count = i.minions;
             row.revision = i.revision;
         }
+        RecordBody::Rollout(r) => {
+            row.reason = r.status.as_str();
+            row.commit = &r.commit;
+            row.commit_subject = &r.subject;
+            row.count = r.applied;
+            row.revision = r.revision;
+        }
         RecordBody::MasterPressure(p) => {
             row.reason = p.status.as_str();
             row.fingerprint = &p.pressure;

@@ -99,7 +99,7 @@ pub fn dashboard_exprs() -> Vec<String> {
 #[test]
 fn the_rules_pass_promtool_check_and_their_unit_tests() {
     let checked = promtool(&["check", "rules", "saltsight-rules.yml"]);
-    assert!(checked.contains("SUCCESS: 16 rules found"), "{checked}");
+    assert!(checked.contains("SUCCESS: 17 rules found"), "{checked}");
     let tested = promtool(&["test", "rules", "saltsight-rules.test.yml"]);
     assert!(tested.contains("SUCCESS"), "{tested}");
 }
@@ -142,7 +142,7 @@ fn every_rule_links_a_runbook_section_that_exists() {
 fn the_rules_and_dashboard_reference_saltsight_metrics_only() {
     let rules = metric_names(&rule_exprs());
     let dashboard = metric_names(&dashboard_exprs());
-    assert_eq!(rule_exprs().len(), 16, "one expr per rule");
+    assert_eq!(rule_exprs().len(), 17, "one expr per rule");
     assert!(
         rules.contains("saltsight_missing_returns_total"),
         "{rules:?}"
@@ -171,13 +171,34 @@ fn the_rules_and_dashboard_reference_saltsight_metrics_only() {
 }
 
 /// The sample names of an exposition (`name{labels} value` or `name value`).
+/// The series names an exposition has, and those its families will have once
+/// they have a series (a family whose labels come from records, such as a
+/// state tree's rollout, is declared before its first series).
 pub fn sample_names(exposition: &str) -> BTreeSet<String> {
-    exposition
+    let mut names: BTreeSet<String> = exposition
         .lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .filter_map(|l| l.split(['{', ' ']).next())
         .map(str::to_owned)
-        .collect()
+        .collect();
+    for declared in exposition.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let mut parts = declared.split(' ');
+        let (name, kind) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let suffixes: &[&str] = match kind {
+            "counter" => &["_total"],
+            "histogram" => &["_bucket", "_sum", "_count"],
+            _ => &[""],
+        };
+        for suffix in suffixes {
+            let series = if name.ends_with(suffix) {
+                name.to_owned()
+            } else {
+                format!("{name}{suffix}")
+            };
+            names.insert(series);
+        }
+    }
+    names
 }
 
 /// The registry `run` serves, built in-process with every stage's counts and a
@@ -194,7 +215,8 @@ fn exposition_with(metrics: &str) -> String {
     std::fs::write(
         &config,
         format!(
-            "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n[metrics]\n{metrics}\n[spool]\ndir = {:?}\n[[output]]\ntype = \"http\"\nname = \"up\"\nurl = \"http://127.0.0.1:1/\"\n",
+            "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\nstate_repos = {{ states = {:?} }}\n[metrics]\n{metrics}\n[spool]\ndir = {:?}\n[[output]]\ntype = \"http\"\nname = \"up\"\nurl = \"http://127.0.0.1:1/\"\n",
+            dir.path().display().to_string(),
             dir.path().join("spool").display().to_string()
         ),
     )
@@ -220,6 +242,9 @@ fn exposition_with(metrics: &str) -> String {
         counts,
         saltsight::record::redact::Redactor::new(&config.redact).expect("redactor"),
     );
+    metrics
+        .observer
+        .expect_state_trees(&config.correlate.state_trees());
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &metrics.registry).expect("encode");
     text

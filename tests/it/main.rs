@@ -14,6 +14,7 @@ mod metrics_live;
 mod mutations;
 mod pressure_live;
 mod redact_live;
+mod rollouts_live;
 mod salt_live;
 mod service;
 mod service_live;

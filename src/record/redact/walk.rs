@@ -10,8 +10,8 @@ use super::{Fired, Inner};
 use crate::record::{
     BusGapRecord, Classification, CommandOutput, Commit, ConfigChange, Correlation,
     ExternalIncident, FailureGroup, IntroducedBy, JobCompleted, JobContext, JobPublished,
-    MasterPressure, MinionMissing, MinionReturn, Record, RecordBody, RenderFailure, SignalFigure,
-    StateFailure, SuspectCommits,
+    MasterPressure, MinionMissing, MinionReturn, Record, RecordBody, RenderFailure, Rollout,
+    RolloutFailure, SignalFigure, StateFailure, SuspectCommits,
 };
 
 /// Walks every text a record carries. Each impl names every field, so a field
@@ -93,6 +93,7 @@ impl Scrub for Record {
             RecordBody::ConfigChange(b) => b.scrub(r, fired),
             RecordBody::ExternalIncident(b) => b.scrub(r, fired),
             RecordBody::MasterPressure(b) => b.scrub(r, fired),
+            RecordBody::Rollout(b) => b.scrub(r, fired),
         }
     }
 }
@@ -356,6 +357,44 @@ impl Scrub for MasterPressure {
                 detail,
             } = figure;
             scrub_all!(r, fired; detail);
+        }
+    }
+}
+
+impl Scrub for Rollout {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let Rollout {
+            repo,
+            commit,
+            subject,
+            committed_at: _,
+            seen_at: _,
+            seen_move: _,
+            status: _,
+            revision: _,
+            known: _,
+            applied: _,
+            failed: _,
+            pending: _,
+            changed_sls,
+            sample_failed,
+            sample_pending,
+            reached_50: _,
+            reached_95: _,
+            reached_100: _,
+            delay_from_commit: _,
+            delay_from_seen: _,
+            superseded_by,
+            last_progress: _,
+        } = self;
+        scrub_all!(r, fired; repo, commit, subject, changed_sls, sample_pending, superseded_by);
+        for failure in sample_failed {
+            let RolloutFailure {
+                minion,
+                jid,
+                fingerprint,
+            } = failure;
+            scrub_all!(r, fired; minion, jid, fingerprint);
         }
     }
 }

@@ -1,0 +1,153 @@
+//! The minions a rollout is measured against: those the master knows (one
+//! file per accepted key in `<pki_dir>/minions`, named by the minion's id;
+//! listed read-only, again only when the directory changes) and those seen on
+//! the bus (a start, a return). A key removed takes its minion out. Bounded:
+//! at most `max` minions; past it new ones are not counted (counted).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use tracing::warn;
+
+use crate::time::Stamp;
+
+#[derive(Debug)]
+pub struct Fleet {
+    dir: PathBuf,
+    max: usize,
+    /// The directory's modification time when last listed (`None`: not yet).
+    checked: Option<Option<SystemTime>>,
+    /// Accepted keys, when the directory could be read.
+    keys: Option<HashSet<Box<str>>>,
+    /// Minions seen on the bus, and when last.
+    seen: HashMap<Box<str>, Stamp>,
+    warned: bool,
+    /// Minions not counted: the bound was reached.
+    pub refused: u64,
+}
+
+impl Fleet {
+    pub fn new(dir: PathBuf, max: usize) -> Self {
+        Self {
+            dir,
+            max,
+            checked: None,
+            keys: None,
+            seen: HashMap::new(),
+            warned: false,
+            refused: 0,
+        }
+    }
+
+    /// A minion showed itself on the bus.
+    pub fn saw(&mut self, minion: &str, at: Stamp) {
+        if let Some(last) = self.seen.get_mut(minion) {
+            *last = (*last).max(at);
+        } else if self.seen.len() < self.max {
+            self.seen.insert(minion.into(), at);
+        } else {
+            self.refused += 1;
+        }
+    }
+
+    /// Lists the keys again if the directory changed (one `stat` when it did
+    /// not). Whether the fleet may have changed.
+    pub fn refresh(&mut self) -> bool {
+        let modified = std::fs::metadata(&self.dir).and_then(|m| m.modified()).ok();
+        let unchanged = self
+            .checked
+            .is_some_and(|before| before.is_some() && before == modified);
+        self.checked = Some(modified);
+        if unchanged {
+            return false;
+        }
+        match std::fs::read_dir(&self.dir) {
+            Ok(entries) => {
+                let keys: HashSet<Box<str>> = entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                    .filter_map(|e| e.file_name().to_str().map(Box::<str>::from))
+                    .filter(|name| !name.starts_with('.'))
+                    .take(self.max)
+                    .collect();
+                self.warned = false;
+                self.keys = Some(keys);
+            }
+            Err(error) => {
+                if !std::mem::replace(&mut self.warned, true) {
+                    warn!(dir = %self.dir.display(), %error, "Cannot list the master's accepted minion keys; rollouts count the minions seen on the bus.");
+                }
+                self.keys = None;
+            }
+        }
+        true
+    }
+
+    /// Whether `minion` is one of the fleet: an accepted key, or (when the
+    /// keys cannot be read) seen on the bus.
+    pub fn contains(&self, minion: &str) -> bool {
+        match &self.keys {
+            Some(keys) => keys.contains(minion),
+            None => self.seen.contains_key(minion),
+        }
+    }
+
+    /// Every minion of the fleet.
+    pub fn members(&self) -> Vec<&str> {
+        match &self.keys {
+            Some(keys) => keys.iter().map(|k| &**k).collect(),
+            None => self.seen.keys().map(|k| &**k).collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.keys {
+            Some(keys) => keys.len(),
+            None => self.seen.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepted_keys_are_the_fleet_and_a_removed_key_leaves_it() {
+        let dir = tempfile::tempdir().unwrap();
+        for id in ["web1", "web2", "db1"] {
+            std::fs::write(dir.path().join(id), "-----BEGIN PUBLIC KEY-----\n").unwrap();
+        }
+        let mut fleet = Fleet::new(dir.path().to_path_buf(), 10);
+        assert!(fleet.refresh());
+        assert_eq!(fleet.len(), 3);
+        fleet.saw("laptop9", Stamp(1));
+        assert!(
+            !fleet.contains("laptop9"),
+            "keys, when readable, are the fleet"
+        );
+        std::fs::remove_file(dir.path().join("db1")).unwrap();
+        // A directory's mtime has a coarse clock on some filesystems: force it.
+        fleet.checked = None;
+        fleet.refresh();
+        assert_eq!(fleet.len(), 2);
+        assert!(!fleet.contains("db1"));
+    }
+
+    #[test]
+    fn without_keys_the_minions_seen_on_the_bus_are_the_fleet_within_the_bound() {
+        let mut fleet = Fleet::new("/nonexistent/saltsight-test/minions".into(), 2);
+        fleet.refresh();
+        fleet.saw("a", Stamp(1));
+        fleet.saw("b", Stamp(1));
+        fleet.saw("c", Stamp(1));
+        assert_eq!(fleet.len(), 2);
+        assert_eq!(fleet.refused, 1);
+        assert!(fleet.contains("a"));
+    }
+}

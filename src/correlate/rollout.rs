@@ -1,0 +1,559 @@
+//! Rollouts: for each commit a watched state tree's HEAD moves to, where each
+//! minion of the fleet stands: applied (a successful, non-test highstate, or
+//! state.apply of an SLS the commit changed, under it or a descendant),
+//! failed (with its root cause), or pending; and how long it took to reach
+//! half, 95% and all of the fleet, from the commit's time and from the move.
+//!
+//! Pure bookkeeping: the correlator does the git (ancestry, changed files)
+//! and hands in answers. Bounded: at most `max_open` open rollouts per state
+//! tree (the oldest closes as superseded), each minion one small entry, and
+//! samples capped.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::record::{
+    Delays, Record, RecordBody, RecordFactory, Rollout, RolloutFailure, RolloutStatus,
+};
+use crate::time::Stamp;
+
+/// Samples of failed and pending minions a rollout record lists.
+pub const SAMPLES: usize = 10;
+/// SLS names a rollout lists.
+pub const MAX_CHANGED_SLS: usize = 50;
+
+/// What a state run covers: everything (a highstate, `state.apply` without
+/// SLS), or these SLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Coverage {
+    All,
+    Sls(Vec<String>),
+}
+
+/// Where one minion stands on one rollout.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+enum Standing {
+    Applied(Stamp),
+    Failed {
+        at: Stamp,
+        jid: String,
+        fingerprint: Option<String>,
+    },
+}
+
+/// One open rollout.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Open {
+    record: Rollout,
+    minions: HashMap<Box<str>, Standing>,
+    emissions: u32,
+    emitted_at: Stamp,
+    /// Changed since its last revision.
+    dirty: bool,
+}
+
+impl Open {
+    pub fn commit(&self) -> &str {
+        &self.record.commit
+    }
+
+    /// Whether a run covering `coverage` covers this commit's change.
+    pub fn covered_by(&self, coverage: &Coverage) -> bool {
+        match coverage {
+            Coverage::All => true,
+            Coverage::Sls(sls) => self
+                .record
+                .changed_sls
+                .iter()
+                .any(|changed| sls.iter().any(|s| s == changed)),
+        }
+    }
+}
+
+/// What the correlator knows of a commit when a rollout opens.
+#[derive(Debug, Clone)]
+pub struct CommitFacts {
+    pub repo: String,
+    pub commit: String,
+    pub subject: String,
+    pub committed_at: Option<Stamp>,
+    pub changed_sls: Vec<String>,
+}
+
+/// One minion's state run under a rollout's commit (or a descendant) that
+/// covers it.
+#[derive(Debug, Clone)]
+pub struct RunOutcome<'a> {
+    pub minion: &'a str,
+    pub jid: &'a str,
+    pub succeeded: bool,
+    pub fingerprint: Option<&'a str>,
+}
+
+/// The open rollouts of every watched state tree.
+#[derive(Debug)]
+pub struct Rollouts {
+    records: RecordFactory,
+    update_every: Duration,
+    stall_after: Duration,
+    max_open: usize,
+    /// Per repo, oldest first.
+    open: HashMap<String, Vec<Open>>,
+}
+
+impl Rollouts {
+    pub fn new(
+        records: RecordFactory,
+        update_every: Duration,
+        stall_after: Duration,
+        max_open: usize,
+    ) -> Self {
+        Self {
+            records,
+            update_every,
+            stall_after,
+            max_open: max_open.max(1),
+            open: HashMap::new(),
+        }
+    }
+
+    pub fn open_rollouts(&self, repo: &str) -> &[Open] {
+        self.open.get(repo).map_or(&[], Vec::as_slice)
+    }
+
+    /// The HEAD of `facts.repo` is now `facts.commit` (`moved`: it moved
+    /// there; else it was already there at the first read). The rollouts still
+    /// pending are superseded by it; the new one opens with the fleet pending.
+    pub fn head(
+        &mut self,
+        facts: CommitFacts,
+        moved: bool,
+        fleet: &[&str],
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) {
+        let list = self.open.entry(facts.repo.clone()).or_default();
+        if list.iter().any(|o| o.record.commit == facts.commit) {
+            return; // back to a commit already followed
+        }
+        for mut older in list.drain(..) {
+            older.record.status = RolloutStatus::Superseded;
+            older.record.superseded_by = Some(facts.commit.clone());
+            out.push(emit(&self.records, &mut older, at));
+        }
+        let mut record = Rollout {
+            repo: facts.repo.clone(),
+            commit: facts.commit,
+            subject: facts.subject,
+            committed_at: facts.committed_at,
+            seen_at: at,
+            seen_move: moved,
+            status: RolloutStatus::InProgress,
+            revision: 0,
+            known: 0,
+            applied: 0,
+            failed: 0,
+            pending: 0,
+            changed_sls: facts
+                .changed_sls
+                .into_iter()
+                .take(MAX_CHANGED_SLS)
+                .collect(),
+            sample_failed: Vec::new(),
+            sample_pending: Vec::new(),
+            reached_50: None,
+            reached_95: None,
+            reached_100: None,
+            delay_from_commit: Delays::default(),
+            delay_from_seen: Delays::default(),
+            superseded_by: None,
+            last_progress: at,
+        };
+        let mut open = Open {
+            minions: HashMap::new(),
+            emissions: 0,
+            emitted_at: at,
+            dirty: true,
+            record: {
+                tally(&mut record, &HashMap::new(), fleet);
+                record
+            },
+        };
+        out.push(emit(&self.records, &mut open, at));
+        let list = self.open.entry(facts.repo).or_default();
+        list.push(open);
+        while list.len() > self.max_open {
+            let mut oldest = list.remove(0);
+            oldest.record.status = RolloutStatus::Superseded;
+            out.push(emit(&self.records, &mut oldest, at));
+        }
+    }
+
+    /// A run of `repo`'s rollout `index` (the correlator found it under that
+    /// commit or a descendant, and covering it).
+    pub fn outcome(
+        &mut self,
+        repo: &str,
+        index: usize,
+        run: &RunOutcome<'_>,
+        fleet: &[&str],
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) {
+        let Some(open) = self.open.get_mut(repo).and_then(|l| l.get_mut(index)) else {
+            return;
+        };
+        let before = open.minions.get(run.minion).cloned();
+        let standing = match (&before, run.succeeded) {
+            (Some(Standing::Applied(_)), _) => return, // applied stays applied
+            (_, true) => Standing::Applied(at),
+            (_, false) => Standing::Failed {
+                at,
+                jid: run.jid.to_owned(),
+                fingerprint: run.fingerprint.map(str::to_owned),
+            },
+        };
+        open.minions.insert(run.minion.into(), standing);
+        open.record.last_progress = at;
+        open.dirty = true;
+        let was = open.record.status;
+        tally(&mut open.record, &open.minions, fleet);
+        if open.record.status != was || open.emitted_at.plus(self.update_every) <= at {
+            out.push(emit(&self.records, open, at));
+        }
+        if open.record.status == RolloutStatus::Complete {
+            self.close_finished(repo);
+        }
+    }
+
+    /// The fleet changed (a key accepted or removed): every open rollout is
+    /// counted again, and may be complete now.
+    pub fn fleet_changed(&mut self, fleet: &[&str], at: Stamp, out: &mut Vec<Record>) {
+        let repos: Vec<String> = self.open.keys().cloned().collect();
+        for repo in repos {
+            if let Some(list) = self.open.get_mut(&repo) {
+                for open in list.iter_mut() {
+                    let was = (open.record.status, open.record.known);
+                    tally(&mut open.record, &open.minions, fleet);
+                    if (open.record.status, open.record.known) != was {
+                        out.push(emit(&self.records, open, at));
+                    }
+                }
+            }
+            self.close_finished(&repo);
+        }
+    }
+
+    /// Time moved to `now`: pending revisions go out, rollouts with no
+    /// progress for `stall_after` are stalled.
+    pub fn advance(&mut self, now: Stamp, out: &mut Vec<Record>) {
+        for list in self.open.values_mut() {
+            for open in list.iter_mut() {
+                let stalled = open.record.status == RolloutStatus::InProgress
+                    && open.record.pending > 0
+                    && open.record.last_progress.plus(self.stall_after) <= now;
+                if stalled {
+                    open.record.status = RolloutStatus::Stalled;
+                    out.push(emit(&self.records, open, now));
+                } else if open.dirty && open.emitted_at.plus(self.update_every) <= now {
+                    out.push(emit(&self.records, open, now));
+                }
+            }
+        }
+    }
+
+    /// When [`Rollouts::advance`] next has something to do.
+    pub fn next_due(&self) -> Option<Stamp> {
+        self.open
+            .values()
+            .flatten()
+            .filter_map(|o| {
+                let stall = (o.record.status == RolloutStatus::InProgress && o.record.pending > 0)
+                    .then(|| o.record.last_progress.plus(self.stall_after));
+                let update = o.dirty.then(|| o.emitted_at.plus(self.update_every));
+                stall.into_iter().chain(update).min()
+            })
+            .min()
+    }
+
+    fn close_finished(&mut self, repo: &str) {
+        if let Some(list) = self.open.get_mut(repo) {
+            list.retain(|o| o.record.status != RolloutStatus::Complete);
+        }
+    }
+
+    /// Every open rollout, for a checkpoint.
+    pub fn all(&self) -> impl Iterator<Item = &Open> {
+        self.open.values().flatten()
+    }
+
+    /// Takes back saved rollouts (at most `max_open` per repo).
+    pub fn restore(&mut self, saved: Vec<Open>) {
+        self.open.clear();
+        for open in saved {
+            let list = self.open.entry(open.record.repo.clone()).or_default();
+            if list.len() < self.max_open {
+                list.push(open);
+            }
+        }
+        for list in self.open.values_mut() {
+            list.sort_by_key(|o| o.record.seen_at);
+        }
+    }
+}
+
+/// Counts the fleet's minions by standing, the samples, and the reach times
+/// and delays (first reached only); `Complete` when every minion applied it.
+fn tally(record: &mut Rollout, minions: &HashMap<Box<str>, Standing>, fleet: &[&str]) {
+    let (mut applied, mut failed) = (0u32, 0u32);
+    record.sample_failed.clear();
+    record.sample_pending.clear();
+    let mut pending_names = Vec::new();
+    for minion in fleet {
+        match minions.get(*minion) {
+            Some(Standing::Applied(_)) => applied += 1,
+            Some(Standing::Failed {
+                jid, fingerprint, ..
+            }) => {
+                failed += 1;
+                if record.sample_failed.len() < SAMPLES {
+                    record.sample_failed.push(RolloutFailure {
+                        minion: (*minion).to_owned(),
+                        jid: jid.clone(),
+                        fingerprint: fingerprint.clone(),
+                    });
+                }
+            }
+            None => pending_names.push(*minion),
+        }
+    }
+    pending_names.sort_unstable();
+    record.sample_pending = pending_names
+        .iter()
+        .take(SAMPLES)
+        .map(|m| (*m).to_owned())
+        .collect();
+    record.sample_failed.sort_by(|a, b| a.minion.cmp(&b.minion));
+    let known = u32::try_from(fleet.len()).unwrap_or(u32::MAX);
+    record.known = known;
+    record.applied = applied;
+    record.failed = failed;
+    record.pending = known - applied - failed;
+    let share = if known == 0 {
+        0.0
+    } else {
+        f64::from(applied) / f64::from(known)
+    };
+    let at = record.last_progress;
+    for (reach, slot) in [
+        (0.5, &mut record.reached_50),
+        (0.95, &mut record.reached_95),
+        (1.0, &mut record.reached_100),
+    ] {
+        if slot.is_none() && known > 0 && share >= reach {
+            *slot = Some(at);
+        }
+    }
+    record.delay_from_commit = delays(record, record.committed_at);
+    record.delay_from_seen = delays(record, Some(record.seen_at));
+    if known > 0 && applied == known {
+        record.status = RolloutStatus::Complete;
+    } else if record.status == RolloutStatus::Complete {
+        record.status = RolloutStatus::InProgress;
+    }
+}
+
+fn delays(record: &Rollout, from: Option<Stamp>) -> Delays {
+    let secs = |to: Option<Stamp>| {
+        let (from, to) = (from?, to?);
+        Some((to.micros_since(from) as f64 / 1e6).max(0.0))
+    };
+    Delays {
+        p50_s: secs(record.reached_50),
+        p95_s: secs(record.reached_95),
+        p100_s: secs(record.reached_100),
+    }
+}
+
+/// The rollout's next revision (0 when it opens).
+fn emit(records: &RecordFactory, open: &mut Open, at: Stamp) -> Record {
+    open.record.revision = open.emissions;
+    open.emissions += 1;
+    open.emitted_at = at;
+    open.dirty = false;
+    let revision = open.record.revision.to_string();
+    records.make(
+        at,
+        &[&open.record.repo, &open.record.commit, &revision],
+        RecordBody::Rollout(open.record.clone()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000;
+
+    fn facts(commit: &str, changed: &[&str]) -> CommitFacts {
+        CommitFacts {
+            repo: "states".into(),
+            commit: commit.into(),
+            subject: format!("{commit}: a change"),
+            committed_at: Some(Stamp(0)),
+            changed_sls: changed.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    fn rollouts(out: &[Record]) -> Vec<Rollout> {
+        out.iter()
+            .filter_map(|r| match &r.body {
+                RecordBody::Rollout(r) => Some(r.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn run<'a>(minion: &'a str, succeeded: bool) -> RunOutcome<'a> {
+        RunOutcome {
+            minion,
+            jid: "j",
+            succeeded,
+            fingerprint: (!succeeded).then_some("fp"),
+        }
+    }
+
+    const FLEET: &[&str] = &["db1", "web1", "web2"];
+
+    #[test]
+    fn a_commit_is_complete_when_every_minion_applied_it_with_its_delays() {
+        let mut r = Rollouts::new(
+            RecordFactory::new("m"),
+            Duration::ZERO,
+            Duration::from_secs(3600),
+            4,
+        );
+        let mut out = Vec::new();
+        r.head(facts("A", &["web"]), true, FLEET, Stamp(10 * S), &mut out);
+        assert_eq!(rollouts(&out)[0].pending, 3);
+        r.outcome(
+            "states",
+            0,
+            &run("web1", true),
+            FLEET,
+            Stamp(20 * S),
+            &mut out,
+        );
+        r.outcome(
+            "states",
+            0,
+            &run("web2", true),
+            FLEET,
+            Stamp(30 * S),
+            &mut out,
+        );
+        r.outcome(
+            "states",
+            0,
+            &run("db1", false),
+            FLEET,
+            Stamp(40 * S),
+            &mut out,
+        );
+        let mid = rollouts(&out).pop().unwrap();
+        assert_eq!((mid.applied, mid.failed, mid.pending), (2, 1, 0));
+        assert_eq!(mid.sample_failed[0].minion, "db1");
+        assert_eq!(mid.reached_50, Some(Stamp(30 * S)));
+        assert_eq!(mid.delay_from_commit.p50_s, Some(30.0));
+        assert_eq!(mid.delay_from_seen.p50_s, Some(20.0));
+        r.outcome(
+            "states",
+            0,
+            &run("db1", true),
+            FLEET,
+            Stamp(50 * S),
+            &mut out,
+        );
+        let done = rollouts(&out).pop().unwrap();
+        assert_eq!(done.status, RolloutStatus::Complete);
+        assert_eq!(done.delay_from_commit.p100_s, Some(50.0));
+        assert!(r.open_rollouts("states").is_empty(), "closed once complete");
+    }
+
+    #[test]
+    fn a_newer_head_supersedes_a_pending_rollout_and_only_its_sls_count() {
+        let mut r = Rollouts::new(
+            RecordFactory::new("m"),
+            Duration::ZERO,
+            Duration::from_secs(3600),
+            4,
+        );
+        let mut out = Vec::new();
+        r.head(facts("B", &["web"]), true, FLEET, Stamp(0), &mut out);
+        let b = &r.open_rollouts("states")[0];
+        assert!(b.covered_by(&Coverage::Sls(vec!["web".into()])));
+        assert!(!b.covered_by(&Coverage::Sls(vec!["db".into()])));
+        r.outcome("states", 0, &run("web1", true), FLEET, Stamp(S), &mut out);
+        r.head(facts("C", &["web"]), true, FLEET, Stamp(2 * S), &mut out);
+        let all = rollouts(&out);
+        let superseded = all
+            .iter()
+            .find(|x| x.commit == "B" && x.status == RolloutStatus::Superseded)
+            .expect("B superseded");
+        assert_eq!((superseded.applied, superseded.pending), (1, 2));
+        assert_eq!(superseded.superseded_by.as_deref(), Some("C"));
+    }
+
+    #[test]
+    fn no_progress_for_the_stall_time_is_stalled_and_it_may_still_complete() {
+        let mut r = Rollouts::new(
+            RecordFactory::new("m"),
+            Duration::ZERO,
+            Duration::from_secs(60),
+            4,
+        );
+        let mut out = Vec::new();
+        r.head(facts("A", &[]), true, FLEET, Stamp(0), &mut out);
+        r.outcome("states", 0, &run("web1", true), FLEET, Stamp(S), &mut out);
+        assert_eq!(r.next_due(), Some(Stamp(61 * S)));
+        r.advance(Stamp(61 * S), &mut out);
+        assert_eq!(rollouts(&out).pop().unwrap().status, RolloutStatus::Stalled);
+        r.outcome(
+            "states",
+            0,
+            &run("web2", true),
+            FLEET,
+            Stamp(70 * S),
+            &mut out,
+        );
+        r.outcome(
+            "states",
+            0,
+            &run("db1", true),
+            FLEET,
+            Stamp(71 * S),
+            &mut out,
+        );
+        assert_eq!(
+            rollouts(&out).pop().unwrap().status,
+            RolloutStatus::Complete
+        );
+    }
+
+    #[test]
+    fn a_minion_leaving_the_fleet_can_complete_a_rollout() {
+        let mut r = Rollouts::new(
+            RecordFactory::new("m"),
+            Duration::ZERO,
+            Duration::from_secs(60),
+            4,
+        );
+        let mut out = Vec::new();
+        r.head(facts("A", &[]), true, FLEET, Stamp(0), &mut out);
+        r.outcome("states", 0, &run("web1", true), FLEET, Stamp(S), &mut out);
+        r.outcome("states", 0, &run("web2", true), FLEET, Stamp(S), &mut out);
+        r.fleet_changed(&["web1", "web2"], Stamp(2 * S), &mut out);
+        let last = rollouts(&out).pop().unwrap();
+        assert_eq!((last.status, last.known), (RolloutStatus::Complete, 2));
+    }
+}

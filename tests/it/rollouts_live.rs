@@ -1,0 +1,170 @@
+//! Rollouts against a real Salt master whose state tree is a git checkout:
+//! commit A, a highstate everywhere → A complete 3/3 with its delay; commit B
+//! breaks a state on db1 only (a grain condition) → a test=True highstate
+//! changes nothing, then a highstate gives B applied 2, failed 1 with its root
+//! cause; commit C fixes it → C complete, B superseded with its numbers;
+//! commit D with db1 stopped → D pending on db1, stalled after
+//! `rollouts.stall_after`.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use saltsight::lab::{Lab, LabOptions};
+use serde_json::Value;
+
+use crate::support::{Received, Saltsight, lab_lock, read_records};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "alice")
+        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
+        .env("GIT_COMMITTER_NAME", "alice")
+        .env("GIT_COMMITTER_EMAIL", "alice@example.com")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn commit(states: &Path, web: &str, subject: &str) -> String {
+    std::fs::write(states.join("web.sls"), web).expect("write web.sls");
+    git(states, &["add", "-A"]);
+    git(states, &["commit", "-q", "-m", subject]);
+    git(states, &["rev-parse", "HEAD"])
+}
+
+const TOP: &str = "base:\n  '*':\n    - web\n";
+const OK: &str = "web_ok:\n  test.succeed_without_changes\n";
+const BROKEN_ON_DB1: &str = "web_ok:\n  test.succeed_without_changes\n{% if grains['id'] == 'db1' %}\nweb_db1:\n  cmd.run:\n    - name: 'false'\n{% endif %}\n";
+const FIXED: &str =
+    "web_ok:\n  test.succeed_without_changes\nweb_db1:\n  test.succeed_without_changes\n";
+const NEXT: &str = "web_ok:\n  test.succeed_without_changes\nweb_db1:\n  test.succeed_without_changes\nweb_next:\n  test.succeed_without_changes\n";
+
+/// The last `rollout` record of `commit`.
+fn rollout<'a>(seen: &'a [Received], commit: &str) -> Option<&'a Value> {
+    seen.iter()
+        .map(|r| &r.record)
+        .rfind(|r| r["kind"] == "rollout" && r["commit"] == commit)
+}
+
+fn highstate(lab: &Lab, test: bool) {
+    let mut args = vec!["*", "state.highstate"];
+    if test {
+        args.push("test=True");
+    }
+    lab.salt(&args).expect("highstate");
+}
+
+#[test]
+fn a_commit_is_followed_from_its_move_to_every_minion() {
+    let _lock = lab_lock();
+    let mut lab = Lab::start(LabOptions::default()).expect("lab starts");
+    let states = lab.root().join("states");
+    git(&states, &["init", "-q", "-b", "main"]);
+    std::fs::write(states.join("top.sls"), TOP).expect("top");
+    let a = commit(&states, OK, "web: A");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("saltsight.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "master_id = \"lab\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndeadlines = {{ \"state.*\" = \"20s\" }}\n\
+             [rollouts]\nupdate_every = \"1s\"\nstall_after = \"8s\"\n",
+            lab.master_config().display().to_string()
+        ),
+    )
+    .expect("write config");
+    let run = Saltsight::spawn_connected(&["--config", config.to_str().expect("utf-8"), "run"]);
+    let mut seen = Vec::new();
+    let wait = |seen: &mut Vec<Received>, what: &str, done: &dyn Fn(&[Received]) -> bool| {
+        read_records(&run.stdout, seen, Duration::from_secs(90), |s| done(s))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+    };
+
+    // A: everywhere, with its delay.
+    highstate(&lab, false);
+    wait(&mut seen, "A complete", &|s| {
+        rollout(s, &a).is_some_and(|r| r["status"] == "complete")
+    });
+    let done = rollout(&seen, &a).expect("A").clone();
+    assert_eq!(
+        (&done["known"], &done["applied"]),
+        (&Value::from(3), &Value::from(3)),
+        "{done}"
+    );
+    assert!(
+        done["delay_from_commit"]["p100_s"].as_f64().is_some(),
+        "{done}"
+    );
+    assert_eq!(
+        done["seen_move"], false,
+        "A was HEAD when saltsight first read it"
+    );
+
+    // B: test=True counts for nothing; then applied on 2, failed on db1.
+    let b = commit(&states, BROKEN_ON_DB1, "web: B breaks db1");
+    highstate(&lab, true);
+    wait(&mut seen, "B opens", &|s| rollout(s, &b).is_some());
+    highstate(&lab, false);
+    wait(&mut seen, "B: 2 applied, 1 failed", &|s| {
+        rollout(s, &b).is_some_and(|r| r["applied"] == 2 && r["failed"] == 1)
+    });
+    let partial = rollout(&seen, &b).expect("B").clone();
+    assert_eq!(partial["seen_move"], true);
+    assert_eq!(partial["changed_sls"], serde_json::json!(["web"]));
+    let failed = &partial["sample_failed"][0];
+    assert_eq!(failed["minion"], "db1", "{partial}");
+    let fingerprint = failed["fingerprint"].as_str().expect("a root cause");
+    assert!(
+        seen.iter().any(|r| r.record["kind"] == "state_failure"
+            && r.record["fingerprint"] == fingerprint
+            && r.record["minion"] == "db1"),
+        "the rollout names db1's root cause"
+    );
+
+    // C fixes it: complete; B superseded with its numbers.
+    let c = commit(&states, FIXED, "web: C fixes db1");
+    highstate(&lab, false);
+    wait(&mut seen, "C complete", &|s| {
+        rollout(s, &c).is_some_and(|r| r["status"] == "complete")
+    });
+    let superseded = rollout(&seen, &b).expect("B").clone();
+    assert_eq!(
+        (
+            &superseded["status"],
+            &superseded["applied"],
+            &superseded["failed"],
+            &superseded["superseded_by"]
+        ),
+        (
+            &Value::from("superseded"),
+            &Value::from(2),
+            &Value::from(1),
+            &Value::from(c.as_str())
+        ),
+        "{superseded}"
+    );
+
+    // D with db1 stopped: pending on db1, then stalled.
+    lab.stop_minion("db1").expect("stop db1");
+    let d = commit(&states, NEXT, "web: D");
+    highstate(&lab, false);
+    wait(&mut seen, "D stalled", &|s| {
+        rollout(s, &d).is_some_and(|r| r["status"] == "stalled")
+    });
+    let stalled = rollout(&seen, &d).expect("D").clone();
+    assert_eq!(
+        (&stalled["applied"], &stalled["pending"]),
+        (&Value::from(2), &Value::from(1)),
+        "{stalled}"
+    );
+    assert_eq!(stalled["sample_pending"], serde_json::json!(["db1"]));
+    lab.start_minion("db1").expect("restart db1");
+}
