@@ -279,6 +279,12 @@ crate::label_set! {
         Command = "command",
         Permission = "permission",
         Timeout = "timeout",
+        /// The state's module is not loaded on the minion (`State 'x.y' was not
+        /// found in SLS`): not synced, an extension not installed, its
+        /// `__virtual__` refused, or a typo.
+        StateUnavailable = "state_unavailable",
+        /// The run was refused: the minion was already running a state run.
+        AlreadyRunning = "already_running",
         Other = "other",
     }
 }

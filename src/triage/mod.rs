@@ -9,9 +9,11 @@
 //! to `max_fingerprints`, oldest forgotten first.
 
 pub mod category;
+pub mod evidence;
 pub mod failures;
 pub mod fingerprint;
 pub mod render;
+pub mod rules;
 pub mod saved;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -21,7 +23,7 @@ use crate::event::states::orchestration_states;
 use crate::event::{JobReturn, RunJob, Text};
 use crate::record::CommandOutput;
 use crate::time::Stamp;
-pub use category::{Category, Classification, classify};
+pub use category::{Category, Classification, FailureText, classify};
 use failures::{FailedState, RootCause, root_causes, walk};
 use fingerprint::{fingerprint, normalise};
 use render::{RenderError, render_errors};
@@ -225,10 +227,13 @@ impl Triage {
             for RootCause { state, fallout } in causes {
                 // The command's own words count too: stderr, then stdout (Salt's
                 // "Timed out after N seconds" is only there).
-                let mut texts = vec![state.comment.as_str()];
-                texts.extend(state.stderr.as_deref());
-                texts.extend(state.stdout.as_deref());
-                let classification = classify(&texts, state.exit_code);
+                let classification = classify(&FailureText {
+                    function: &state.function,
+                    comment: &state.comment,
+                    stderr: state.stderr.as_deref(),
+                    stdout: state.stdout.as_deref(),
+                    exit_code: state.exit_code,
+                });
                 let output = CommandOutput {
                     retcode: state.exit_code,
                     stderr: state.stderr.clone(),
@@ -250,7 +255,7 @@ impl Triage {
         } else if let Some(errors) = render_errors(raw, retcode) {
             for error in errors {
                 let sls = error.sls.as_deref().unwrap_or_default();
-                let classification = match classify(&[&error.message], None) {
+                let classification = match classify(&FailureText::comment(&error.message)) {
                     c if c.category == Category::SourceMissing => c,
                     _ => Classification::render(),
                 };
