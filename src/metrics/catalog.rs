@@ -225,6 +225,7 @@ pub struct RecordMetrics {
     state_failures: [Counter; Category::COUNT],
     fallout: Counter,
     render_failures: Counter,
+    runs_refused: Counter,
     gaps: [Counter; GapReason::COUNT],
     records: [Counter; RecordKind::COUNT],
 }
@@ -357,6 +358,11 @@ impl RecordMetrics {
                 "saltsight_render_failures",
                 "SLS render failures, one per minion and job",
             ),
+            runs_refused: single(
+                registry,
+                "saltsight_state_runs_refused",
+                "State runs a minion refused because it was already running one",
+            ),
             gaps: closed(
                 registry,
                 "saltsight_bus_gaps",
@@ -420,6 +426,9 @@ impl RecordMetrics {
             RecordBody::StateFailure(s) => {
                 self.state_failures[s.cause.category.index()].inc();
                 self.fallout.inc_by(u64::from(s.fallout));
+            }
+            RecordBody::RenderFailure(f) if f.cause.category == Category::AlreadyRunning => {
+                self.runs_refused.inc();
             }
             RecordBody::RenderFailure(_) => {
                 self.render_failures.inc();

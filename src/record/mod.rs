@@ -459,6 +459,9 @@ pub struct RenderFailure {
     pub sls: Option<String>,
     pub line: Option<u32>,
     pub column: Option<u32>,
+    /// The SLS is a pillar's (the return said the pillar failed to render).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pillar: bool,
     pub message: String,
     pub message_len: usize,
     #[serde(flatten)]
@@ -476,6 +479,9 @@ pub struct FailureGroup {
     pub jid: String,
     pub fingerprint: String,
     pub sls: Option<String>,
+    /// The SLS is a pillar's (a render failure of the pillar).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pillar: bool,
     pub state_id: Option<String>,
     pub function: Option<String>,
     #[serde(flatten)]

@@ -95,6 +95,9 @@ pub struct FailureGroup {
     pub jid: String,
     pub fingerprint: String,
     pub sls: Option<String>,
+    /// The SLS is a pillar's (a render failure of the pillar).
+    #[serde(default)]
+    pub pillar: bool,
     /// `None` for render failures.
     pub state_id: Option<String>,
     pub function: Option<String>,
@@ -255,10 +258,7 @@ impl Triage {
         } else if let Some(errors) = render_errors(raw, retcode) {
             for error in errors {
                 let sls = error.sls.as_deref().unwrap_or_default();
-                let classification = match classify(&FailureText::comment(&error.message)) {
-                    c if c.category == Category::SourceMissing => c,
-                    _ => Classification::render(),
-                };
+                let classification = error.classification.clone();
                 let normalised = normalise(&error.message);
                 findings.render_failures.push(RenderFailure {
                     fingerprint: fingerprint(&["render", sls, &normalised]),
@@ -308,6 +308,7 @@ impl Triage {
         for f in &findings.render_failures {
             self.count_member(findings, &f.fingerprint, at, |g| {
                 g.sls = f.error.sls.clone();
+                g.pillar = f.error.pillar;
                 g.classification = f.classification.clone();
                 g.comment = f.message.clone();
                 g.normalised = f.normalised.clone();
@@ -362,6 +363,7 @@ impl Triage {
             jid: findings.jid.clone(),
             fingerprint: fingerprint.to_owned(),
             sls: None,
+            pillar: false,
             state_id: None,
             function: None,
             state_key_hash: None,

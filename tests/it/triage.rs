@@ -144,8 +144,9 @@ fn yaml_and_jinja_render_errors_name_their_sls_and_line() {
     assert_eq!(
         project(std::slice::from_ref(web1), &fields),
         [
-            json!({"minion": "web1", "saltenv": "base", "sls": "yaml_error", "line": 3,
-            "column": 13, "category": "render", "state_id": null})
+            // YAML's problem mark (the last one), not where the flow sequence began.
+            json!({"minion": "web1", "saltenv": "base", "sls": "yaml_error", "line": 4,
+            "column": 6, "category": "render", "state_id": null})
         ]
     );
     assert!(
