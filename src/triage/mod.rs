@@ -25,7 +25,7 @@ use crate::record::CommandOutput;
 use crate::time::Stamp;
 pub use category::{Category, Classification, FailureText, classify};
 use failures::{FailedState, RootCause, root_causes, walk};
-use fingerprint::{fingerprint, normalise};
+use fingerprint::{StateKey, normalise};
 use render::{RenderError, render_errors};
 
 /// A text cut to the configured size, with its length before.
@@ -243,8 +243,17 @@ impl Triage {
                     stdout: state.stdout.clone(),
                 };
                 let normalised = normalise(&state.comment);
-                let fingerprint =
-                    fingerprint(&[&state.sls, &state.state_id, &state.function, &normalised]);
+                let fingerprint = fingerprint::of_state(
+                    &StateKey {
+                        function: &state.function,
+                        sls: &state.sls,
+                        state_id: &state.state_id,
+                        normalised: &normalised,
+                        exit_code: state.exit_code,
+                        stderr: state.stderr.as_deref(),
+                    },
+                    &classification,
+                );
                 findings.state_failures.push(StateFailure {
                     output,
                     comment: Capped::new(&state.comment, max),
@@ -257,11 +266,15 @@ impl Triage {
             }
         } else if let Some(errors) = render_errors(raw, retcode) {
             for error in errors {
-                let sls = error.sls.as_deref().unwrap_or_default();
-                let classification = error.classification.clone();
                 let normalised = normalise(&error.message);
+                let classification = error.classification.clone();
                 findings.render_failures.push(RenderFailure {
-                    fingerprint: fingerprint(&["render", sls, &normalised]),
+                    fingerprint: fingerprint::of_render(
+                        error.sls.as_deref(),
+                        error.pillar,
+                        &normalised,
+                        &classification,
+                    ),
                     message: Capped::new(&error.message, max),
                     normalised,
                     classification,
