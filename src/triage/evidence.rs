@@ -63,8 +63,11 @@ static HOST_HINTS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         r"Failed connect to ([A-Za-z0-9._-]+):\d+",
         // apt connect.cc
         r"Could not connect to ([A-Za-z0-9._-]+):\d+",
-        // ssh sshconnect.c
+        // ssh sshconnect.c, and a peer that closed or reset the session
         r"connect to host ([A-Za-z0-9._-]+) port \d+",
+        r"Connection (?:reset|closed) by ([A-Za-z0-9._-]+) port \d+",
+        // kubectl
+        r"The connection to the server ([A-Za-z0-9._-]+):\d+",
         // Go net.OpError
         r"dial tcp ([0-9.]+|\[[0-9A-Fa-f:]+\]):\d+",
         // Node
@@ -178,7 +181,7 @@ mod tests {
     #[test]
     fn every_pattern_compiles() {
         assert_eq!(URL_HINTS.len(), 9);
-        assert_eq!(HOST_HINTS.len(), 11);
+        assert_eq!(HOST_HINTS.len(), 13);
         assert!(URL.is_match("https://x") && URL_HOST.is_match("https://x"));
     }
 

@@ -144,17 +144,21 @@ pub const RULES: &[Rule] = rules! {
     "getaddrinfo": NetworkDns, Any, Nothing, Remote,
         r"(?i:Name or service not known|Temporary failure in name resolution|nodename nor servname provided|Name does not resolve|No address associated with hostname|getaddrinfo failed|NXDOMAIN|Could not resolve host)|\[Errno -[235]\]";
 
-    // Connecting, by kind.
+    // Connecting: database clients name their server, then by kind.
+    "connect_database": NetworkConnect, Any, Host, Remote,
+        r#"Can't connect to MySQL server on '([^']+)'|Can't connect to local MySQL server through socket|Is the server running (?:locally and accepting|on that host|on host "([^"]+)")|could not connect to server: No such file or directory"#;
     "connect_timeout_dial": NetworkConnect, Any, Nothing, Remote,
         r"dial tcp [0-9A-Fa-f.:\[\]]+:\d+: (?:i/o timeout|connect: connection timed out)";
     "connect_refused": NetworkConnect, Any, Nothing, Remote,
-        r"(?i:Connection refused|Couldn't connect to server|Could not connect to server|Curl error \(7\))|ECONNREFUSED|\[Errno 111\]";
+        r"(?i:Connection refused|Couldn't connect to server|Could not connect to server|Curl error \(7\))|ECONNREFUSED|\[Errno 111\]|The connection to the server \S+ was refused";
     "connect_timeout": NetworkConnect, Any, Nothing, Remote,
         r"(?i:Connection timed out|Timeout while connecting|Timeout was reached|Curl error \(28\)|connect timed out|request canceled while waiting for connection)|ETIMEDOUT|\[Errno 110\]";
     "connect_reset": NetworkConnect, Any, Nothing, Remote,
         r"(?i:Connection reset by peer|HTTP 599: Stream closed|HTTP 599: Connection closed|Curl error \(56\)|RemoteDisconnected|Connection closed by remote host|the remote end hung up unexpectedly)|ECONNRESET|\[Errno 104\]";
     "connect_unreachable": NetworkConnect, Any, Nothing, Remote,
         r"(?i:No route to host|Network is unreachable|Host is unreachable)|EHOSTUNREACH|ENETUNREACH|\[Errno (?:101|113)\]";
+    "connect_endpoint": NetworkConnect, Any, Url, Remote,
+        r#"Could not connect to the endpoint URL: "([^"]+)""#;
     "connect_other": NetworkConnect, Any, Nothing, Remote,
         r"Error code: Connection failed|Cannot connect to the Docker daemon|toomanyrequests|Failed to establish a new connection|Could not connect to [A-Za-z0-9._-]+:\d+";
     "http_5xx": NetworkConnect, Any, Nothing, Remote,
@@ -254,11 +258,11 @@ pub const RULES: &[Rule] = rules! {
     "pkgrepo_failed": DependencyPackage, Comment, Nothing, Remote,
         r"^Failed to configure repo '";
     "salt_install_failed": DependencyPackage, Comment, Package, Remote,
-        r"^(?:Failed to install packages: |Error installing ')([A-Za-z0-9_.\[\]-]+)";
+        r"^(?:Failed to install packages: |Error installing ')([A-Za-z0-9_.\[\]-]+)|^Could not install gem\.";
 
     // Services and commands that ran and failed: Salt's own words first.
     "service_failed": Command, Comment, Nothing, Local,
-        r"^(?:Service \S+ failed to (?:start|die)|Failed to reload the service|Failed when setting service \S+ to (?:not )?start at boot)";
+        r"^(?:Service \S+ failed to (?:start|die)|Service \S+ (?:has been|is already) enabled, and is dead|Failed to reload the service|Failed when setting service \S+ to (?:not )?start at boot)";
     "systemd_job_failed": Command, Any, Nothing, Local,
         r"Job for \S+ failed|Unit \S+ not found\.|Failed to (?:start|restart|reload|stop|enable) \S+: ";
     "command_not_found": Command, Any, Nothing, Local,
