@@ -98,9 +98,10 @@ static FORMS: LazyLock<Vec<Form>> = LazyLock::new(|| {
     .collect()
 });
 
-/// Salt's prefix before the error itself.
+/// Salt's prefix before the error itself (the pillar's "failed. Please see
+/// master log for details." is kept whole: it is all there is).
 static PREFIX: LazyLock<Regex> =
-    LazyLock::new(|| re(r"^Rendering SLS (?:'[^']+'|\S+) failed(?:, render error:?|:|\.)\s*"));
+    LazyLock::new(|| re(r"^Rendering SLS (?:'[^']+'|\S+) failed(?:, render error:?|:)\s*"));
 
 /// `SaltRenderError`'s own position: `; line N` (Jinja, after any traceback).
 static JINJA_LINE: LazyLock<Regex> = LazyLock::new(|| re(r"; line (\d+)"));

@@ -172,6 +172,10 @@ fn the_pillar_header_is_not_a_failure_and_its_sls_are_pillar_s() {
             (Some("app.settings"), Some("base"), true)
         ]
     );
+    assert_eq!(
+        e[0].message,
+        "Rendering SLS 'secrets.db' failed. Please see master log for details."
+    );
 }
 
 #[test]
