@@ -86,7 +86,7 @@ pub const RULES: &[Rule] = rules! {
     "state_not_found": StateUnavailable, Comment, Nothing, Local,
         r"^State '[^']+' was not found in SLS '[^']*'|^State '?[^'\s]+'? found in (?:SLS|sls) '?[^'\s]+'? is unavailable";
     "file_template": Render, Comment, Nothing, Local,
-        r"^(?:Unable to manage file: |Recurse failed: )?Jinja (?:variable|syntax error|error)\b";
+        r"^(?:Unable to manage file: |Recurse failed: )?(?:Jinja (?:variable|syntax error|error)\b|Undefined jinja variable|Problem running salt function in Jinja template)";
     "requisites_not_found": Render, Comment, Nothing, Local,
         r"^The following requisites were not found:";
     "recursive_requisite": Render, Comment, Nothing, Local,
@@ -116,7 +116,9 @@ pub const RULES: &[Rule] = rules! {
     "auth_registry": Permission, Any, Nothing, Remote,
         r"pull access denied for \S+|unauthorized: (?:authentication required|incorrect username or password)|denied: requested access to the resource is denied";
     "auth_http": Permission, Any, Nothing, Remote,
-        r"HTTP (?:error )?40[13]\b|returned error: 40[13]\b|ERROR 40[13]\b|HTTP Basic: Access denied|\b40[13] (?:Unauthorized|Forbidden)\b";
+        r"HTTP (?:[Ee]rror )?40[13]\b|returned error: 40[13]\b|ERROR 40[13]\b|HTTP Basic: Access denied|\b40[13] (?:Unauthorized|Forbidden)\b";
+    "auth_database": Permission, Any, Nothing, Remote,
+        r#"password authentication failed for user|Access denied for user '[^']*'@|no pg_hba\.conf entry for host|FATAL:  role "[^"]+" does not exist"#;
     "git_identity_missing": SourceMissing, Comment, Nothing, Local,
         r"^[Ii]dentity '[^']+' does not exist";
 
@@ -154,7 +156,7 @@ pub const RULES: &[Rule] = rules! {
     "connect_timeout": NetworkConnect, Any, Nothing, Remote,
         r"(?i:Connection timed out|Timeout while connecting|Timeout was reached|Curl error \(28\)|connect timed out|request canceled while waiting for connection)|ETIMEDOUT|\[Errno 110\]";
     "connect_reset": NetworkConnect, Any, Nothing, Remote,
-        r"(?i:Connection reset by peer|HTTP 599: Stream closed|HTTP 599: Connection closed|Curl error \(56\)|RemoteDisconnected|Connection closed by remote host|the remote end hung up unexpectedly)|ECONNRESET|\[Errno 104\]";
+        r"(?i:Connection reset by peer|HTTP 599: Stream closed|HTTP 599: Connection closed|Curl error \(56\)|RemoteDisconnected|Connection closed by remote host|the remote end hung up unexpectedly|Empty reply from server)|ECONNRESET|\[Errno 104\]";
     "connect_unreachable": NetworkConnect, Any, Nothing, Remote,
         r"(?i:No route to host|Network is unreachable|Host is unreachable)|EHOSTUNREACH|ENETUNREACH|\[Errno (?:101|113)\]";
     "connect_endpoint": NetworkConnect, Any, Url, Remote,
@@ -174,9 +176,9 @@ pub const RULES: &[Rule] = rules! {
 
     // A missing pip reads "Access denied to <venv>": it does not exist.
     "pip_missing": DependencyPackage, Comment, PackageIs("pip"), Local,
-        r"(?i)could not find a `?pip`? binary";
+        r"(?i)could not find a `?pip`? binary|No module named pip\b";
     "permission": Permission, Any, Nothing, Local,
-        r"(?i:Permission denied|Operation not permitted|must be run as root|are you root\?|Access is denied|sudo: a password is required)|\[Errno 13\]|EACCES";
+        r"(?i:Permission denied|Operation not permitted|must be run as root|are you root\?|Access is denied|sudo: a password is required|Interactive authentication required)|\[Errno 13\]|EACCES";
 
     // Sources that are not there.
     "salt_source_missing": SourceMissing, Any, Url, Local,
@@ -201,18 +203,22 @@ pub const RULES: &[Rule] = rules! {
         r"Error: file not found: (\S+)";
     "apt_fetch_404": DependencyPackage, Any, Url, Remote,
         r"Failed to fetch (\S+)\s+404\s+Not Found";
+    "yum_repo_failed": DependencyPackage, Any, Nothing, Remote,
+        r"\[Errno 14\] HTTP Error \d+|\[Errno 256\] No more mirrors to try|All mirrors were tried|Cannot retrieve metalink for repository";
     "http_404": SourceMissing, Any, Nothing, Remote,
-        r"HTTP (?:error )?404\b|returned error: 404\b|ERROR 404\b";
+        r"HTTP (?:[Ee]rror )?404\b|returned error: 404\b|ERROR 404\b";
     "git_repo_missing": SourceMissing, Any, Url, Remote,
         r"repository '([^']+)' (?:not found|does not exist)";
     "git_rev_missing": SourceMissing, Any, Nothing, Remote,
         r"^No revision matching '[^']+' exists|^Revision '[^']+' does not exist|Remote branch \S+ not found in upstream|couldn't find remote ref ";
     "image_missing": SourceMissing, Any, Nothing, Remote,
-        r"manifest unknown|manifest for \S+ not found";
+        r"manifest unknown|manifest for \S+ not found|No such image: \S+";
 
     // Packages: not in the repositories, repositories broken or locked.
     "apt_fetch_failed": DependencyPackage, Any, Url, Remote,
-        r"Failed to fetch (\S+)";
+        r"Failed to fetch (\S+)|Unable to fetch some archives|Some index files failed to download";
+    "apt_sources_invalid": DependencyPackage, Any, Nothing, Local,
+        r"Conflicting values set for option \S+|Malformed entry \d+ in list file|The list of sources could not be read|Type '[^']*' is not known on line";
     "apt_no_package": DependencyPackage, Any, Package, Remote,
         r"Unable to locate package ([^\s,]+)";
     "apt_no_candidate": DependencyPackage, Any, Package, Remote,
@@ -220,7 +226,7 @@ pub const RULES: &[Rule] = rules! {
     "apt_version_missing": DependencyPackage, Any, Package, Remote,
         r"Version '[^']+' for '([^']+)' was not found";
     "apt_broken": DependencyPackage, Any, Nothing, Local,
-        r"Unable to correct problems, you have held broken packages|Sub-process /usr/bin/dpkg returned an error code|dpkg was interrupted|have unmet dependencies";
+        r"Unable to correct problems, you have held broken packages|Sub-process /usr/bin/dpkg returned an error code|dpkg was interrupted|have unmet dependencies|dpkg: error processing|Errors were encountered while processing:";
     "apt_lock": DependencyPackage, Any, Nothing, Local,
         r"Could not get lock |Unable to acquire the dpkg frontend lock|Unable to lock the administration directory";
     "apt_unsigned": DependencyPackage, Any, Nothing, Remote,
@@ -236,7 +242,7 @@ pub const RULES: &[Rule] = rules! {
     "rpm_gpg": DependencyPackage, Any, Package, Remote,
         r"Public key for ([A-Za-z0-9_.+-]+?)-[0-9]\S*\.rpm is not installed|GPG check FAILED";
     "repo_metadata": DependencyPackage, Any, Nothing, Remote,
-        r"Failed to download metadata for repo|Cannot find a valid baseurl for repo|Cannot retrieve repository metadata|Valid metadata not found at specified URL|Errors during downloading metadata for repository|Failed to synchronize cache for repo";
+        r"Failed to download metadata for repo|Cannot find a valid baseurl for repo|Cannot retrieve repository metadata|Valid metadata not found at specified URL|Errors during downloading metadata for repository|Failed to synchronize cache for repo|Problem retrieving files from '";
     "zypper_no_package": DependencyPackage, Any, Package, Remote,
         r"Package '([^']+)' not found\.|No provider of '([^']+)' found";
     "pip_no_version": DependencyPackage, Any, Package, Remote,
@@ -286,7 +292,7 @@ pub struct ExitRule {
 #[rustfmt::skip]
 pub const EXIT_RULES: &[ExitRule] = &[
     ExitRule { tool: "curl", codes: &[5, 6], id: "curl_exit_resolve", category: Category::NetworkDns },
-    ExitRule { tool: "curl", codes: &[7], id: "curl_exit_connect", category: Category::NetworkConnect },
+    ExitRule { tool: "curl", codes: &[7, 52, 56], id: "curl_exit_connect", category: Category::NetworkConnect },
     ExitRule { tool: "curl", codes: &[28], id: "curl_exit_timeout", category: Category::Timeout },
     ExitRule { tool: "curl", codes: &[35, 51, 60, 77], id: "curl_exit_tls", category: Category::NetworkConnect },
     ExitRule { tool: "curl", codes: &[67], id: "curl_exit_login", category: Category::Permission },
