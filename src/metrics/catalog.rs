@@ -503,4 +503,47 @@ mod tests {
         metrics.record(&completed(RunKind::Call, 1, &[]));
         assert_eq!(metrics.expected_returns[0].get(), 10);
     }
+
+    fn render_failure(category: Category) -> Record {
+        let cause = crate::record::Classification {
+            category,
+            ..crate::record::Classification::render()
+        };
+        let body = crate::record::RenderFailure {
+            jid: "1".into(),
+            minion: "web1".into(),
+            fun: "state.apply".into(),
+            saltenv: None,
+            sls: None,
+            line: None,
+            column: None,
+            pillar: false,
+            message: String::new(),
+            message_len: 0,
+            cause,
+            fingerprint: "f".into(),
+            context: Default::default(),
+            correlation: Default::default(),
+        };
+        crate::record::RecordFactory::new("m").make(
+            crate::time::Stamp(0),
+            &["1"],
+            RecordBody::RenderFailure(body),
+        )
+    }
+
+    /// A run refused because one was running is not a render failure: the
+    /// SaltRenderFailures alert must not fire on it.
+    #[test]
+    fn a_refused_run_is_counted_apart_from_render_failures() {
+        let mut registry = Registry::default();
+        let metrics = RecordMetrics::register(&mut registry, FunctionLabels::new(&[]));
+        metrics.record(&render_failure(Category::Render));
+        metrics.record(&render_failure(Category::AlreadyRunning));
+        metrics.record(&render_failure(Category::AlreadyRunning));
+        assert_eq!(
+            (metrics.render_failures.get(), metrics.runs_refused.get()),
+            (1, 2)
+        );
+    }
 }
