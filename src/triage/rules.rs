@@ -152,9 +152,9 @@ pub const RULES: &[Rule] = rules! {
     "connect_timeout_dial": NetworkConnect, Any, Nothing, Remote,
         r"dial tcp [0-9A-Fa-f.:\[\]]+:\d+: (?:i/o timeout|connect: connection timed out)";
     "connect_refused": NetworkConnect, Any, Nothing, Remote,
-        r"(?i:Connection refused|Couldn't connect to server|Could not connect to server|Curl error \(7\))|ECONNREFUSED|\[Errno 111\]|The connection to the server \S+ was refused";
+        r"(?i:Connection refused|Couldn't connect to server|Could not connect to server|Curl error \(7\))|ECONNREFUSED|\[Errno 111\]|The connection to the server \S+ was refused|\[WinError 10061\]|actively refused it";
     "connect_timeout": NetworkConnect, Any, Nothing, Remote,
-        r"(?i:Connection timed out|Timeout while connecting|Timeout was reached|Curl error \(28\)|connect timed out|request canceled while waiting for connection)|ETIMEDOUT|\[Errno 110\]";
+        r"(?i:Connection timed out|Timeout while connecting|Timeout was reached|Curl error \(28\)|connect timed out|request canceled while waiting for connection)|ETIMEDOUT|\[Errno 110\]|ConnectTimeout(?:Error)?\b|\(connect timeout=|\[WinError 10060\]";
     "connect_reset": NetworkConnect, Any, Nothing, Remote,
         r"(?i:Connection reset by peer|HTTP 599: Stream closed|HTTP 599: Connection closed|Curl error \(56\)|RemoteDisconnected|Connection closed by remote host|the remote end hung up unexpectedly|Empty reply from server)|ECONNRESET|\[Errno 104\]";
     "connect_unreachable": NetworkConnect, Any, Nothing, Remote,
