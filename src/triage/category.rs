@@ -152,8 +152,13 @@ fn add_remote_evidence(found: &mut Classification, texts: &[&str]) {
         found.url = evidence::url(texts);
     }
     if found.host.is_none() {
-        found.host =
-            evidence::host(texts).or_else(|| found.url.as_deref().and_then(evidence::host_of));
+        // The host of a URL the tool says it failed on is the name it meant (Go
+        // then says which address it dialled); a host the tool names comes
+        // before the host of any other URL (a command line's may not be it).
+        let named = evidence::named_url(texts).and_then(evidence::host_of);
+        found.host = named
+            .or_else(|| evidence::host(texts))
+            .or_else(|| found.url.as_deref().and_then(evidence::host_of));
     }
     if found.package.is_none() && found.category == Category::DependencyPackage {
         found.package = found.url.as_deref().and_then(evidence::package_of_url);
@@ -263,6 +268,37 @@ mod tests {
         let wget = "Command \"wget -q https://dl.example.net/a.deb\" run";
         assert_eq!(curl(wget, 4).rule, "wget_exit_network");
         assert_eq!(curl(wget, 8).category, Category::Command);
+    }
+
+    #[test]
+    fn the_host_is_the_one_the_tool_meant() {
+        let failure = |comment, stderr| {
+            classify(&FailureText {
+                function: "cmd.run",
+                comment,
+                stderr: Some(stderr),
+                stdout: None,
+                exit_code: Some(1),
+            })
+        };
+        // Go names the URL it failed on, then the address it dialled.
+        let go = failure(
+            "Command \"docker pull registry.example.com/app:1\" run",
+            "Error response from daemon: Get \"https://registry.example.com/v2/\": dial tcp 10.0.0.4:443: connect: no route to host",
+        );
+        assert_eq!(go.host.as_deref(), Some("registry.example.com"));
+        // A script fetched from one host fails to reach another.
+        let script = failure(
+            "Command \"curl -fsSL https://get.example.com/install.sh | bash\" run",
+            "curl: (7) Failed to connect to repo.example.net port 443 after 2 ms: Couldn't connect to server",
+        );
+        assert_eq!(
+            (script.host.as_deref(), script.url.as_deref()),
+            (
+                Some("repo.example.net"),
+                Some("https://get.example.com/install.sh")
+            )
+        );
     }
 
     #[test]

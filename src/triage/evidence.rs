@@ -101,15 +101,7 @@ pub fn trim(name: &str) -> &str {
 /// The URL a tool says it failed on, else the first URL in the texts (help links
 /// skipped).
 pub fn url(texts: &[&str]) -> Option<String> {
-    let hinted = URL_HINTS.iter().find_map(|hint| {
-        texts.iter().find_map(|t| {
-            hint.captures_iter(t)
-                .filter_map(|c| c.get(1))
-                .map(|m| trim(m.as_str()))
-                .find(|u| u.contains("://") && !HELP_LINK.is_match(u))
-        })
-    });
-    hinted
+    named_url(texts)
         .or_else(|| {
             texts.iter().find_map(|t| {
                 URL.find_iter(t)
@@ -118,6 +110,18 @@ pub fn url(texts: &[&str]) -> Option<String> {
             })
         })
         .map(str::to_owned)
+}
+
+/// The URL a tool says it failed on (one of [`URL_HINTS`]).
+pub fn named_url<'t>(texts: &[&'t str]) -> Option<&'t str> {
+    URL_HINTS.iter().find_map(|hint| {
+        texts.iter().find_map(|t| {
+            hint.captures_iter(t)
+                .filter_map(|c| c.get(1))
+                .map(|m| trim(m.as_str()))
+                .find(|u| u.contains("://") && !HELP_LINK.is_match(u))
+        })
+    })
 }
 
 /// The host a tool says it could not reach.
