@@ -294,7 +294,9 @@ impl Correlator {
         }
         for f in &findings.render_failures {
             let sls = f.error.sls.clone();
-            let correlation = self.correlation(&heads, sls.as_deref(), None, &f.fingerprint);
+            // A pillar SLS is not a file of the watched state tree.
+            let tree_sls = sls.as_deref().filter(|_| !f.error.pillar);
+            let correlation = self.correlation(&heads, tree_sls, None, &f.fingerprint);
             let body = RecordBody::RenderFailure(RenderRecord {
                 jid: findings.jid.clone(),
                 minion: findings.minion.clone(),
@@ -303,6 +305,7 @@ impl Correlator {
                 sls,
                 line: f.error.line,
                 column: f.error.column,
+                pillar: f.error.pillar,
                 message: f.message.text.clone(),
                 message_len: f.message.original_len,
                 cause: f.classification.clone(),
@@ -339,8 +342,8 @@ impl Correlator {
                 (Some(hash), Some(minion)) => self.flip(&heads, minion, hash),
                 _ => None,
             };
-            let correlation =
-                self.correlation(&heads, g.sls.as_deref(), flip.as_ref(), &g.fingerprint);
+            let tree_sls = g.sls.as_deref().filter(|_| !g.pillar);
+            let correlation = self.correlation(&heads, tree_sls, flip.as_ref(), &g.fingerprint);
             let revision_key = revision.to_string();
             let key = [
                 g.jid.as_str(),
@@ -351,6 +354,7 @@ impl Correlator {
                 jid: g.jid.clone(),
                 fingerprint: g.fingerprint.clone(),
                 sls: g.sls,
+                pillar: g.pillar,
                 state_id: g.state_id,
                 function: g.function,
                 cause: g.classification,

@@ -238,6 +238,7 @@ pub struct RecordMetrics {
     state_failures: [Counter; Category::COUNT],
     fallout: Counter,
     render_failures: Counter,
+    runs_refused: Counter,
     gaps: [Counter; GapReason::COUNT],
     records: [Counter; RecordKind::COUNT],
     incidents_open: [Gauge; Category::COUNT],
@@ -377,6 +378,11 @@ impl RecordMetrics {
                 registry,
                 "saltsight_render_failures",
                 "SLS render failures, one per minion and job",
+            ),
+            runs_refused: single(
+                registry,
+                "saltsight_state_runs_refused",
+                "State runs a minion refused because it was already running one",
             ),
             gaps: closed(
                 registry,
@@ -522,6 +528,9 @@ impl RecordMetrics {
                     self.pressure_open.set(0);
                 }
             },
+            RecordBody::RenderFailure(f) if f.cause.category == Category::AlreadyRunning => {
+                self.runs_refused.inc();
+            }
             RecordBody::RenderFailure(_) => {
                 self.render_failures.inc();
             }
@@ -597,5 +606,48 @@ mod tests {
         metrics.record(&completed(RunKind::Scheduled, 1, &[]));
         metrics.record(&completed(RunKind::Call, 1, &[]));
         assert_eq!(metrics.expected_returns[0].get(), 10);
+    }
+
+    fn render_failure(category: Category) -> Record {
+        let cause = crate::record::Classification {
+            category,
+            ..crate::record::Classification::render()
+        };
+        let body = crate::record::RenderFailure {
+            jid: "1".into(),
+            minion: "web1".into(),
+            fun: "state.apply".into(),
+            saltenv: None,
+            sls: None,
+            line: None,
+            column: None,
+            pillar: false,
+            message: String::new(),
+            message_len: 0,
+            cause,
+            fingerprint: "f".into(),
+            context: Default::default(),
+            correlation: Default::default(),
+        };
+        crate::record::RecordFactory::new("m").make(
+            crate::time::Stamp(0),
+            &["1"],
+            RecordBody::RenderFailure(body),
+        )
+    }
+
+    /// A run refused because one was running is not a render failure: the
+    /// SaltRenderFailures alert must not fire on it.
+    #[test]
+    fn a_refused_run_is_counted_apart_from_render_failures() {
+        let mut registry = Registry::default();
+        let metrics = RecordMetrics::register(&mut registry, FunctionLabels::new(&[]));
+        metrics.record(&render_failure(Category::Render));
+        metrics.record(&render_failure(Category::AlreadyRunning));
+        metrics.record(&render_failure(Category::AlreadyRunning));
+        assert_eq!(
+            (metrics.render_failures.get(), metrics.runs_refused.get()),
+            (1, 2)
+        );
     }
 }

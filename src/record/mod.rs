@@ -317,6 +317,12 @@ crate::label_set! {
         Command = "command",
         Permission = "permission",
         Timeout = "timeout",
+        /// The state's module is not loaded on the minion (`State 'x.y' was not
+        /// found in SLS`): not synced, an extension not installed, its
+        /// `__virtual__` refused, or a typo.
+        StateUnavailable = "state_unavailable",
+        /// The run was refused: the minion was already running a state run.
+        AlreadyRunning = "already_running",
         Other = "other",
     }
 }
@@ -495,6 +501,9 @@ pub struct RenderFailure {
     pub sls: Option<String>,
     pub line: Option<u32>,
     pub column: Option<u32>,
+    /// The SLS is a pillar's (the return said the pillar failed to render).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pillar: bool,
     pub message: String,
     pub message_len: usize,
     #[serde(flatten)]
@@ -512,6 +521,9 @@ pub struct FailureGroup {
     pub jid: String,
     pub fingerprint: String,
     pub sls: Option<String>,
+    /// The SLS is a pillar's (a render failure of the pillar).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pillar: bool,
     pub state_id: Option<String>,
     pub function: Option<String>,
     #[serde(flatten)]

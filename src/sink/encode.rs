@@ -327,6 +327,7 @@ mod tests {
             jid: "2026".into(),
             fingerprint: "f00d".into(),
             sls: Some("web".into()),
+            pillar: false,
             state_id: Some("mirror".into()),
             function: Some("pkg.installed".into()),
             cause: Classification {

@@ -1,162 +1,47 @@
-//! Failure categories from one ordered rule table. Each rule names its category,
-//! a pattern over the failure's text (the state's comment, then its command's
-//! stderr), and what to keep as evidence: the matched text, and for external
-//! causes the host, URL or package it names. The first rule that matches wins, so
-//! the specific rules come first (a mirror that cannot be resolved is DNS, not
-//! "package not found"); text no rule matches is `other`.
+//! A failure's category, from the ordered rule table (`rules.rs`) over its
+//! texts: the state's comment, then its command's stderr and stdout. The first
+//! rule that matches wins; a `cmd.*` state running a silent `curl` or `wget` is
+//! judged by its exit code; a command that ran and exited non-zero is `command`;
+//! text nothing matches is `other`. For a cause outside the state tree the host,
+//! URL and package it names are kept as evidence (`evidence.rs`).
 
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex::{Regex, RegexSet, RegexSetBuilder};
 
+use super::evidence;
+use super::rules::{Cause, EXIT_RULES, Names, RULES, Scope};
 pub use crate::record::{Category, Classification};
 
-/// What the first capture group of a rule holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Names {
-    Nothing,
-    Host,
-    Url,
-    Package,
+/// What triage knows of a failed state, to classify it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FailureText<'a> {
+    /// `module.function`, e.g. `cmd.run`.
+    pub function: &'a str,
+    pub comment: &'a str,
+    pub stderr: Option<&'a str>,
+    pub stdout: Option<&'a str>,
+    /// `changes.retcode`, when the state ran a command.
+    pub exit_code: Option<i64>,
 }
 
-struct Rule {
-    id: &'static str,
-    category: Category,
-    pattern: &'static str,
-    names: Names,
+impl<'a> FailureText<'a> {
+    /// A text with nothing but a comment (a render message, a test).
+    pub fn comment(comment: &'a str) -> Self {
+        Self {
+            comment,
+            ..Self::default()
+        }
+    }
+
+    /// The texts in the order they are read; the first is the comment.
+    fn texts(&self) -> Vec<&'a str> {
+        let mut texts = vec![self.comment];
+        texts.extend(self.stderr);
+        texts.extend(self.stdout);
+        texts
+    }
 }
-
-/// Ordered: the first match wins. Patterns are case-sensitive where the tools'
-/// messages are fixed text, `(?i)` where wording varies.
-const RULES: &[Rule] = &[
-    // DNS first: a mirror or URL that cannot be resolved is a DNS problem.
-    Rule {
-        id: "apt_resolve",
-        category: Category::NetworkDns,
-        pattern: r"Temporary failure resolving '([^']+)'",
-        names: Names::Host,
-    },
-    Rule {
-        id: "curl_resolve",
-        category: Category::NetworkDns,
-        pattern: r"Could not resolve (?:host|hostname|proxy):? '?([A-Za-z0-9._-]+)",
-        names: Names::Host,
-    },
-    Rule {
-        id: "getaddrinfo",
-        category: Category::NetworkDns,
-        pattern: r"(?i)(?:Name or service not known|nodename nor servname provided|Name does not resolve|No address associated with hostname|Temporary failure in name resolution|getaddrinfo failed|NXDOMAIN)",
-        names: Names::Nothing,
-    },
-    // Packages: missing from the mirror, or the mirror unreachable.
-    Rule {
-        id: "apt_no_package",
-        category: Category::DependencyPackage,
-        pattern: r"Unable to locate package (\S+)",
-        names: Names::Package,
-    },
-    Rule {
-        id: "apt_no_candidate",
-        category: Category::DependencyPackage,
-        pattern: r"Package '?([^' ]+)'? has no installation candidate",
-        names: Names::Package,
-    },
-    Rule {
-        id: "dnf_no_match",
-        category: Category::DependencyPackage,
-        pattern: r"No match for argument:? (\S+)",
-        names: Names::Package,
-    },
-    Rule {
-        id: "yum_no_package",
-        category: Category::DependencyPackage,
-        pattern: r"No package (\S+) available",
-        names: Names::Package,
-    },
-    Rule {
-        id: "pip_no_version",
-        category: Category::DependencyPackage,
-        pattern: r"Could not find a version that satisfies the requirement (\S+)",
-        names: Names::Package,
-    },
-    Rule {
-        id: "apt_fetch_failed",
-        category: Category::DependencyPackage,
-        pattern: r"Failed to fetch (\S+)",
-        names: Names::Url,
-    },
-    Rule {
-        id: "repo_metadata",
-        category: Category::DependencyPackage,
-        pattern: r"(?:Failed to download metadata for repo|Cannot find a valid baseurl for repo|Cannot retrieve repository metadata)[: ]*'?([^'\s]+)?",
-        names: Names::Nothing,
-    },
-    Rule {
-        id: "apt_index_failed",
-        category: Category::DependencyPackage,
-        pattern: r"Some index files failed to download|Unable to fetch some archives",
-        names: Names::Nothing,
-    },
-    // Connecting.
-    Rule {
-        id: "connect_to_port",
-        category: Category::NetworkConnect,
-        pattern: r"Failed to connect to ([A-Za-z0-9._:-]+) port \d+",
-        names: Names::Host,
-    },
-    Rule {
-        id: "connect_error",
-        category: Category::NetworkConnect,
-        pattern: r"(?i)(?:Connection refused|Connection timed out|Connection reset by peer|No route to host|Network is unreachable|certificate verify failed)",
-        names: Names::Nothing,
-    },
-    // The state tree.
-    Rule {
-        id: "salt_source_missing",
-        category: Category::SourceMissing,
-        pattern: r"Source file (salt://\S+) not found",
-        names: Names::Url,
-    },
-    Rule {
-        id: "salt_no_sls",
-        category: Category::SourceMissing,
-        pattern: r"No matching sls found for '([^']+)'",
-        names: Names::Nothing,
-    },
-    Rule {
-        id: "salt_state_not_found",
-        category: Category::SourceMissing,
-        pattern: r"State '[^']+' was not found in SLS '[^']+'",
-        names: Names::Nothing,
-    },
-    Rule {
-        id: "permission",
-        category: Category::Permission,
-        pattern: r"(?i)(?:Permission denied|Operation not permitted|EACCES|Access is denied|must be run as root|are you root\?)",
-        names: Names::Nothing,
-    },
-    Rule {
-        id: "timeout",
-        category: Category::Timeout,
-        pattern: r"(?i)(?:timed out|timeout expired|deadline exceeded|Timeout waiting)",
-        names: Names::Nothing,
-    },
-    // A command that ran and exited non-zero (cmd.run, cmd.script, cmd.wait).
-    Rule {
-        id: "command_exit",
-        category: Category::Command,
-        pattern: r#"^Command "[\s\S]*" run$"#,
-        names: Names::Nothing,
-    },
-];
-
-/// A URL anywhere in the text; its host is an external cause's host when the
-/// rule did not name one.
-static URL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"\b[a-z][a-z0-9+.-]*://(?:[^\s/@'"]+@)?([^\s/:'"\]]+)[^\s'"]*"#)
-        .expect("URL pattern")
-});
 
 static COMPILED: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     RULES
@@ -165,57 +50,79 @@ static COMPILED: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         .collect()
 });
 
+/// Every rule at once: one pass over each text says which rules match it.
+static SET: LazyLock<RegexSet> = LazyLock::new(|| {
+    RegexSetBuilder::new(RULES.iter().map(|r| r.pattern))
+        .size_limit(64 << 20)
+        .dfa_size_limit(64 << 20)
+        .build()
+        .expect("rule set compiles (tested)")
+});
+
+/// `Command "<curl|wget> ..." run` without a pipe.
+static SILENT_TOOL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"^Command "(?:sudo )?(curl|wget)\s[^|]*" run$"#).expect("tool pattern")
+});
+
+/// Salt's comment on a command that ran (`cmd.run`, `cmd.script`, `cmd.wait`).
+static COMMAND_RAN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#"^Command "[\s\S]*" run$"#).expect("command pattern"));
+
+/// The matched text kept as evidence, at most.
 pub const EVIDENCE_MAX: usize = 240;
 
-/// Classifies a failure from its texts, tried in order (comment, then stderr).
-/// `exit_code` is the command's, when the state ran one: a `command_exit` match
-/// needs it to be non-zero.
-pub fn classify(texts: &[&str], exit_code: Option<i64>) -> Classification {
-    for (rule, regex) in RULES.iter().zip(COMPILED.iter()) {
-        if rule.category == Category::Command && exit_code.is_none_or(|c| c == 0) {
-            continue;
-        }
-        let Some(caps) = texts.iter().find_map(|t| regex.captures(t)) else {
+/// Classifies a failure. See the module doc for the order.
+pub fn classify(failure: &FailureText<'_>) -> Classification {
+    let texts = failure.texts();
+    let matched: Vec<_> = texts.iter().map(|t| SET.matches(t)).collect();
+    for (i, rule) in RULES.iter().enumerate() {
+        let Some(at) = (0..texts.len())
+            .find(|&t| matched[t].matched(i) && (rule.scope == Scope::Any || t == 0))
+        else {
             continue;
         };
-        let whole = caps.get(0).map_or("", |m| m.as_str());
-        let named = caps.get(1).map(|m| m.as_str().trim_end_matches(['.', ',']));
-        let mut found = Classification {
-            category: rule.category,
-            rule: rule.id.into(),
-            evidence: Some(if rule.category == Category::Command {
-                format!("exit code {}", exit_code.unwrap_or_default())
-            } else {
-                cap_text(whole, EVIDENCE_MAX)
-            }),
-            host: None,
-            url: None,
-            package: None,
+        let Some(caps) = COMPILED[i].captures(texts[at]) else {
+            continue;
         };
+        let named = (1..caps.len())
+            .find_map(|g| caps.get(g))
+            .map(|m| evidence::trim(m.as_str()));
+        let mut found = found(
+            rule.category,
+            rule.id,
+            caps.get(0).map_or("", |m| m.as_str()),
+        );
         match (rule.names, named) {
             (Names::Host, Some(host)) => found.host = Some(host.to_owned()),
             (Names::Url, Some(url)) => found.url = Some(url.to_owned()),
-            (Names::Package, Some(package)) => found.package = Some(package.to_owned()),
+            (Names::Package, Some(package)) => found.package = evidence::package(package),
+            (Names::PackageIs(package), _) => found.package = Some(package.to_owned()),
             _ => {}
         }
-        if rule.category.is_external() {
-            if found.url.is_none() {
-                found.url = texts.iter().find_map(|t| URL.find(t)).map(|m| {
-                    m.as_str()
-                        .trim_end_matches([')', ']', '.', ',', ';'])
-                        .to_owned()
-                });
-            }
-            if found.host.is_none() {
-                found.host = found
-                    .url
-                    .as_deref()
-                    .and_then(|u| URL.captures(u))
-                    .and_then(|c| c.get(1))
-                    .map(|m| m.as_str().to_owned());
-            }
+        if rule.cause == Cause::Remote {
+            add_remote_evidence(&mut found, &texts);
         }
         return found;
+    }
+    let code = failure.exit_code.filter(|c| *c != 0);
+    if let Some(code) = code.filter(|_| failure.function.starts_with("cmd.")) {
+        if let Some(tool) = SILENT_TOOL.captures(failure.comment).and_then(|c| c.get(1)) {
+            let exit = EXIT_RULES
+                .iter()
+                .find(|r| r.tool == tool.as_str() && r.codes.contains(&code));
+            if let Some(rule) = exit {
+                let mut found = found(rule.category, rule.id, &format!("exit code {code}"));
+                add_remote_evidence(&mut found, &texts);
+                return found;
+            }
+        }
+    }
+    if let Some(code) = code.filter(|_| COMMAND_RAN.is_match(failure.comment)) {
+        return found(
+            Category::Command,
+            "command_exit",
+            &format!("exit code {code}"),
+        );
     }
     Classification {
         category: Category::Other,
@@ -224,6 +131,37 @@ pub fn classify(texts: &[&str], exit_code: Option<i64>) -> Classification {
         host: None,
         url: None,
         package: None,
+    }
+}
+
+fn found(category: Category, rule: &'static str, evidence: &str) -> Classification {
+    Classification {
+        category,
+        rule: rule.into(),
+        evidence: Some(cap_text(evidence, EVIDENCE_MAX)),
+        host: None,
+        url: None,
+        package: None,
+    }
+}
+
+/// The URL, host and package of a cause at a remote end, where the rule did not
+/// capture them.
+fn add_remote_evidence(found: &mut Classification, texts: &[&str]) {
+    if found.url.is_none() {
+        found.url = evidence::url(texts);
+    }
+    if found.host.is_none() {
+        // The host of a URL the tool says it failed on is the name it meant (Go
+        // then says which address it dialled); a host the tool names comes
+        // before the host of any other URL (a command line's may not be it).
+        let named = evidence::named_url(texts).and_then(evidence::host_of);
+        found.host = named
+            .or_else(|| evidence::host(texts))
+            .or_else(|| found.url.as_deref().and_then(evidence::host_of));
+    }
+    if found.package.is_none() && found.category == Category::DependencyPackage {
+        found.package = found.url.as_deref().and_then(evidence::package_of_url);
     }
 }
 
@@ -244,88 +182,123 @@ mod tests {
     use super::*;
 
     fn one(text: &str) -> Classification {
-        classify(&[text], None)
+        classify(&FailureText::comment(text))
     }
 
     #[test]
     fn every_rule_compiles_and_ids_are_unique() {
         assert_eq!(COMPILED.len(), RULES.len());
+        assert_eq!(SET.len(), RULES.len());
         let mut ids: Vec<_> = RULES.iter().map(|r| r.id).collect();
+        ids.extend(EXIT_RULES.iter().map(|r| r.id));
+        ids.extend(["command_exit", "none"]);
+        let all = ids.len();
         ids.sort();
         ids.dedup();
-        assert_eq!(ids.len(), RULES.len());
-    }
-
-    #[test]
-    fn apt_package_missing_names_the_package() {
-        let c = one(
-            "Problem encountered installing package(s). Additional info follows:\n\nerrors:\n    - E: Unable to locate package saltlab-package-that-cannot-exist",
-        );
-        assert_eq!(c.category, Category::DependencyPackage);
-        assert_eq!(c.rule, "apt_no_package");
-        assert_eq!(
-            c.package.as_deref(),
-            Some("saltlab-package-that-cannot-exist")
-        );
-    }
-
-    #[test]
-    fn an_unresolvable_mirror_is_dns_with_its_host_and_url() {
-        let c = one(
-            "E: Failed to fetch http://deb.example.org/debian/pool/main/n/nginx.deb  Temporary failure resolving 'deb.example.org'",
-        );
-        assert_eq!(c.category, Category::NetworkDns);
-        assert_eq!(c.host.as_deref(), Some("deb.example.org"));
-        assert_eq!(
-            c.url.as_deref(),
-            Some("http://deb.example.org/debian/pool/main/n/nginx.deb")
-        );
-        let c = one("curl: (6) Could not resolve host: mirror.internal");
-        assert_eq!(
-            (c.category, c.host.as_deref()),
-            (Category::NetworkDns, Some("mirror.internal"))
-        );
-    }
-
-    #[test]
-    fn an_unreachable_mirror_is_a_package_dependency_with_its_url() {
-        let c = one("E: Failed to fetch https://user:pw@mirror.example.com/x.deb 503 Unavailable");
-        assert_eq!(c.category, Category::DependencyPackage);
-        assert_eq!(c.host.as_deref(), Some("mirror.example.com"));
-    }
-
-    #[test]
-    fn connect_refused_takes_the_host_from_a_url() {
-        let c = one(
-            "Unable to manage file: HTTPConnectionPool(host='x', port=80): Failed to establish a new connection: [Errno 111] Connection refused (https://files.example.com/a.tgz)",
-        );
-        assert_eq!(c.category, Category::NetworkConnect);
-        assert_eq!(c.host.as_deref(), Some("files.example.com"));
-    }
-
-    #[test]
-    fn missing_salt_source_keeps_its_url() {
-        let c = one(
-            "Unable to manage file: Source file salt://files/does-not-exist.txt not found in saltenv 'base'",
-        );
-        assert_eq!(c.category, Category::SourceMissing);
-        assert_eq!(c.url.as_deref(), Some("salt://files/does-not-exist.txt"));
-        assert_eq!(c.host, None, "salt:// is not an external host");
+        assert_eq!(ids.len(), all);
     }
 
     #[test]
     fn a_command_needs_a_non_zero_exit_code() {
-        let text = "Command \"echo about to fail; echo err >&2; exit 1\" run";
-        let c = classify(&[text, "err"], Some(1));
+        let comment = "Command \"echo about to fail; echo err >&2; exit 1\" run";
+        let failure = |stderr, exit_code| FailureText {
+            function: "cmd.run",
+            comment,
+            stderr,
+            stdout: None,
+            exit_code,
+        };
+        let c = classify(&failure(Some("err"), Some(1)));
         assert_eq!(c.category, Category::Command);
         assert_eq!(c.evidence.as_deref(), Some("exit code 1"));
-        assert_eq!(classify(&[text], Some(0)).category, Category::Other);
+        assert_eq!(classify(&failure(None, Some(0))).category, Category::Other);
         // stderr is evidence too: a command failing on permissions is `permission`.
-        let c = classify(
-            &[text, "mkdir: cannot create directory: Permission denied"],
-            Some(1),
+        let denied = "mkdir: cannot create directory: Permission denied";
+        assert_eq!(
+            classify(&failure(Some(denied), Some(1))).category,
+            Category::Permission
         );
-        assert_eq!(c.category, Category::Permission);
+    }
+
+    #[test]
+    fn salt_s_own_phrases_are_read_in_the_comment_only() {
+        let echoed = FailureText {
+            function: "cmd.run",
+            comment: "Command \"./check.sh\" run",
+            stderr: Some("The named service nginx is not available"),
+            stdout: None,
+            exit_code: Some(1),
+        };
+        assert_eq!(classify(&echoed).rule, "command_exit");
+        assert_eq!(
+            one("The named service nginx is not available").rule,
+            "service_not_installed"
+        );
+    }
+
+    #[test]
+    fn a_silent_tool_is_judged_by_its_exit_code_unless_piped() {
+        let curl = |comment, exit_code| {
+            classify(&FailureText {
+                function: "cmd.run",
+                comment,
+                stderr: None,
+                stdout: None,
+                exit_code: Some(exit_code),
+            })
+        };
+        let plain = "Command \"curl -sf https://join.example.net/v1/token -o /etc/t\" run";
+        let c = curl(plain, 6);
+        assert_eq!(
+            (c.category, c.rule.as_ref(), c.host.as_deref()),
+            (
+                Category::NetworkDns,
+                "curl_exit_resolve",
+                Some("join.example.net")
+            )
+        );
+        assert_eq!(curl(plain, 7).category, Category::NetworkConnect);
+        assert_eq!(
+            curl(plain, 22).category,
+            Category::Command,
+            "HTTP errors alike"
+        );
+        let piped = "Command \"curl -s https://k.example.net/gpg | gpg --dearmor\" run";
+        assert_eq!(curl(piped, 6).rule, "command_exit", "the status is gpg's");
+        let wget = "Command \"wget -q https://dl.example.net/a.deb\" run";
+        assert_eq!(curl(wget, 4).rule, "wget_exit_network");
+        assert_eq!(curl(wget, 8).category, Category::Command);
+    }
+
+    #[test]
+    fn the_host_is_the_one_the_tool_meant() {
+        let failure = |comment, stderr| {
+            classify(&FailureText {
+                function: "cmd.run",
+                comment,
+                stderr: Some(stderr),
+                stdout: None,
+                exit_code: Some(1),
+            })
+        };
+        // Go names the URL it failed on, then the address it dialled.
+        let go = failure(
+            "Command \"docker pull registry.example.com/app:1\" run",
+            "Error response from daemon: Get \"https://registry.example.com/v2/\": dial tcp 10.0.0.4:443: connect: no route to host",
+        );
+        assert_eq!(go.host.as_deref(), Some("registry.example.com"));
+        // A script fetched from one host fails to reach another.
+        let script = failure(
+            "Command \"curl -fsSL https://get.example.com/install.sh | bash\" run",
+            "curl: (7) Failed to connect to repo.example.net port 443 after 2 ms: Couldn't connect to server",
+        );
+        assert_eq!(
+            (script.host.as_deref(), script.url.as_deref()),
+            (
+                Some("repo.example.net"),
+                Some("https://get.example.com/install.sh")
+            )
+        );
     }
 
     #[test]

@@ -161,7 +161,9 @@ fn decode_failed(state: &StateEntry<'_>) -> FailedState {
             .collect()
     });
     FailedState {
-        sls: text(sls, 1024).unwrap_or_default(),
+        sls: text(sls, 1024)
+            .or_else(|| sls_named_in(&comment))
+            .unwrap_or_default(),
         state_id: text(id, 1024).unwrap_or_else(|| key_id.to_owned()),
         function: format!("{module}.{fun}"),
         name: text(name, 1024).unwrap_or_default(),
@@ -175,6 +177,15 @@ fn decode_failed(state: &StateEntry<'_>) -> FailedState {
         failed_requisites,
         key,
     }
+}
+
+/// Salt leaves `__sls__` out of a state whose module is not loaded; its comment
+/// names the SLS ("State 'x.y' was not found in SLS 'web'").
+fn sls_named_in(comment: &str) -> Option<String> {
+    let rest = comment.strip_prefix("State '")?;
+    let (_, rest) = rest.split_once("' was not found in SLS '")?;
+    let (sls, _) = rest.split_once('\'')?;
+    (!sls.is_empty()).then(|| sls.to_owned())
 }
 
 /// A root cause and how many failed states are its fallout.
@@ -347,6 +358,17 @@ mod tests {
         );
         assert_eq!(s.function, "pkg.installed");
         assert_eq!((s.run_num, s.start_time.as_deref()), (None, None));
+    }
+
+    #[test]
+    fn a_state_whose_module_is_not_loaded_takes_its_sls_from_the_comment() {
+        let ret = json!({"saltsight_lab_missing_|-m_|-x_|-present": {
+            "result": false, "changes": {}, "__id__": "m", "__run_num__": 0,
+            "comment": "State 'saltsight_lab_missing.present' was not found in SLS 'lab.failures'\nReason: 'saltsight_lab_missing.present' is not available.\n"}});
+        let run = walk(&pack(&ret), false).unwrap();
+        assert_eq!(run.failed[0].sls, "lab.failures");
+        assert_eq!(sls_named_in("State 'x' was not found in SLS ''"), None);
+        assert_eq!(sls_named_in("Something else"), None);
     }
 
     #[test]

@@ -9,9 +9,11 @@
 //! to `max_fingerprints`, oldest forgotten first.
 
 pub mod category;
+pub mod evidence;
 pub mod failures;
 pub mod fingerprint;
 pub mod render;
+pub mod rules;
 pub mod saved;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -21,9 +23,9 @@ use crate::event::states::orchestration_states;
 use crate::event::{JobReturn, RunJob, Text};
 use crate::record::CommandOutput;
 use crate::time::Stamp;
-pub use category::{Category, Classification, classify};
+pub use category::{Category, Classification, FailureText, classify};
 use failures::{FailedState, RootCause, root_causes, walk};
-use fingerprint::{fingerprint, normalise};
+use fingerprint::{StateKey, normalise};
 use render::{RenderError, render_errors};
 
 /// A text cut to the configured size, with its length before.
@@ -93,6 +95,9 @@ pub struct FailureGroup {
     pub jid: String,
     pub fingerprint: String,
     pub sls: Option<String>,
+    /// The SLS is a pillar's (a render failure of the pillar).
+    #[serde(default)]
+    pub pillar: bool,
     /// `None` for render failures.
     pub state_id: Option<String>,
     pub function: Option<String>,
@@ -223,18 +228,30 @@ impl Triage {
             for RootCause { state, fallout } in causes {
                 // The command's own words count too: stderr, then stdout (Salt's
                 // "Timed out after N seconds" is only there).
-                let mut texts = vec![state.comment.as_str()];
-                texts.extend(state.stderr.as_deref());
-                texts.extend(state.stdout.as_deref());
-                let classification = classify(&texts, state.exit_code);
+                let classification = classify(&FailureText {
+                    function: &state.function,
+                    comment: &state.comment,
+                    stderr: state.stderr.as_deref(),
+                    stdout: state.stdout.as_deref(),
+                    exit_code: state.exit_code,
+                });
                 let output = CommandOutput {
                     retcode: state.exit_code,
                     stderr: state.stderr.clone(),
                     stdout: state.stdout.clone(),
                 };
                 let normalised = normalise(&state.comment);
-                let fingerprint =
-                    fingerprint(&[&state.sls, &state.state_id, &state.function, &normalised]);
+                let fingerprint = fingerprint::of_state(
+                    &StateKey {
+                        function: &state.function,
+                        sls: &state.sls,
+                        state_id: &state.state_id,
+                        normalised: &normalised,
+                        exit_code: state.exit_code,
+                        stderr: state.stderr.as_deref(),
+                    },
+                    &classification,
+                );
                 findings.state_failures.push(StateFailure {
                     output,
                     comment: Capped::new(&state.comment, max),
@@ -247,14 +264,15 @@ impl Triage {
             }
         } else if let Some(errors) = render_errors(raw, retcode) {
             for error in errors {
-                let sls = error.sls.as_deref().unwrap_or_default();
-                let classification = match classify(&[&error.message], None) {
-                    c if c.category == Category::SourceMissing => c,
-                    _ => Classification::render(),
-                };
                 let normalised = normalise(&error.message);
+                let classification = error.classification.clone();
                 findings.render_failures.push(RenderFailure {
-                    fingerprint: fingerprint(&["render", sls, &normalised]),
+                    fingerprint: fingerprint::of_render(
+                        error.sls.as_deref(),
+                        error.pillar,
+                        &normalised,
+                        &classification,
+                    ),
                     message: Capped::new(&error.message, max),
                     normalised,
                     classification,
@@ -301,6 +319,7 @@ impl Triage {
         for f in &findings.render_failures {
             self.count_member(findings, &f.fingerprint, at, |g| {
                 g.sls = f.error.sls.clone();
+                g.pillar = f.error.pillar;
                 g.classification = f.classification.clone();
                 g.comment = f.message.clone();
                 g.normalised = f.normalised.clone();
@@ -355,6 +374,7 @@ impl Triage {
             jid: findings.jid.clone(),
             fingerprint: fingerprint.to_owned(),
             sls: None,
+            pillar: false,
             state_id: None,
             function: None,
             state_key_hash: None,

@@ -22,6 +22,7 @@ mod support;
 mod systemd_live;
 mod tidy;
 mod triage;
+mod triage_corpus;
 mod triage_live;
 mod upstream;
 mod upstream_live;

@@ -15,7 +15,7 @@ use saltsight::bus::framing::{FrameSplitter, Split};
 use saltsight::event::{self, Body, json::to_json};
 use saltsight::sink::encode::Encoding;
 use saltsight::sink::segment;
-use saltsight::triage::category::classify;
+use saltsight::triage::category::{FailureText, classify};
 use saltsight::triage::failures::{MAX_DECODED_FAILURES, root_causes, walk};
 use saltsight::triage::render::render_errors;
 
@@ -217,13 +217,19 @@ proptest! {
         if let Some(run) = walk(&raw, true) {
             prop_assert!(run.failed.len() <= MAX_DECODED_FAILURES);
             for state in &run.failed {
-                let _ = classify(&[&state.comment], state.exit_code);
+                let _ = classify(&FailureText {
+                    function: &state.function,
+                    comment: &state.comment,
+                    stderr: state.stderr.as_deref(),
+                    stdout: state.stdout.as_deref(),
+                    exit_code: state.exit_code,
+                });
             }
             let _ = root_causes(run.failed);
         }
         if let Some(errors) = render_errors(&raw, Some(1)) {
             for error in errors {
-                let _ = classify(&[&error.message], None);
+                let _ = classify(&FailureText::comment(&error.message));
             }
         }
     }

@@ -6,13 +6,21 @@
 //! place, nor does one to a state never seen passing take its first commit's. A
 //! render error names its SLS and commit, and a minion's scheduled run is
 //! `scheduled`.
+//!
+//! And the failures people hit, reproduced on loopback (a package that does
+//! not exist, a repository that refuses, a server whose certificate is not
+//! trusted, a name that does not resolve, a state module that is not there, a
+//! conflicting ID, a pillar that does not render, a run refused because one is
+//! running): each one `failure_group` of three minions with its category and
+//! evidence, as `saltsight run` writes them.
 
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use saltsight::lab::{Lab, LabOptions};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::{Received, Saltsight, jid_from, lab_lock, read_records};
 
@@ -307,4 +315,258 @@ fn the_demo_names_its_failing_state_once_for_all_minions() {
         .filter(|r| r["kind"] == "job_completed")
         .count();
     assert_eq!(completed, 4, "the demo's four jobs complete");
+}
+
+/// A free loopback port: bound, then released (nothing listens on it after).
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `openssl s_server` on loopback with a self-signed certificate for another
+/// name: a TLS server the minions cannot trust. Stopped by its pid on drop.
+struct UntrustedTls {
+    child: Child,
+    port: u16,
+}
+
+impl UntrustedTls {
+    fn start(dir: &Path) -> Self {
+        let (key, cert) = (dir.join("key.pem"), dir.join("cert.pem"));
+        let made = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            ])
+            .args(["-subj", "/CN=artifacts.saltsight-lab.example"])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl req runs");
+        assert!(made.success(), "a self-signed certificate");
+        let port = free_port();
+        let child = Command::new("openssl")
+            .args(["s_server", "-quiet", "-www", "-accept"])
+            .arg(port.to_string())
+            .arg("-cert")
+            .arg(&cert)
+            .arg("-key")
+            .arg(&key)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("openssl s_server starts");
+        let server = UntrustedTls { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
+            assert!(Instant::now() < deadline, "s_server listens on {port}");
+            std::thread::yield_now();
+        }
+        server
+    }
+}
+
+impl Drop for UntrustedTls {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One state per failure, each on every minion (paths in the minion's cache).
+fn lab_failures(refused: u16, tls: u16) -> String {
+    format!(
+        "lab_no_such_package:\n  pkg.installed:\n    - name: saltsight-lab-no-such-package\n    - refresh: False\n\
+lab_repository_refuses:\n  file.managed:\n    - name: {{{{ opts['cachedir'] }}}}/app.deb\n    - source: http://127.0.0.1:{refused}/debian/pool/main/a/app/app_1.0_amd64.deb\n    - skip_verify: True\n\
+lab_untrusted_certificate:\n  file.managed:\n    - name: {{{{ opts['cachedir'] }}}}/artifact.tgz\n    - source: https://127.0.0.1:{tls}/artifact.tgz\n    - skip_verify: True\n\
+lab_name_does_not_resolve:\n  file.managed:\n    - name: {{{{ opts['cachedir'] }}}}/agent.tgz\n    - source: https://artifacts.saltsight-lab.invalid/agent.tgz\n    - skip_verify: True\n\
+lab_module_not_there:\n  saltsight_lab_missing.present:\n    - name: x\n"
+    )
+}
+
+/// `state.apply <args>` on every minion; its jid once `done` holds.
+fn apply_until(
+    lab: &Lab,
+    run: &Saltsight,
+    seen: &mut Vec<Received>,
+    target: &str,
+    args: &[&str],
+    done: impl Fn(&[Received], &str) -> bool,
+) -> String {
+    let mut cli = vec!["--show-jid", target, "state.apply"];
+    cli.extend(args);
+    let out = lab.salt(&cli).expect("state.apply");
+    let jid = jid_from(&out);
+    read_records(&run.stdout, seen, Duration::from_secs(120), |s| {
+        done(s, &jid)
+    })
+    .unwrap_or_else(|e| panic!("records for state.apply {args:?} ({jid}): {e:?}"));
+    jid
+}
+
+/// The named fields of a record.
+fn fields(r: &Value, names: &[&str]) -> Value {
+    names
+        .iter()
+        .map(|n| (n.to_string(), r[*n].clone()))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+#[test]
+fn the_failures_people_hit_are_classified_named_and_grouped_live() {
+    let _lock = lab_lock();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pillar = dir.path().join("pillar");
+    std::fs::create_dir_all(&pillar).expect("pillar dir");
+    let tls = UntrustedTls::start(dir.path());
+    let refused = free_port();
+    let lab = Lab::start(LabOptions {
+        extra_master: format!("pillar_roots:\n  base: [{}]\n", pillar.display()),
+        ..LabOptions::default()
+    })
+    .expect("lab starts");
+    let states = lab.root().join("states");
+    std::fs::write(
+        states.join("lab_failures.sls"),
+        lab_failures(refused, tls.port),
+    )
+    .expect("sls");
+    std::fs::write(
+        states.join("conflict_a.sls"),
+        "lab_conflict:\n  test.nop: []\n",
+    )
+    .expect("sls");
+    std::fs::write(
+        states.join("conflict_b.sls"),
+        "lab_conflict:\n  test.succeed_without_changes: []\n",
+    )
+    .expect("sls");
+    let config = dir.path().join("saltsight.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "master_id = \"lab\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndeadlines = {{ \"state.*\" = \"120s\" }}\n",
+            lab.master_config().display().to_string()
+        ),
+    )
+    .expect("write config");
+    let run = Saltsight::spawn_connected(&["--config", config.to_str().expect("utf-8"), "run"]);
+    let mut seen = Vec::new();
+    let groups = |seen: &[Received], jid: &str| -> Vec<Value> {
+        find(seen, "failure_group", jid)
+            .into_iter()
+            .cloned()
+            .collect()
+    };
+
+    // Five failures in one run, each on every minion: five groups of three.
+    let jid = apply_until(&lab, &run, &mut seen, "*", &["lab_failures"], |s, jid| {
+        groups(s, jid).len() >= 5
+    });
+    let names = [
+        "state_id", "category", "rule", "host", "url", "package", "count",
+    ];
+    let mut got: Vec<Value> = groups(&seen, &jid)
+        .iter()
+        .map(|g| fields(g, &names))
+        .collect();
+    got.sort_by_key(|g| g["state_id"].as_str().map(str::to_owned));
+    let tls_url = format!("https://127.0.0.1:{}/artifact.tgz", tls.port);
+    let refused_url =
+        format!("http://127.0.0.1:{refused}/debian/pool/main/a/app/app_1.0_amd64.deb");
+    assert_eq!(
+        got,
+        [
+            json!({"state_id": "lab_module_not_there", "category": "state_unavailable",
+                "rule": "state_not_found", "host": null, "url": null, "package": null, "count": 3}),
+            json!({"state_id": "lab_name_does_not_resolve", "category": "network.dns",
+                "rule": "getaddrinfo", "host": "artifacts.saltsight-lab.invalid",
+                "url": "https://artifacts.saltsight-lab.invalid/agent.tgz", "package": null, "count": 3}),
+            json!({"state_id": "lab_no_such_package", "category": "dependency.package",
+                "rule": "apt_no_package", "host": null, "url": null,
+                "package": "saltsight-lab-no-such-package", "count": 3}),
+            json!({"state_id": "lab_repository_refuses", "category": "network.connect",
+                "rule": "connect_refused", "host": "127.0.0.1", "url": refused_url,
+                "package": null, "count": 3}),
+            json!({"state_id": "lab_untrusted_certificate", "category": "network.connect",
+                "rule": "tls_verify", "host": "127.0.0.1", "url": tls_url, "package": null,
+                "count": 3}),
+        ],
+        "{:#?}",
+        groups(&seen, &jid)
+    );
+
+    // A conflicting ID: the first SLS that declares it, on every minion.
+    let jid = apply_until(
+        &lab,
+        &run,
+        &mut seen,
+        "*",
+        &["conflict_a,conflict_b"],
+        |s, jid| !groups(s, jid).is_empty(),
+    );
+    let g = &groups(&seen, &jid)[0];
+    assert_eq!(
+        fields(g, &["sls", "category", "rule", "count", "pillar"]),
+        json!({"sls": "conflict_a", "category": "render", "rule": "conflicting_ids", "count": 3,
+            "pillar": null}),
+        "{g}"
+    );
+
+    // A pillar that does not render: its SLS, not the header, once per minion.
+    std::fs::write(pillar.join("top.sls"), "base:\n  '*':\n    - lab_secrets\n").expect("top");
+    std::fs::write(
+        pillar.join("lab_secrets.sls"),
+        "db:\n  password: {{ vault.missing.key }}\n",
+    )
+    .expect("pillar sls");
+    let jid = apply_until(&lab, &run, &mut seen, "*", &["ok"], |s, jid| {
+        !groups(s, jid).is_empty()
+    });
+    let failures = find(&seen, "render_failure", &jid);
+    assert_eq!(failures.len(), 3, "one per minion, no header: {failures:?}");
+    let g = &groups(&seen, &jid)[0];
+    assert_eq!(
+        fields(g, &["sls", "category", "rule", "count", "pillar"]),
+        json!({"sls": "lab_secrets", "category": "render", "rule": "rendering_sls", "count": 3,
+            "pillar": true}),
+        "{g}"
+    );
+    std::fs::remove_file(pillar.join("top.sls")).expect("pillar top removed");
+
+    // A run refused because one is running: `already_running`, not a render failure.
+    lab.salt(&["--async", "web1", "state.apply", "sleep"])
+        .expect("async sleep");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = lab.salt(&[
+            "web1",
+            "saltutil.is_running",
+            "state.apply",
+            "--out",
+            "json",
+        ]);
+        let running = out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("\"jid\""));
+        if running {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the sleep run started");
+    }
+    let jid = apply_until(&lab, &run, &mut seen, "web1", &["ok"], |s, jid| {
+        !find(s, "render_failure", jid).is_empty()
+    });
+    let refused_run = find(&seen, "render_failure", &jid)[0];
+    assert_eq!(
+        fields(refused_run, &["minion", "category", "rule", "sls"]),
+        json!({"minion": "web1", "category": "already_running", "rule": "already_running",
+            "sls": null}),
+        "{refused_run}"
+    );
+    drop(tls);
 }

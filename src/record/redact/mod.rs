@@ -177,7 +177,7 @@ impl Redactor {
         let builtin: [(usize, String); 9] = [
             (
                 URL,
-                r#"(?i)(?-u:\b)[a-z][a-z0-9+.\-]*://(?P<s>[^/?#\s@"']+)@"#.into(),
+                r#"(?i)(?-u:\b)(?P<proto>[a-z][a-z0-9+.\-]*)://(?P<s>[^/?#\s@"']+)@"#.into(),
             ),
             // `-p<secret>` as mysql takes it; 4 characters at least, so that
             // bundled short flags (`cp -pr`, `tar -pxzf`) are not taken for one.
@@ -509,6 +509,9 @@ fn mask(pattern: &Pattern, text: &str) -> Option<(String, u64)> {
     };
     if !pattern.groups.is_empty() {
         for caps in pattern.regex.captures_iter(text) {
+            if pattern.rule == URL && names_an_ssh_user(&caps) {
+                continue;
+            }
             for m in pattern.groups.iter().filter_map(|&i| caps.get(i)) {
                 span(m.start(), m.end(), &mut out);
             }
@@ -523,6 +526,19 @@ fn mask(pattern: &Pattern, text: &str) -> Option<(String, u64)> {
     }
     out.push_str(&text[last..]);
     Some((out, n))
+}
+
+/// `ssh://git@host/...`: ssh takes no password in a URL, so a user name alone
+/// is not a credential (and the host after it is triage's evidence). A
+/// `user:password` pair is, in any scheme; so is a lone token in an HTTP URL
+/// (`https://<token>@github.com`).
+fn names_an_ssh_user(caps: &regex::Captures<'_>) -> bool {
+    let ssh = caps.name("proto").is_some_and(|p| {
+        ["ssh", "git+ssh", "ssh+git", "sftp"]
+            .iter()
+            .any(|s| p.as_str().eq_ignore_ascii_case(s))
+    });
+    ssh && caps.name("s").is_some_and(|u| !u.as_str().contains(':'))
 }
 
 /// `text` cut to at most `max` bytes (on a char boundary), ending with a marker

@@ -46,6 +46,31 @@ fn credentials_in_urls_are_masked_and_the_host_kept() {
 }
 
 #[test]
+fn an_ssh_user_name_is_not_a_credential_but_its_password_is() {
+    let r = redactor();
+    for kept in [
+        "Failed to check remote refs: ssh://git@git.example.com:2222/ops/app.git",
+        "git+ssh://deploy@git.example.com/ops/app.git",
+        "SSH://git@github.com/o/r",
+    ] {
+        assert_eq!(text(&r, kept), kept);
+    }
+    assert_eq!(
+        text(&r, "ssh://deploy:S3cret@git.example.com/ops/app.git"),
+        "ssh://[redacted]@git.example.com/ops/app.git"
+    );
+    // A token alone in an HTTP URL is still one.
+    assert_eq!(
+        text(
+            &r,
+            "https://ghp_abcdef123456@github.com/o/r and ssh://git@github.com/o/r"
+        ),
+        "https://[redacted]@github.com/o/r and ssh://git@github.com/o/r"
+    );
+    assert_eq!(count(&r, "url_credentials"), 2);
+}
+
+#[test]
 fn password_flags_are_masked() {
     let r = redactor();
     assert_eq!(
