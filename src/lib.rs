@@ -14,6 +14,7 @@
 //! - [`incident`]: external causes grouped by target across minions and jobs.
 //! - [`pressure`]: the master itself saturated (its workers, the bus, its requests).
 //! - [`master_processes`]: the salt-master's process tree from `/proc` (CPU, memory, by role).
+//! - [`history`]: the records kept on the master (SQLite), and the answers the query commands give.
 //! - [`record`]: the records emitted, with stable ids (docs/records.md).
 //! - [`config`]: saltsight's TOML, the Salt master's YAML, resolved into one validated [`config::Config`].
 //! - [`metrics`]: the Prometheus catalog and the `/metrics` endpoint (docs/metrics.md).
@@ -27,6 +28,7 @@ pub mod config;
 pub mod correlate;
 pub mod counter;
 pub mod event;
+pub mod history;
 pub mod incident;
 pub mod jobs;
 pub mod lab;

@@ -23,6 +23,12 @@ pub const RUNTIME: Status = Status {
     name: "FAILURE",
     meaning: "It ran and failed: a port in use, an output that cannot open, a recording that cannot be read.",
 };
+/// `job`, `minion`: what was asked for is not in the history.
+pub const NOT_FOUND: Status = Status {
+    code: 2,
+    name: "NOT_FOUND",
+    meaning: "Nothing found: the job or minion asked for is not in the history (job, minion).",
+};
 pub const BAD_INPUT: Status = Status {
     code: 3,
     name: "BAD_INPUT",
@@ -63,6 +69,7 @@ pub const INTERRUPTED: Status = Status {
 pub const ALL: &[Status] = &[
     OK,
     RUNTIME,
+    NOT_FOUND,
     BAD_INPUT,
     USAGE,
     UNAVAILABLE,

@@ -4,10 +4,15 @@ pub mod capture;
 pub mod check_config;
 pub mod demo;
 pub mod exit;
+pub mod failures;
 pub mod flags;
 pub mod generate;
+pub mod job;
+pub mod jobs;
 pub mod log;
 pub mod manual;
+pub mod minion;
+pub mod present;
 pub mod privilege;
 pub mod reload;
 pub mod replay;
@@ -91,6 +96,10 @@ impl Cli {
                 args.master.apply(&mut o);
                 args.frames.apply(&mut o);
             }
+            Command::Job(args) => args.query.state.apply(&mut o),
+            Command::Jobs(args) => args.query.state.apply(&mut o),
+            Command::Failures(args) => args.query.state.apply(&mut o),
+            Command::Minion(args) => args.query.state.apply(&mut o),
             Command::Demo(_) | Command::Generate(_) => {}
         }
         self.legacy.apply(&mut o);
@@ -112,6 +121,14 @@ pub enum Command {
     CheckConfig(check_config::CheckConfigArgs),
     /// Start a local Salt master with 3 minions, run a few jobs, and tail its bus.
     Demo(demo::DemoArgs),
+    /// One job's recap from the history: minions, reasons, root causes, commit.
+    Job(job::JobArgs),
+    /// Recent jobs from the history, one line each.
+    Jobs(jobs::JobsArgs),
+    /// Root causes across jobs from the history, by fingerprint.
+    Failures(failures::FailuresArgs),
+    /// One minion's recent jobs, successes, misses and failures from the history.
+    Minion(minion::MinionArgs),
     /// Write man pages and shell completions (for packaging).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -234,6 +251,19 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
+    // The query commands read the history and need no runtime.
+    let mut stdout = std::io::stdout().lock();
+    let answered = match &command {
+        Command::Job(args) => Some(job::run(args, &config, &mut stdout)),
+        Command::Jobs(args) => Some(jobs::run(args, &config, &mut stdout)),
+        Command::Failures(args) => Some(failures::run(args, &config, &mut stdout)),
+        Command::Minion(args) => Some(minion::run(args, &config, &mut stdout)),
+        _ => None,
+    };
+    drop(stdout);
+    if let Some(answer) = answered {
+        return answer;
+    }
     if let Command::CheckConfig(args) = &command {
         let report = runtime.block_on(check_config::run(
             args,
@@ -269,7 +299,12 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
             Command::Capture(args) => capture::run(args, session).await,
             Command::Replay(args) => replay::run(args, session).await,
             Command::Demo(args) => demo::run(args, session).await,
-            Command::CheckConfig(_) | Command::Generate(_) => Ok(Outcome::Ok),
+            Command::CheckConfig(_)
+            | Command::Generate(_)
+            | Command::Job(_)
+            | Command::Jobs(_)
+            | Command::Failures(_)
+            | Command::Minion(_) => Ok(Outcome::Ok),
         }
     });
     result.map_err(|error| {

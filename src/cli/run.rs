@@ -22,6 +22,7 @@ use crate::pipeline::{
 };
 use crate::service::ServiceManager;
 use crate::shutdown;
+use crate::sink::history::HistoryOutput;
 
 /// Where records go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -76,11 +77,21 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
         redactor,
         cancel,
     } = session;
-    let (outputs, senders) =
+    let (mut outputs, senders) =
         open_outputs(&outputs, &config.spool, args.output.into(), Clock::Wall)?;
     let stages = Stages::from_config(&config);
     let mut counts = stages.counts();
     counts.push(outputs.counts());
+    if config.history.enabled {
+        // Without its history the agent still watches: said once, not fatal.
+        match HistoryOutput::open(&config.history) {
+            Ok((history, stats)) => {
+                outputs.add(Box::new(history));
+                counts.push(stats);
+            }
+            Err(error) => tracing::error!(%error, "Cannot open the history; running without it."),
+        }
+    }
     let checkpoint = config.state.checkpoint.then(|| {
         let checkpointer = Checkpointer::new(
             &config.state.dir,

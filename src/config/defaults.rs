@@ -56,6 +56,12 @@ pub const DEFAULT_ROLLOUT_UPDATE_EVERY: Duration = Duration::from_secs(30);
 pub const DEFAULT_ROLLOUT_STALL_AFTER: Duration = Duration::from_secs(3600);
 pub const DEFAULT_ROLLOUT_MAX_OPEN: usize = 16;
 
+// The history kept on the master.
+pub const DEFAULT_HISTORY_FILE: &str = "history.db";
+pub const DEFAULT_HISTORY_MAX_AGE: Duration = Duration::from_secs(7 * 86_400);
+pub const DEFAULT_HISTORY_MAX_BYTES: u64 = 1 << 30;
+pub const DEFAULT_HISTORY_BATCH_MAX_AGE: Duration = Duration::from_secs(1);
+
 // What survives a restart.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/saltsight/state";
 pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);

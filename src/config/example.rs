@@ -163,6 +163,18 @@ stall_after = "{ro_stall}s"
 # Rollouts open at once per state tree.
 max_open = {ro_open}
 
+[history]
+# Every record (redacted, as the outputs get it) is kept on the master in an
+# SQLite store, so that `saltsight job JID`, `jobs`, `failures` and `minion`
+# answer without an upstream. Written in batches from a thread of its own; the
+# oldest records go first past max_age or max_bytes. The file is 0640: readable
+# by saltsight's group (salt), not by the world.
+enabled = true
+# path = "{state_dir}/history.db"   # default: history.db in state.dir
+max_age = "{hist_age}d"
+max_bytes = {hist_bytes}
+batch_max_age = "{hist_batch}s"
+
 [state]
 # What survives a restart (an upgrade, a reboot): a checkpoint of the jobs in
 # flight (each minion's state), triage's open failure groups, missing streaks,
@@ -274,6 +286,9 @@ format = "text"
         DEFAULT_MAX_HISTORY,
         spool_dir = DEFAULT_SPOOL_DIR,
         state_dir = DEFAULT_STATE_DIR,
+        hist_age = DEFAULT_HISTORY_MAX_AGE.as_secs() / 86_400,
+        hist_bytes = DEFAULT_HISTORY_MAX_BYTES,
+        hist_batch = DEFAULT_HISTORY_BATCH_MAX_AGE.as_secs(),
         ro_relist = DEFAULT_ROLLOUT_RELIST_EVERY.as_secs(),
         ro_update = DEFAULT_ROLLOUT_UPDATE_EVERY.as_secs(),
         ro_stall = DEFAULT_ROLLOUT_STALL_AFTER.as_secs(),

@@ -31,6 +31,8 @@ pub struct FileConfig {
     pub pressure: super::pressure::PressureSection,
     #[serde(default)]
     pub rollouts: super::rollouts::RolloutsSection,
+    #[serde(default)]
+    pub history: super::history::HistorySection,
     /// `[[output]]`: where records go (default: stdout); each output kind
     /// reads its own keys (`sink`).
     #[serde(default)]
@@ -129,7 +131,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         table.remove(&key);
         found.push((key, of::<FileConfig>().join(", ")));
     }
-    let sections: [(&str, &[&str]); 12] = [
+    let sections: [(&str, &[&str]); 13] = [
         ("bus", of::<BusSection>()),
         ("jobs", of::<JobsSection>()),
         ("triage", of::<TriageSection>()),
@@ -140,6 +142,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         ("incidents", of::<super::incidents::IncidentsSection>()),
         ("pressure", of::<super::pressure::PressureSection>()),
         ("rollouts", of::<super::rollouts::RolloutsSection>()),
+        ("history", of::<super::history::HistorySection>()),
         ("metrics", of::<super::metrics::MetricsSection>()),
         ("redact", of::<super::redact::RedactSection>()),
     ];

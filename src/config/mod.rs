@@ -8,6 +8,7 @@ pub mod example;
 pub mod fields;
 pub mod file;
 pub mod glob;
+pub mod history;
 pub mod incidents;
 pub mod master;
 pub mod metrics;

@@ -27,6 +27,7 @@ pub struct Config {
     pub incidents: super::incidents::IncidentConfig,
     pub pressure: super::pressure::PressureConfig,
     pub rollouts: super::rollouts::RolloutConfig,
+    pub history: super::history::HistoryConfig,
     /// `[[output]]` as written (each output kind checks its own; see `load_with`).
     pub outputs: Vec<RawOutput>,
     pub metrics: super::metrics::MetricsConfig,

@@ -93,6 +93,7 @@ pub fn load_with<T>(
     let correlate = resolve_correlate(&file, &master, &jobs, &mut errors, &mut warnings);
     let spool = resolve_spool(&file.spool, &mut errors);
     let state = super::state::resolve_state(&file.state, overrides.state_dir.as_ref(), &mut errors);
+    let history = super::history::resolve(&file.history, &state.dir, &mut errors);
     let incidents = super::incidents::resolve(&file.incidents, &mut errors);
     let master = master_settings(&file, overrides);
     let pressure = super::pressure::resolve(
@@ -126,6 +127,7 @@ pub fn load_with<T>(
                 incidents,
                 pressure,
                 rollouts,
+                history,
                 outputs: raw,
                 metrics,
                 redact,

@@ -17,6 +17,7 @@
 pub mod deliver;
 pub mod encode;
 pub mod file;
+pub mod history;
 pub mod http;
 pub mod output;
 pub mod retry;
@@ -71,6 +72,8 @@ pub enum SinkError {
     },
     #[error("writing records to stdout: {0}")]
     Stdout(std::io::Error),
+    #[error("{0}")]
+    History(String),
 }
 
 crate::counts! {
@@ -96,6 +99,11 @@ pub struct Senders {
 }
 
 impl Outputs {
+    /// One more output beside the configured ones (the history on the master).
+    pub fn add(&mut self, output: Box<dyn Output>) {
+        self.outputs.push(output);
+    }
+
     /// Opens every output: files, spools (recovering an earlier run's batches)
     /// and upstream clients. Any failure names its output.
     pub fn open(

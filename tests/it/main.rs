@@ -7,6 +7,7 @@ mod cli;
 mod clickhouse;
 mod clickhouse_fleet;
 mod faults;
+mod history_live;
 mod incidents_live;
 mod jobs;
 mod jobs_live;

@@ -24,6 +24,7 @@ const ORDER: &[&str] = &[
     "correlate",
     "incident",
     "pressure",
+    "history",
     "sink",
     "metrics",
     "service",

@@ -1,0 +1,174 @@
+//! Tests of the history store: write, read back, prune by age and size.
+use super::query::{JobFilter, failures, job, jobs, minion};
+use super::*;
+use crate::record::{
+    JobCompleted, JobContext, JobPublished, MinionMissing, MinionReturn, MissingEvidence,
+    MissingReason, RecordFactory,
+};
+use std::collections::BTreeMap;
+
+const S: i64 = 1_000_000;
+
+fn rows(records: &[Record]) -> Vec<Row> {
+    records
+        .iter()
+        .map(|r| Row::of(r, &serde_json::to_vec(r).expect("a record serialises")))
+        .collect()
+}
+
+/// A job of three minions: one returned, one failed, one missing.
+fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
+    let ret = |minion: &str, ok: bool| {
+        f.make(
+            Stamp((t + 1) * S),
+            &[jid, minion],
+            RecordBody::MinionReturn(MinionReturn {
+                jid: jid.into(),
+                minion: minion.into(),
+                fun: Some("state.apply".into()),
+                retcode: Some(if ok { 0 } else { 2 }),
+                salt_success: Some(ok),
+                succeeded: ok,
+                context: JobContext::default(),
+                schedule: None,
+                duration_ms: Some(1000),
+                states: None,
+                trimmed: None,
+            }),
+        )
+    };
+    vec![
+        f.make(
+            Stamp(t * S),
+            &[jid],
+            RecordBody::JobPublished(JobPublished {
+                jid: jid.into(),
+                fun: "state.apply".into(),
+                arg: None,
+                tgt: vec!["*".into()],
+                tgt_type: Some("glob".into()),
+                user: Some("alice".into()),
+                expected: vec!["a".into(), "b".into(), "c".into()],
+                expected_count: 3,
+                not_connected: vec![],
+                deadline: Stamp((t + 60) * S),
+                context: JobContext::default(),
+                commits: BTreeMap::new(),
+            }),
+        ),
+        ret("a", true),
+        ret("b", false),
+        f.make(
+            Stamp((t + 60) * S),
+            &[jid, "c"],
+            RecordBody::MinionMissing(MinionMissing {
+                jid: jid.into(),
+                minion: "c".into(),
+                fun: "state.apply".into(),
+                reason: MissingReason::NoResponse,
+                evidence: MissingEvidence::Nothing,
+                disconnected_at: None,
+                streak: 2,
+                published_at: Stamp(t * S),
+                deadline: Stamp((t + 60) * S),
+                during_master_pressure: None,
+                context: JobContext::default(),
+            }),
+        ),
+        f.make(
+            Stamp((t + 60) * S),
+            &[jid, "0"],
+            RecordBody::JobCompleted(JobCompleted {
+                jid: jid.into(),
+                fun: "state.apply".into(),
+                tgt: vec!["*".into()],
+                expected: 3,
+                returned: 2,
+                succeeded: 1,
+                failed: 1,
+                missing: [(MissingReason::NoResponse, 1)].into_iter().collect(),
+                published_at: Stamp(t * S),
+                duration_ms: 60_000,
+                first_return_ms: Some(1000),
+                revision: 0,
+                evicted: false,
+                during_master_pressure: None,
+                context: JobContext::default(),
+            }),
+        ),
+    ]
+}
+
+#[test]
+fn a_job_reads_back_as_it_was_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let mut store = Store::open_writer(&path).expect("open");
+    let f = RecordFactory::new("m");
+    let records = a_job(&f, "1", 100);
+    assert_eq!(store.insert(&rows(&records)).unwrap(), 5);
+    assert_eq!(
+        store.insert(&rows(&records)).unwrap(),
+        0,
+        "the same records once"
+    );
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
+    let reader = Store::open_reader(&path).expect("read");
+    let recap = job(&reader, "1").unwrap().expect("the job");
+    assert_eq!(
+        (recap.fun.as_str(), recap.user.as_str(), recap.expected),
+        ("state.apply", "alice", 3)
+    );
+    assert_eq!(
+        (recap.succeeded.clone(), recap.failed.clone()),
+        (vec!["a".to_owned()], vec!["b".to_owned()])
+    );
+    assert_eq!(recap.missing[0].minion, "c");
+    assert_eq!(
+        (recap.missing[0].reason.as_str(), recap.missing[0].streak),
+        ("no_response", 2)
+    );
+    assert!(job(&reader, "2").unwrap().is_none());
+    let listed = jobs(&reader, &JobFilter::default()).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].returned, listed[0].failed, listed[0].missing),
+        (2, 1, 1)
+    );
+    let only_failed = JobFilter {
+        failed_only: true,
+        fun: Some(crate::config::glob::Glob::new("test.*")),
+        ..JobFilter::default()
+    };
+    assert!(
+        jobs(&reader, &only_failed).unwrap().is_empty(),
+        "not a test.* job"
+    );
+    let c = minion(&reader, "c", 10).unwrap().expect("c");
+    assert_eq!((c.streak, c.jobs[0].outcome.as_str()), (2, "no_response"));
+    assert!(failures(&reader, None).unwrap().is_empty());
+}
+
+#[test]
+fn the_oldest_go_first_past_the_age_and_the_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open_writer(&dir.path().join("history.db")).expect("open");
+    let f = RecordFactory::new("m");
+    for i in 0..400 {
+        store
+            .insert(&rows(&a_job(&f, &format!("{i}"), i * 100)))
+            .unwrap();
+    }
+    let (aged, sized) = store.prune(Stamp(100 * 100 * S), u64::MAX).unwrap();
+    assert_eq!((aged, sized), (100 * 5, 0), "the first 100 jobs, by age");
+    let before = store.figures().unwrap();
+    assert!(before.oldest >= Some(Stamp(100 * 100 * S)));
+    let (_, sized) = store.prune(Stamp(0), before.bytes / 2).unwrap();
+    let after = store.figures().unwrap();
+    assert!(
+        sized > 0 && after.bytes <= before.bytes / 2,
+        "{before:?} {after:?}"
+    );
+    assert!(after.oldest > before.oldest, "the oldest went first");
+}
