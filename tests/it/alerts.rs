@@ -41,6 +41,17 @@ pub fn metric_names(exprs: &[String]) -> BTreeSet<String> {
 /// Salt 3008's own metrics, as its Prometheus exporter names them (the
 /// master's `metrics:` option; only the main process's reach it): the
 /// dashboard shows them beside saltsight's where a master exports them.
+/// Series that exist once a watched state tree has a rollout (a `repo` label
+/// per checkout): the rollouts' live test scrapes them.
+pub const NEED_A_WATCHED_STATE_TREE: &[&str] = &[
+    "saltsight_rollout_minions",
+    "saltsight_rollout_stalled",
+    "saltsight_rollout_pending_since_timestamp_seconds",
+    "saltsight_release_delay_seconds_bucket",
+    "saltsight_release_delay_seconds_count",
+    "saltsight_release_delay_seconds_sum",
+];
+
 pub const SALT_OWN_METRICS: &[&str] = &[
     "salt_master_workers_queue_depth",
     "salt_master_connected_minions_count",

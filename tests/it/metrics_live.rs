@@ -14,7 +14,10 @@ use nix::sys::signal::Signal;
 use saltsight::lab::{Lab, LabOptions};
 use serde_json::Value;
 
-use crate::alerts::{SALT_OWN_METRICS, dashboard_exprs, metric_names, rule_exprs, sample_names};
+use crate::alerts::{
+    NEED_A_WATCHED_STATE_TREE, SALT_OWN_METRICS, dashboard_exprs, metric_names, rule_exprs,
+    sample_names,
+};
 use crate::support::prometheus::{alertmanager, packaging, prometheus};
 use crate::support::upstream::{Reply, Upstream, get};
 use crate::support::{Saltsight, lab_lock, metrics_address_once_connected, read_records, salt_bg};
@@ -236,7 +239,11 @@ fn a_minion_killed_mid_job_reaches_alertmanager_as_a_missing_returns_alert() {
         .collect::<BTreeSet<_>>();
     let absent: Vec<&String> = referenced
         .iter()
-        .filter(|n| !live.contains(*n) && !SALT_OWN_METRICS.contains(&n.as_str()))
+        .filter(|n| {
+            !live.contains(*n)
+                && !SALT_OWN_METRICS.contains(&n.as_str())
+                && !NEED_A_WATCHED_STATE_TREE.contains(&n.as_str())
+        })
         .collect();
     assert!(
         absent.is_empty(),

@@ -13,7 +13,9 @@ use std::time::Duration;
 use saltsight::lab::{Lab, LabOptions};
 use serde_json::Value;
 
-use crate::support::{Received, Saltsight, lab_lock, read_records};
+use crate::alerts::{NEED_A_WATCHED_STATE_TREE, sample_names};
+use crate::support::upstream::get;
+use crate::support::{Received, Saltsight, lab_lock, metrics_address_once_connected, read_records};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -76,12 +78,20 @@ fn a_commit_is_followed_from_its_move_to_every_minion() {
         &config,
         format!(
             "master_id = \"lab\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndeadlines = {{ \"state.*\" = \"20s\" }}\n\
+             [metrics]\nlisten_address = \"127.0.0.1:0\"\n\
              [rollouts]\nupdate_every = \"1s\"\nstall_after = \"8s\"\n",
             lab.master_config().display().to_string()
         ),
     )
     .expect("write config");
-    let run = Saltsight::spawn_connected(&["--config", config.to_str().expect("utf-8"), "run"]);
+    let run = Saltsight::spawn(&[
+        "--config",
+        config.to_str().expect("utf-8"),
+        "--log-format",
+        "json",
+        "run",
+    ]);
+    let metrics = metrics_address_once_connected(&run, &mut Vec::new());
     let mut seen = Vec::new();
     let wait = |seen: &mut Vec<Received>, what: &str, done: &dyn Fn(&[Received]) -> bool| {
         read_records(&run.stdout, seen, Duration::from_secs(90), |s| done(s))
@@ -166,5 +176,25 @@ fn a_commit_is_followed_from_its_move_to_every_minion() {
         "{stalled}"
     );
     assert_eq!(stalled["sample_pending"], serde_json::json!(["db1"]));
+
+    // The series the shipped rule and dashboard read, for this state tree.
+    let (_, exposition) = get(metrics, "/metrics").expect("scrape");
+    let live = sample_names(&exposition);
+    for name in NEED_A_WATCHED_STATE_TREE {
+        assert!(live.contains(*name), "{name} absent from /metrics");
+    }
+    assert!(
+        exposition
+            .lines()
+            .any(|l| l.starts_with("saltsight_rollout_stalled{") && l.ends_with(" 1")),
+        "D stalled on /metrics: {exposition}"
+    );
+    assert!(
+        exposition
+            .lines()
+            .any(|l| l.starts_with("saltsight_release_delay_seconds_count{")
+                && l.contains("reach=\"100\"")),
+        "A's and C's delays observed"
+    );
     lab.start_minion("db1").expect("restart db1");
 }
