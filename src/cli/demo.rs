@@ -2,21 +2,30 @@
 //! test harness's lab, Salt from PyPI in a cached venv), makes its state tree a git
 //! checkout, runs a few jobs (one of them a failing state.apply) and prints the
 //! records `saltsight run` makes of them (or, with `--events`, the bus as
-//! `saltsight tail` shows it). Stops by itself and removes the lab.
+//! `saltsight tail` shows it), then ends with the answer: `saltsight job` for
+//! the failing job, from a history in the lab. Stops by itself and removes
+//! the lab.
 
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 
+use super::present::Style;
 use super::tail::{TailArgs, TailHandler};
 use super::{Outcome, Session};
 use crate::bus::reader::Delivery;
+use crate::config::history::HistoryConfig;
 use crate::config::{BusConfig, RepoSpec};
+use crate::history::Store;
+use crate::history::query::{self, JobFilter};
 use crate::lab::{Lab, LabOptions};
 use crate::metrics::Observer;
 use crate::pipeline::{Agent, Clock, Consumer, OutputChoice, Source, Stages, open_outputs};
+use crate::sink::history::HistoryOutput;
+use crate::sink::stdout::StdoutFormat;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -30,6 +39,8 @@ pub struct DemoArgs {
     /// command to use is printed)
     #[arg(long)]
     pub keep: bool,
+    #[command(flatten)]
+    pub format: super::flags::FormatArgs,
 }
 
 /// The jobs the demo runs, as `salt` arguments.
@@ -77,6 +88,7 @@ pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
             Vec::new()
         }
     };
+    let history_path = lab.root().join("history.db");
     let source = Source::live(&config.bus, Delivery::Frames);
     let consumer = Consumer::new(source, config.bus.queue_frames, cancel.clone());
     let pipeline = if args.events {
@@ -93,7 +105,20 @@ pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
         tokio::spawn(async move { consumer.run(handler).await.map(|(summary, _)| summary) })
     } else {
         // Stdout only: no spool, so no senders to start.
-        let (outputs, _) = open_outputs(&[], &config.spool, OutputChoice::Stdout, Clock::Wall)?;
+        let (mut outputs, _) = open_outputs(
+            &[],
+            &config.spool,
+            OutputChoice::Stdout,
+            args.format.stdout_format(),
+            Clock::Wall,
+        )?;
+        // A history of its own, in the lab, for the recap at the end.
+        let (history, _) = HistoryOutput::open(&HistoryConfig {
+            enabled: true,
+            path: history_path.clone(),
+            ..config.history.clone()
+        })?;
+        outputs.add(Box::new(history));
         let agent = Agent::new(
             Stages::from_config(&config),
             Clock::Wall,
@@ -138,12 +163,42 @@ pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
         cancel.cancel();
     }
     pipeline.await.context("pipeline task")??;
+    if !args.events {
+        recap_failing_job(&history_path, args.format.stdout_format())?;
+    }
     eprintln!("\nStopping the lab.");
     // The lab's Drop stops its processes by process group.
     tokio::task::spawn_blocking(move || drop(lab))
         .await
         .context("lab teardown")?;
     Ok(Outcome::Ok)
+}
+
+/// The answer the demo ends with: `saltsight job` for the newest job that
+/// failed, read back from the history the pipeline wrote. Below readable
+/// records on stdout; on stderr when stdout carries JSON lines, which stay
+/// JSON lines.
+fn recap_failing_job(history: &std::path::Path, records: StdoutFormat) -> anyhow::Result<()> {
+    let store = Store::open_reader(history)?;
+    let filter = JobFilter {
+        failed_only: true,
+        ..JobFilter::default()
+    };
+    let Some(failed) = query::jobs(&store, &filter)?.into_iter().next() else {
+        eprintln!("\nNo job failed.");
+        return Ok(());
+    };
+    let Some(recap) = query::job(&store, &failed.jid)? else {
+        return Ok(());
+    };
+    eprintln!("\n>>> saltsight job {}", failed.jid);
+    let (mut out, style): (Box<dyn Write>, Style) = match records {
+        StdoutFormat::Text => (Box::new(std::io::stdout().lock()), Style::for_stdout()),
+        StdoutFormat::Json => (Box::new(std::io::stderr().lock()), Style::plain()),
+    };
+    super::job::show(&recap, style, &mut out)?;
+    out.flush()?;
+    Ok(())
 }
 
 /// Makes the lab's state tree a git checkout with one commit, so the records

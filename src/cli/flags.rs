@@ -231,3 +231,33 @@ impl StateArgs {
         o.state_dir.clone_from(&self.state_dir);
     }
 }
+
+/// How records look on standard output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecordFormat {
+    /// JSON lines (the default when stdout is not a terminal)
+    Json,
+    /// One readable line per record (the default on a terminal)
+    Text,
+}
+
+#[derive(Debug, Default, Clone, Args)]
+pub struct FormatArgs {
+    /// How records look on stdout: readable lines on a terminal, JSON lines
+    /// otherwise, unless this says
+    #[arg(long, value_enum)]
+    pub format: Option<RecordFormat>,
+}
+
+impl FormatArgs {
+    pub fn stdout_format(&self) -> crate::sink::stdout::StdoutFormat {
+        use crate::sink::stdout::StdoutFormat;
+        let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        match self.format {
+            Some(RecordFormat::Json) => StdoutFormat::Json,
+            Some(RecordFormat::Text) => StdoutFormat::Text,
+            None if on_terminal => StdoutFormat::Text,
+            None => StdoutFormat::Json,
+        }
+    }
+}

@@ -19,6 +19,8 @@ pub struct ReplayArgs {
     /// Where records go
     #[arg(long, value_enum, default_value = "none")]
     pub output: Output,
+    #[command(flatten)]
+    pub format: super::flags::FormatArgs,
     #[command(flatten, next_help_heading = "Event bus")]
     pub master: MasterArgs,
     #[command(flatten, next_help_heading = "Event bus")]
@@ -36,6 +38,7 @@ pub async fn run(args: ReplayArgs, session: Session) -> anyhow::Result<Outcome> 
         &outputs,
         &config.spool,
         args.output.into(),
+        args.format.stdout_format(),
         Clock::EventTime,
     )?;
     let sending = senders.spawn();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use tokio::signal::unix::Signal;
 
-use super::flags::{BusArgs, StateArgs, WebArgs};
+use super::flags::{BusArgs, FormatArgs, StateArgs, WebArgs};
 use super::log::LogLevel;
 use super::reload::Reloader;
 use super::{Outcome, Session};
@@ -50,6 +50,8 @@ pub struct RunArgs {
     /// Where records go
     #[arg(long, value_enum, default_value = "config")]
     pub output: Output,
+    #[command(flatten)]
+    pub format: FormatArgs,
     /// Run as root anyway (saltsight needs only read access to the bus socket:
     /// run it as the master's user or a member of its group)
     #[arg(long, env = "SALTSIGHT_ALLOW_ROOT")]
@@ -77,8 +79,13 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
         redactor,
         cancel,
     } = session;
-    let (mut outputs, senders) =
-        open_outputs(&outputs, &config.spool, args.output.into(), Clock::Wall)?;
+    let (mut outputs, senders) = open_outputs(
+        &outputs,
+        &config.spool,
+        args.output.into(),
+        args.format.stdout_format(),
+        Clock::Wall,
+    )?;
     let stages = Stages::from_config(&config);
     let mut counts = stages.counts();
     counts.push(outputs.counts());

@@ -3,6 +3,7 @@
 
 use crate::config::spool::SpoolConfig;
 use crate::config::{Config, ConfigErrors, Overrides};
+use crate::sink::stdout::StdoutFormat;
 use crate::sink::{OutputSpec, Outputs, Senders, SinkError, resolve_outputs};
 
 use super::clock::Clock;
@@ -30,6 +31,7 @@ pub fn open_outputs(
     specs: &[OutputSpec],
     spool: &SpoolConfig,
     choice: OutputChoice,
+    stdout_format: StdoutFormat,
     clock: Clock,
 ) -> Result<(Outputs, Senders), SinkError> {
     let stdout_only = [OutputSpec::stdout()];
@@ -39,5 +41,11 @@ pub fn open_outputs(
         OutputChoice::None => &[],
     };
     let flush_each = clock == Clock::Wall;
-    Outputs::open(specs, spool, Box::new(std::io::stdout()), flush_each)
+    Outputs::open(
+        specs,
+        spool,
+        Box::new(std::io::stdout()),
+        stdout_format,
+        flush_each,
+    )
 }

@@ -5,6 +5,7 @@
 
 pub mod episodes;
 pub mod redact;
+pub mod text;
 
 pub use episodes::{
     Delays, EpisodeStatus, ExternalIncident, IncidentEnd, MasterPressure, PressureSignal, Rollout,

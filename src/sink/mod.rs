@@ -110,6 +110,7 @@ impl Outputs {
         specs: &[OutputSpec],
         spool: &SpoolConfig,
         stdout: Box<dyn Write + Send>,
+        stdout_format: stdout::StdoutFormat,
         flush_each: bool,
     ) -> Result<(Outputs, Senders), SinkError> {
         let mut stdout = Some(stdout);
@@ -118,6 +119,7 @@ impl Outputs {
             spool,
             stdout: &mut stdout,
             flush_each,
+            stdout_format,
             deliveries: &mut deliveries,
         };
         let mut outputs = Vec::new();

@@ -62,6 +62,8 @@ pub struct OpenContext<'a> {
     pub stdout: &'a mut Option<Box<dyn std::io::Write + Send>>,
     /// Flush stdout after each event (live); replay lets it buffer.
     pub flush_each: bool,
+    /// How records look on stdout.
+    pub stdout_format: super::stdout::StdoutFormat,
     /// Senders to start on the runtime (one per spooled output).
     pub deliveries: &'a mut Vec<Delivery>,
 }

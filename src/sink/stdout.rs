@@ -1,5 +1,6 @@
 //! The `stdout` output: records as JSON lines on standard output (the journal,
-//! under systemd). It has no keys of its own.
+//! under systemd), or one readable line each for a person at a terminal
+//! (`record::text`). It has no keys of its own.
 
 use std::io::{BufWriter, Write};
 
@@ -12,6 +13,16 @@ use crate::record::Record;
 
 /// `type = "stdout"`.
 pub struct Stdout;
+
+/// How records look on standard output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StdoutFormat {
+    /// JSON lines: the contract, for pipes and the journal.
+    #[default]
+    Json,
+    /// One readable line per record (`record::text`), for a terminal.
+    Text,
+}
 
 /// No keys besides `type` and `name`.
 #[derive(Debug, Deserialize)]
@@ -46,6 +57,7 @@ impl OutputKind for Stdout {
             out: BufWriter::new(out),
             lines: Vec::new(),
             flush_each: context.flush_each,
+            format: context.stdout_format,
         }))
     }
 }
@@ -55,6 +67,7 @@ struct StdoutOutput {
     out: BufWriter<Box<dyn Write + Send>>,
     lines: Vec<u8>,
     flush_each: bool,
+    format: StdoutFormat,
 }
 
 impl Output for StdoutOutput {
@@ -62,8 +75,15 @@ impl Output for StdoutOutput {
         &self.name
     }
 
-    fn queue(&mut self, _: &Record, json: &[u8]) -> Result<(), OutputError> {
-        self.lines.extend_from_slice(json);
+    fn queue(&mut self, record: &Record, json: &[u8]) -> Result<(), OutputError> {
+        match self.format {
+            StdoutFormat::Json => self.lines.extend_from_slice(json),
+            StdoutFormat::Text => {
+                self.lines
+                    .extend_from_slice(crate::record::text::line(record).as_bytes());
+                self.lines.push(b'\n');
+            }
+        }
         Ok(())
     }
 

@@ -237,9 +237,14 @@ fn exposition_with(metrics: &str) -> String {
         ..Default::default()
     })
     .expect("config loads");
-    let (outputs, senders) =
-        open_outputs(&outputs, &config.spool, OutputChoice::Config, Clock::Wall)
-            .expect("outputs open");
+    let (outputs, senders) = open_outputs(
+        &outputs,
+        &config.spool,
+        OutputChoice::Config,
+        Default::default(),
+        Clock::Wall,
+    )
+    .expect("outputs open");
     let stages = Stages::from_config(&config);
     let mut counts = stages.counts();
     counts.push(outputs.counts());

@@ -551,3 +551,57 @@ fn every_exit_code_is_documented_and_the_final_ones_are_not_restarted() {
     let install = std::fs::read_to_string(root.join("docs/install.md")).unwrap();
     assert!(install.contains(&format!("RestartPreventExitStatus={final_codes}")));
 }
+
+/// `--format text` (the default on a terminal) gives one readable line per
+/// record, the same records as the JSON lines, in the same order.
+#[test]
+fn records_as_text_are_one_readable_line_each() {
+    let capture = fixture("captures/3008.3_ipc_state_apply_fail.bin");
+    let capture = capture.to_str().expect("utf-8");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("saltsight.toml");
+    std::fs::write(
+        &config,
+        "master_id = \"lab\"\n[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n",
+    )
+    .expect("config");
+    let config = config.to_str().expect("utf-8");
+    let run = |format: &str| {
+        let out = saltsight(&[
+            "--config", config, "replay", "--output", "stdout", "--format", format, capture,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let (json, text) = (run("json"), run("text"));
+    let records: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), records.len(), "{text}");
+    for (line, record) in lines.iter().zip(&records) {
+        let kind = record["kind"].as_str().expect("kind");
+        assert!(!line.starts_with('{'), "{line}");
+        assert_eq!(line.split_whitespace().nth(1), Some(kind), "{line}");
+        if let Some(jid) = record["jid"].as_str() {
+            assert!(line.contains(jid), "{line}");
+        }
+        if kind == "state_failure" || kind == "minion_missing" {
+            let minion = record["minion"].as_str().expect("minion");
+            assert!(line.contains(minion), "{line}");
+        }
+        if kind == "failure_group" {
+            let count = record["count"].as_u64().expect("count");
+            assert!(line.contains(&format!("on {count} minion(s)")), "{line}");
+        }
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("FAILED")),
+        "a failed return reads as failed: {text}"
+    );
+}

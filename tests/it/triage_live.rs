@@ -276,7 +276,9 @@ fn a_breaking_commit_is_named_across_minions_with_its_suspect_range() {
 }
 
 /// The README's first command: `saltsight demo` prints the records of its jobs,
-/// the failing `state.apply fail` as one group of 3 with the commit it ran under.
+/// the failing `state.apply fail` as one group of 3 with the commit it ran under,
+/// and ends with `saltsight job` for that job (on stderr here: stdout, a pipe,
+/// carries JSON lines).
 #[test]
 fn the_demo_names_its_failing_state_once_for_all_minions() {
     let _lock = lab_lock();
@@ -315,6 +317,23 @@ fn the_demo_names_its_failing_state_once_for_all_minions() {
         .filter(|r| r["kind"] == "job_completed")
         .count();
     assert_eq!(completed, 4, "the demo's four jobs complete");
+
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let recap = stderr
+        .split(&format!(
+            ">>> saltsight job {}",
+            g["jid"].as_str().expect("jid")
+        ))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no recap of the failing job: {stderr}"));
+    for line in [
+        "3 expected: 0 succeeded, 3 failed, 0 missing",
+        "failed     db1, web1, web2",
+        "3 minions  fail:lab_failing_cmd  cmd.run  command",
+        "introduced by",
+    ] {
+        assert!(recap.contains(line), "{line:?} not in the recap: {recap}");
+    }
 }
 
 /// A free loopback port: bound, then released (nothing listens on it after).

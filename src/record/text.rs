@@ -1,0 +1,266 @@
+//! One readable line per record, for `saltsight run` on a terminal: the time,
+//! the kind, and what a person acts on (who, what, why), never the whole
+//! record. The JSON line stays the contract; this is its face. Records get
+//! here redacted, like every output's.
+
+use std::fmt::Write as _;
+
+use super::{Record, RecordBody};
+
+/// Longest comment or message shown on a line.
+const MAX_TEXT: usize = 160;
+/// Most names listed on a line before "+N".
+const MAX_NAMES: usize = 5;
+
+/// `record` as one line (no newline).
+pub fn line(record: &Record) -> String {
+    let at = record.at.to_string();
+    let clock = at.get(11..23).unwrap_or(&at);
+    let mut out = format!("{clock} {:<17} ", record.kind.as_str());
+    describe(&record.body, &mut out);
+    out
+}
+
+fn describe(body: &RecordBody, out: &mut String) {
+    // `write!` to a String cannot fail.
+    let _ = match body {
+        RecordBody::JobPublished(j) => write!(
+            out,
+            "{} {} on {} ({} expected){}{}",
+            j.jid,
+            j.fun,
+            targets(&j.tgt),
+            j.expected_count,
+            j.user
+                .as_deref()
+                .map(|u| format!(" by {u}"))
+                .unwrap_or_default(),
+            test_flag(j.context.test),
+        ),
+        RecordBody::MinionReturn(r) | RecordBody::LateReturn(r) => write!(
+            out,
+            "{} {} {} {}{}{}",
+            r.jid,
+            r.minion,
+            r.fun.as_deref().unwrap_or("?"),
+            if r.succeeded { "ok" } else { "FAILED" },
+            r.retcode
+                .map(|c| format!(" retcode={c}"))
+                .unwrap_or_default(),
+            r.states
+                .as_ref()
+                .map(|s| format!(
+                    " states ok={} changed={} failed={}",
+                    s.ok, s.changed, s.failed
+                ))
+                .unwrap_or_default(),
+        ),
+        RecordBody::MinionMissing(m) => write!(
+            out,
+            "{} {} {} did not return: {}{}{}",
+            m.jid,
+            m.minion,
+            m.fun,
+            m.reason.as_str(),
+            if m.streak > 1 {
+                format!(" ({} jobs in a row)", m.streak)
+            } else {
+                String::new()
+            },
+            m.during_master_pressure
+                .as_deref()
+                .map(|p| format!(" during master pressure {p}"))
+                .unwrap_or_default(),
+        ),
+        RecordBody::JobCompleted(j) => {
+            let missing: u32 = j.missing.values().sum();
+            write!(
+                out,
+                "{} {} {}/{} returned, {} succeeded, {} failed, {} missing in {}",
+                j.jid,
+                j.fun,
+                j.returned,
+                j.expected,
+                j.succeeded,
+                j.failed,
+                missing,
+                took(j.duration_ms),
+            )
+        }
+        RecordBody::BusGap(g) => write!(
+            out,
+            "events may be missing for {} ({}, {} frames dropped)",
+            took(g.duration_ms),
+            g.reason,
+            g.dropped_frames
+        ),
+        RecordBody::StateFailure(f) => write!(
+            out,
+            "{} {} {}:{} [{}] {}{}",
+            f.jid,
+            f.minion,
+            f.sls,
+            f.state_id,
+            f.cause.category.as_str(),
+            cut(&f.comment),
+            introduced(&f.correlation),
+        ),
+        RecordBody::RenderFailure(f) => write!(
+            out,
+            "{} {} {}{} {}{}",
+            f.jid,
+            f.minion,
+            f.sls.as_deref().unwrap_or("?"),
+            f.line.map(|l| format!(" line {l}")).unwrap_or_default(),
+            cut(&f.message),
+            introduced(&f.correlation),
+        ),
+        RecordBody::FailureGroup(g) => write!(
+            out,
+            "{} {} on {} minion(s) {}: {}:{} [{}] {}",
+            g.jid,
+            g.fingerprint,
+            g.count,
+            names(&g.minions),
+            g.sls.as_deref().unwrap_or("?"),
+            g.state_id.as_deref().unwrap_or("?"),
+            g.cause.category.as_str(),
+            cut(&g.comment),
+        ),
+        RecordBody::ConfigChange(c) => write!(
+            out,
+            "{} {} → {} ({} commit(s))",
+            c.repo,
+            short(c.old.as_deref()),
+            short(c.new.as_deref()),
+            c.commits.len()
+        ),
+        RecordBody::ExternalIncident(i) => write!(
+            out,
+            "{} {} {} [{}]: {} minion(s), {} job(s), {} failure(s)",
+            i.incident,
+            i.status.as_str(),
+            i.target,
+            i.category.as_str(),
+            i.minions,
+            i.jobs,
+            i.failures
+        ),
+        RecordBody::MasterPressure(p) => write!(
+            out,
+            "{} {}: {}{}",
+            p.pressure,
+            p.status.as_str(),
+            p.signals
+                .iter()
+                .map(|s| format!(
+                    "{}={:.2} (over {:.2})",
+                    s.signal.as_str(),
+                    s.value,
+                    s.threshold
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if p.missing_verdicts > 0 {
+                format!("; {} missing verdict(s) during it", p.missing_verdicts)
+            } else {
+                String::new()
+            }
+        ),
+        RecordBody::Rollout(r) => write!(
+            out,
+            "{} {} {} \"{}\": {}/{} applied, {} failed, {} pending",
+            r.repo,
+            short(Some(&r.commit)),
+            r.status.as_str(),
+            cut(&r.subject),
+            r.applied,
+            r.known,
+            r.failed,
+            r.pending
+        ),
+    };
+}
+
+fn test_flag(test: bool) -> &'static str {
+    if test { " test=True" } else { "" }
+}
+
+fn targets(tgt: &[String]) -> String {
+    names(tgt)
+}
+
+fn names(list: &[String]) -> String {
+    let shown: Vec<&str> = list.iter().take(MAX_NAMES).map(String::as_str).collect();
+    let mut text = shown.join(",");
+    if list.len() > MAX_NAMES {
+        let _ = write!(text, " +{}", list.len() - MAX_NAMES);
+    }
+    text
+}
+
+fn short(commit: Option<&str>) -> &str {
+    commit.map_or("-", |c| c.get(..10).unwrap_or(c))
+}
+
+fn introduced(correlation: &super::Correlation) -> String {
+    correlation
+        .introduced_by
+        .as_ref()
+        .map(|i| {
+            format!(
+                " (since {} \"{}\")",
+                short(Some(&i.commit.id)),
+                cut(&i.commit.subject)
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// The first line of `text`, at most [`MAX_TEXT`] characters.
+fn cut(text: &str) -> String {
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    match first.char_indices().nth(MAX_TEXT) {
+        Some((at, _)) => format!("{}…", &first[..at]),
+        None => first.to_owned(),
+    }
+}
+
+fn took(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else {
+        humantime::format_duration(std::time::Duration::from_secs(ms / 1000)).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_comment_is_cut_to_its_first_line() {
+        let long = format!("\n  {}\nsecond line", "x".repeat(300));
+        let shown = cut(&long);
+        assert_eq!(shown.chars().count(), MAX_TEXT + 1);
+        assert!(shown.ends_with('…') && !shown.contains("second"));
+        assert_eq!(cut("short"), "short");
+    }
+
+    #[test]
+    fn lists_of_names_end_with_how_many_more() {
+        let many: Vec<String> = (0..8).map(|i| format!("web{i}")).collect();
+        assert_eq!(names(&many), "web0,web1,web2,web3,web4 +3");
+        assert_eq!(names(&many[..2]), "web0,web1");
+    }
+
+    #[test]
+    fn durations_read_as_a_person_says_them() {
+        assert_eq!(took(250), "250ms");
+        assert_eq!(took(61_500), "1m 1s");
+    }
+}
