@@ -59,6 +59,14 @@ pub struct ReaderConfig {
 /// over several reads.
 const READ_CHUNK: usize = 256 * 1024;
 
+/// Under sustained traffic (a read within twice this of the one before), the
+/// reader pauses this long after a read, so the next one takes what arrived
+/// meanwhile: a few hundred reads (and consumer wake-ups) a second at the
+/// master's full rate, not one per event. The socket and the master hold the
+/// events meanwhile (well under a 10,000-write backlog at any rate the master
+/// reaches); a lone event is read at once; an idle bus costs nothing.
+const READ_PACE: Duration = Duration::from_millis(2);
+
 enum ConnectionEnd {
     Cancelled,
     Lost(GapReason),
@@ -250,6 +258,7 @@ impl BusReader {
         };
         // Set while inside a frame: when its next bytes are due at the latest.
         let mut stall_at: Option<Instant> = None;
+        let mut last_read_at: Option<Instant> = None;
         loop {
             if buf.capacity() - buf.len() < READ_CHUNK / 4 {
                 buf.reserve(READ_CHUNK);
@@ -308,6 +317,8 @@ impl BusReader {
             let received_at = SystemTime::now();
             let now = Instant::now();
             let received_mono = Some(now);
+            let sustained = last_read_at.is_some_and(|t| now.duration_since(t) < 2 * READ_PACE);
+            last_read_at = Some(now);
             if self.config.delivery == Delivery::RawChunks {
                 let chunk = Frame {
                     bytes: buf.split().freeze(),
@@ -362,6 +373,13 @@ impl BusReader {
             if detected_before.is_none() {
                 if let Some(framing) = splitter.framing() {
                     info!(framing = framing.as_str(), "Detected the bus framing.");
+                }
+            }
+            if sustained {
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return drained,
+                    () = tokio::time::sleep(READ_PACE) => {}
                 }
             }
         }

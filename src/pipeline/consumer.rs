@@ -46,6 +46,13 @@ pub trait Handler {
     fn chunk(&mut self, _chunk: &Frame) -> anyhow::Result<()> {
         Ok(())
     }
+    /// The frames of one message (one read of the live bus, or one frame of a
+    /// recording) have all been handed to [`Handler::event`], received at
+    /// `received` (live): what is done once per read rather than per event
+    /// (writing the outputs, the timers' work) is done now.
+    fn batch_end(&mut self, _received: Option<Instant>) -> anyhow::Result<()> {
+        Ok(())
+    }
     /// When the handler next needs to be woken with nothing queued (live
     /// sources only), on the monotonic clock.
     fn next_wakeup(&self) -> Option<Instant> {
@@ -209,6 +216,7 @@ impl Consumer {
                         reader_stats.consumed(1, frame.bytes.len());
                     }
                     frames.frame(&frame, &mut summary, &mut handler)?;
+                    handler.batch_end(frame.received_mono)?;
                 }
                 BusMessage::Frames(batch) => {
                     if live {
@@ -218,6 +226,7 @@ impl Consumer {
                     for frame in &batch {
                         frames.frame(frame, &mut summary, &mut handler)?;
                     }
+                    handler.batch_end(batch.last().and_then(|f| f.received_mono))?;
                 }
                 BusMessage::Chunk(chunk) => {
                     if live {
