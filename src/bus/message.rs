@@ -56,7 +56,11 @@ crate::label_set! {
 /// What the reader hands downstream.
 #[derive(Debug, Clone)]
 pub enum BusMessage {
+    /// One frame (a recording hands them over one by one).
     Frame(Frame),
+    /// The frames one read of the live bus split, in order: one message, and
+    /// one wake-up of the consumer, per read rather than per frame.
+    Frames(Vec<Frame>),
     /// Raw bytes as read (capture mode): no splitting.
     Chunk(Frame),
     /// A connection was made.
@@ -101,6 +105,10 @@ pub struct ReaderStats {
     /// Bytes of frames queued and not yet consumed: the consumer subtracts what it
     /// takes ([`ReaderStats::consumed`]).
     pub queued_bytes: AtomicU64,
+    /// Frames (and capture chunks) queued and not yet consumed, likewise: the
+    /// queue's bound in frames (`bus.queue_frames`), now that a message carries
+    /// a read's worth of them.
+    pub queued_frames: AtomicU64,
     /// Woken after each connection attempt, whatever its outcome, and when a
     /// connection is lost.
     pub(super) changed: tokio::sync::Notify,
@@ -111,8 +119,10 @@ impl ReaderStats {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// The consumer took a frame or chunk of `bytes` off the queue.
-    pub fn consumed(&self, bytes: usize) {
+    /// The consumer took `frames` frames or chunks, of `bytes` in all, off the queue.
+    pub fn consumed(&self, frames: usize, bytes: usize) {
+        self.queued_frames
+            .fetch_sub(frames as u64, Ordering::Relaxed);
         self.queued_bytes.fetch_sub(bytes as u64, Ordering::Relaxed);
     }
 

@@ -1,7 +1,8 @@
-//! The reader's side of the queue to the pipeline: it never waits. Frames that
-//! do not fit are dropped, counted, and become a `queue_full` gap; control
-//! messages (connections, gaps, lost frames) are held, in order, until there is
-//! room, with gaps merged.
+//! The reader's side of the queue to the pipeline: it never waits. The frames
+//! one read splits go as one message (one wake-up of the consumer per read, not
+//! per frame); frames that do not fit are dropped, counted, and become a
+//! `queue_full` gap; control messages (connections, gaps, lost frames) are held,
+//! in order, until there is room, with gaps merged.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -11,21 +12,29 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::time::Instant;
 
-use super::message::{BusGap, BusMessage, GapReason, ReaderStats};
+use super::message::{BusGap, BusMessage, Frame, GapReason, ReaderStats};
 
 /// The sending side of the queue; never waits.
 ///
-/// Control messages are held, in order, until there is room. A `Connected` must
-/// precede the new connection's data, so data never passes one. A held gap may be passed by data: it is sent when two slots
-/// are free (one left for data), or after waiting [`GAP_MAX_HOLD`] even into the
-/// last slot, so a queue that stays full delivers frames, with at most one gap a
-/// second, not a flood of gaps. A gap's meaning is its time span, not its place.
+/// The queue is bounded in frames and in bytes, counted in [`ReaderStats`] (the
+/// consumer subtracts what it takes): a message carries every frame of one read.
+/// Control messages are held, in order, until there is room; the frames of the
+/// read in hand go first, so nothing is reordered. A `Connected` must precede
+/// the new connection's data, so data never passes one. A held gap may be passed
+/// by data: it is sent when two slots are free (one left for data), or after
+/// waiting [`GAP_MAX_HOLD`] even into the last slot, so a queue that stays full
+/// delivers frames, with at most one gap a second, not a flood of gaps. A gap's
+/// meaning is its time span, not its place.
 pub(super) struct Outbox {
     pub(super) tx: mpsc::Sender<BusMessage>,
     held: VecDeque<BusMessage>,
     held_since: Option<Instant>,
     stats: Arc<ReaderStats>,
     max_bytes: u64,
+    max_frames: u64,
+    /// The frames of the read in hand, sent together by [`Outbox::send_batch`].
+    batch: Vec<Frame>,
+    batch_bytes: u64,
 }
 
 /// The longest a gap waits for a slot that leaves room for data.
@@ -36,6 +45,7 @@ impl Outbox {
         tx: mpsc::Sender<BusMessage>,
         stats: Arc<ReaderStats>,
         max_bytes: u64,
+        max_frames: u64,
     ) -> Self {
         Self {
             tx,
@@ -43,12 +53,16 @@ impl Outbox {
             held_since: None,
             stats,
             max_bytes,
+            max_frames: max_frames.max(1),
+            batch: Vec::new(),
+            batch_bytes: 0,
         }
     }
 
     /// Holds a control message behind those already held (a gap right behind a
-    /// held gap merges into it).
+    /// held gap merges into it), after the frames of the read in hand.
     pub(super) fn control(&mut self, msg: BusMessage) {
+        self.send_batch();
         self.held_since.get_or_insert_with(Instant::now);
         match (self.held.back_mut(), msg) {
             (Some(BusMessage::Gap(held)), BusMessage::Gap(gap)) => merge_gap(held, gap),
@@ -59,6 +73,9 @@ impl Outbox {
     /// Sends what is held while there is room; returns whether data may go next
     /// (nothing but gaps is left held).
     pub(super) fn flush_held(&mut self) -> bool {
+        if self.held.is_empty() {
+            return true;
+        }
         let overdue = self.held_since.is_some_and(|t| t.elapsed() >= GAP_MAX_HOLD);
         while let Some(front) = self.held.front() {
             let is_gap = matches!(front, BusMessage::Gap(_));
@@ -86,42 +103,99 @@ impl Outbox {
         self.held.iter().all(|m| matches!(m, BusMessage::Gap(_)))
     }
 
-    /// Offers a frame or chunk without waiting. Returns whether it was queued; a
-    /// message that does not fit is dropped, counted, and widens a `queue_full` gap.
-    pub(super) fn offer(&mut self, msg: BusMessage) -> bool {
-        let bytes = match &msg {
-            BusMessage::Frame(f) | BusMessage::Chunk(f) => f.bytes.len() as u64,
-            _ => 0,
-        };
-        let queued = self.stats.queued_bytes.load(Ordering::Relaxed);
-        // One frame is always let in, however large, so a frame over the byte
-        // budget cannot stall the stream for ever.
-        let fits = queued == 0 || queued + bytes <= self.max_bytes;
-        if fits && self.flush_held() {
+    /// Whether `frames` more frames of `bytes` fit in the queue, counting the
+    /// read in hand. One frame is always let into an empty queue, however
+    /// large, so a frame over the byte budget cannot stall the stream for ever.
+    fn fits(&self, frames: u64, bytes: u64) -> bool {
+        let queued_frames =
+            self.stats.queued_frames.load(Ordering::Relaxed) + self.batch.len() as u64;
+        let queued_bytes = self.stats.queued_bytes.load(Ordering::Relaxed) + self.batch_bytes;
+        queued_frames == 0
+            || (queued_frames + frames <= self.max_frames && queued_bytes + bytes <= self.max_bytes)
+    }
+
+    /// Adds a frame to the read in hand without waiting, if the queue has room
+    /// for it; one that does not fit is dropped, counted, and widens a
+    /// `queue_full` gap.
+    pub(super) fn offer_frame(&mut self, frame: Frame) {
+        let bytes = frame.bytes.len() as u64;
+        if self.fits(1, bytes) {
+            self.batch.push(frame);
+            self.batch_bytes += bytes;
+        } else if !self.tx.is_closed() {
+            // What fitted goes first: the gap follows the frames read before it.
+            self.send_batch();
+            self.dropped(1);
+        }
+    }
+
+    /// Sends the read in hand as one message. Returns false when it could not
+    /// go (its frames dropped and counted, or the queue is closed).
+    pub(super) fn send_batch(&mut self) -> bool {
+        if self.batch.is_empty() {
+            return true;
+        }
+        let frames = std::mem::take(&mut self.batch);
+        let bytes = std::mem::take(&mut self.batch_bytes);
+        let n = frames.len() as u64;
+        self.send_counted(BusMessage::Frames(frames), n, bytes)
+    }
+
+    /// Offers a capture chunk without waiting. Returns whether it was queued; one
+    /// that does not fit is dropped, counted, and widens a `queue_full` gap.
+    pub(super) fn offer_chunk(&mut self, chunk: Frame) -> bool {
+        let bytes = chunk.bytes.len() as u64;
+        if !self.fits(1, bytes) {
+            if !self.tx.is_closed() {
+                self.dropped(1);
+            }
+            return false;
+        }
+        self.send_counted(BusMessage::Chunk(chunk), 1, bytes)
+    }
+
+    /// Sends `msg`, which holds `frames` frames of `bytes`, counted as queued
+    /// before the send (the consumer may take them at once).
+    fn send_counted(&mut self, msg: BusMessage, frames: u64, bytes: u64) -> bool {
+        if self.flush_held() {
+            ReaderStats::add(&self.stats.queued_frames, frames);
+            ReaderStats::add(&self.stats.queued_bytes, bytes);
             match self.tx.try_send(msg) {
-                Ok(()) => {
-                    ReaderStats::add(&self.stats.queued_bytes, bytes);
-                    return true;
+                Ok(()) => return true,
+                Err(error) => {
+                    self.stats.consumed(frames as usize, bytes as usize);
+                    if let TrySendError::Closed(_) = error {
+                        return false;
+                    }
                 }
-                Err(TrySendError::Closed(_)) => return false,
-                Err(TrySendError::Full(_)) => {}
             }
         } else if self.tx.is_closed() {
             return false;
         }
-        ReaderStats::add(&self.stats.dropped_queue_full, 1);
-        let now = SystemTime::now();
-        self.control(BusMessage::Gap(BusGap {
-            started_at: now,
-            ended_at: now,
-            reason: GapReason::QueueFull,
-            dropped_frames: 1,
-        }));
+        self.dropped(frames);
         false
     }
 
-    /// At shutdown: waits (bounded) for room for what is held.
+    /// `frames` frames could not be queued: counted, and a `queue_full` gap.
+    fn dropped(&mut self, frames: u64) {
+        ReaderStats::add(&self.stats.dropped_queue_full, frames);
+        let now = SystemTime::now();
+        let gap = BusGap {
+            started_at: now,
+            ended_at: now,
+            reason: GapReason::QueueFull,
+            dropped_frames: frames,
+        };
+        self.held_since.get_or_insert_with(Instant::now);
+        match self.held.back_mut() {
+            Some(BusMessage::Gap(held)) => merge_gap(held, gap),
+            _ => self.held.push_back(BusMessage::Gap(gap)),
+        }
+    }
+
+    /// At shutdown: the read in hand, then what is held, waiting (bounded) for room.
     pub(super) async fn flush(&mut self, grace: Duration) {
+        self.send_batch();
         while let Some(msg) = self.held.pop_front() {
             if !tokio::time::timeout(grace, self.tx.send(msg))
                 .await
@@ -150,39 +224,103 @@ mod tests {
     use crate::bus::{Endpoint, Frame};
     use bytes::Bytes;
 
-    fn frame_msg() -> BusMessage {
-        BusMessage::Frame(Frame {
+    fn frame() -> Frame {
+        Frame {
             bytes: Bytes::from_static(b"x"),
             received_at: None,
             received_mono: None,
-        })
+        }
     }
 
+    /// A read that split one frame; whether it was queued.
+    fn offer(outbox: &mut Outbox) -> bool {
+        let dropped = outbox.stats.dropped_queue_full.load(Ordering::Relaxed);
+        outbox.offer_frame(frame());
+        outbox.send_batch() && outbox.stats.dropped_queue_full.load(Ordering::Relaxed) == dropped
+    }
+
+    /// The consumer takes one message; its frames are no longer queued.
+    fn take(rx: &mut mpsc::Receiver<BusMessage>, stats: &ReaderStats) -> Option<BusMessage> {
+        let msg = rx.try_recv().ok()?;
+        if let BusMessage::Frames(frames) = &msg {
+            stats.consumed(frames.len(), frames.iter().map(|f| f.bytes.len()).sum());
+        }
+        Some(msg)
+    }
+
+    fn is_frames(msg: Option<BusMessage>, n: usize) -> bool {
+        matches!(msg, Some(BusMessage::Frames(f)) if f.len() == n)
+    }
+
+    /// A queue of `capacity` frames (and as many messages).
     fn outbox(capacity: usize) -> (Outbox, mpsc::Receiver<BusMessage>, Arc<ReaderStats>) {
         let (tx, rx) = mpsc::channel(capacity);
         let stats = Arc::new(ReaderStats::default());
-        (Outbox::new(tx, stats.clone(), u64::MAX), rx, stats)
+        (
+            Outbox::new(tx, stats.clone(), u64::MAX, capacity as u64),
+            rx,
+            stats,
+        )
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_full_queue_drops_counts_and_delivers_one_gap_when_there_is_room() {
         let (mut outbox, mut rx, stats) = outbox(2);
         for _ in 0..5 {
-            outbox.offer(frame_msg());
+            offer(&mut outbox);
         }
         assert_eq!(stats.dropped_queue_full.load(Ordering::Relaxed), 3);
-        assert!(matches!(rx.try_recv(), Ok(BusMessage::Frame(_))));
-        assert!(matches!(rx.try_recv(), Ok(BusMessage::Frame(_))));
-        outbox.offer(frame_msg());
-        match rx.try_recv() {
-            Ok(BusMessage::Gap(gap)) => {
+        assert!(is_frames(take(&mut rx, &stats), 1));
+        assert!(is_frames(take(&mut rx, &stats), 1));
+        assert!(offer(&mut outbox));
+        match take(&mut rx, &stats) {
+            Some(BusMessage::Gap(gap)) => {
                 assert_eq!(gap.reason, GapReason::QueueFull);
                 assert_eq!(gap.dropped_frames, 3);
             }
             other => panic!("expected the gap first, got {other:?}"),
         }
-        assert!(matches!(rx.try_recv(), Ok(BusMessage::Frame(_))));
-        assert!(rx.try_recv().is_err());
+        assert!(is_frames(take(&mut rx, &stats), 1));
+        assert!(take(&mut rx, &stats).is_none());
+    }
+
+    /// The frames of one read go as one message, as far as the queue has room
+    /// for them in frames; the rest are dropped and become one gap.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_goes_as_one_message_within_the_frame_bound() {
+        let (mut outbox, mut rx, stats) = outbox(3);
+        for _ in 0..5 {
+            outbox.offer_frame(frame());
+        }
+        assert!(outbox.send_batch());
+        assert!(is_frames(take(&mut rx, &stats), 3));
+        assert_eq!(stats.dropped_queue_full.load(Ordering::Relaxed), 2);
+        assert_eq!(stats.queued_frames.load(Ordering::Relaxed), 0);
+        assert!(offer(&mut outbox));
+        match take(&mut rx, &stats) {
+            Some(BusMessage::Gap(gap)) => assert_eq!(gap.dropped_frames, 2),
+            other => panic!("expected the gap, got {other:?}"),
+        }
+        assert!(is_frames(take(&mut rx, &stats), 1));
+    }
+
+    /// A control message goes after the frames read before it.
+    #[tokio::test(start_paused = true)]
+    async fn a_control_message_follows_the_frames_read_before_it() {
+        let (mut outbox, mut rx, stats) = outbox(8);
+        outbox.offer_frame(frame());
+        outbox.offer_frame(frame());
+        let now = SystemTime::now();
+        outbox.control(BusMessage::Disconnected {
+            at: now,
+            reason: GapReason::Disconnected,
+        });
+        outbox.flush_held();
+        assert!(is_frames(take(&mut rx, &stats), 2));
+        assert!(matches!(
+            take(&mut rx, &stats),
+            Some(BusMessage::Disconnected { .. })
+        ));
     }
 
     /// A consumer that takes one message per frame offered keeps the queue full:
@@ -192,30 +330,24 @@ mod tests {
     async fn sustained_overload_delivers_frames_and_at_most_a_gap_a_second() {
         let (mut outbox, mut rx, stats) = outbox(4);
         let (mut frames, mut gaps, mut dropped_in_gaps) = (0u64, 0u64, 0u64);
+        let mut count = |msg: Option<BusMessage>| match msg {
+            Some(BusMessage::Frames(f)) => frames += f.len() as u64,
+            Some(BusMessage::Gap(g)) => {
+                gaps += 1;
+                dropped_in_gaps += g.dropped_frames;
+            }
+            _ => {}
+        };
         for i in 0..1000 {
             if i % 100 == 0 {
                 tokio::time::advance(Duration::from_millis(500)).await;
             }
-            outbox.offer(frame_msg());
-            outbox.offer(frame_msg());
-            match rx.try_recv() {
-                Ok(BusMessage::Frame(_)) => frames += 1,
-                Ok(BusMessage::Gap(g)) => {
-                    gaps += 1;
-                    dropped_in_gaps += g.dropped_frames;
-                }
-                _ => {}
-            }
+            offer(&mut outbox);
+            offer(&mut outbox);
+            count(take(&mut rx, &stats));
         }
-        while let Ok(msg) = rx.try_recv() {
-            match msg {
-                BusMessage::Frame(_) => frames += 1,
-                BusMessage::Gap(g) => {
-                    gaps += 1;
-                    dropped_in_gaps += g.dropped_frames;
-                }
-                _ => {}
-            }
+        while let Some(msg) = take(&mut rx, &stats) {
+            count(Some(msg));
         }
         let dropped = stats.dropped_queue_full.load(Ordering::Relaxed);
         assert_eq!(
@@ -243,9 +375,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_disconnect_merged_into_a_held_queue_full_gap_is_reported_as_the_disconnect() {
-        let (mut outbox, mut rx, _) = outbox(3);
+        let (mut outbox, mut rx, stats) = outbox(3);
         for _ in 0..4 {
-            outbox.offer(frame_msg()); // the fourth is dropped: a queue_full gap is held
+            offer(&mut outbox); // the fourth is dropped: a queue_full gap is held
         }
         let now = SystemTime::now();
         outbox.control(BusMessage::Gap(BusGap {
@@ -259,39 +391,34 @@ mod tests {
             at: now,
         });
         for _ in 0..3 {
-            assert!(matches!(rx.try_recv(), Ok(BusMessage::Frame(_))));
+            assert!(is_frames(take(&mut rx, &stats), 1));
         }
         // A held Connected: data waits behind it, in order.
-        outbox.offer(frame_msg());
-        match rx.try_recv() {
-            Ok(BusMessage::Gap(gap)) => assert_eq!(
+        assert!(offer(&mut outbox));
+        match take(&mut rx, &stats) {
+            Some(BusMessage::Gap(gap)) => assert_eq!(
                 (gap.reason, gap.dropped_frames),
                 (GapReason::Disconnected, 1)
             ),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(rx.try_recv(), Ok(BusMessage::Connected { .. })));
-        assert!(matches!(rx.try_recv(), Ok(BusMessage::Frame(_))));
+        assert!(matches!(
+            take(&mut rx, &stats),
+            Some(BusMessage::Connected { .. })
+        ));
+        assert!(is_frames(take(&mut rx, &stats), 1));
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_byte_budget_drops_what_would_exceed_it_until_consumed() {
         let (tx, mut rx) = mpsc::channel(100);
         let stats = Arc::new(ReaderStats::default());
-        let mut outbox = Outbox::new(tx, stats.clone(), 2);
-        let one_byte = || {
-            BusMessage::Frame(Frame {
-                bytes: Bytes::from_static(b"x"),
-                received_at: None,
-                received_mono: None,
-            })
-        };
-        assert!(outbox.offer(one_byte()));
-        assert!(outbox.offer(one_byte()));
-        assert!(!outbox.offer(one_byte()), "over the 2-byte budget");
-        assert!(matches!(rx.try_recv(), Ok(BusMessage::Frame(_))));
-        stats.consumed(1);
-        assert!(outbox.offer(one_byte()));
+        let mut outbox = Outbox::new(tx, stats.clone(), 2, 100);
+        assert!(offer(&mut outbox));
+        assert!(offer(&mut outbox));
+        assert!(!offer(&mut outbox), "over the 2-byte budget");
+        assert!(is_frames(take(&mut rx, &stats), 1));
+        assert!(offer(&mut outbox));
         assert_eq!(stats.dropped_queue_full.load(Ordering::Relaxed), 1);
     }
 
@@ -299,7 +426,7 @@ mod tests {
     async fn a_closed_queue_is_not_counted_as_drops() {
         let (mut outbox, rx, stats) = outbox(1);
         drop(rx);
-        assert!(!outbox.offer(frame_msg()));
+        assert!(!offer(&mut outbox));
         assert_eq!(stats.dropped_queue_full.load(Ordering::Relaxed), 0);
     }
 }

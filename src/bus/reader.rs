@@ -4,9 +4,10 @@
 //! Invariants:
 //! - it only reads: it never writes to the socket, never shuts it down halfway, and
 //!   never opens `master_event_pull.ipc`;
-//! - it never awaits the queue while connected: when the queue is full the frame is
-//!   dropped, counted, and the loss becomes a [`BusGap`] delivered before the next
-//!   frame that fits (the master drops a subscriber with 10,000 writes pending, so a
+//! - it never awaits the queue while connected: the frames one read splits go
+//!   downstream as one message (one wake-up of the consumer per read); when the
+//!   queue is full (in frames or bytes) a frame is dropped, counted, and the loss
+//!   becomes a [`BusGap`] delivered before the next frames that fit (the master drops a subscriber with 10,000 writes pending, so a
 //!   blocked reader would lose more, and cost the master memory first);
 //! - every stretch of time in which events may have been missed after the first
 //!   connection (disconnect, desync, queue full) is delivered as one [`BusGap`].
@@ -41,6 +42,8 @@ pub enum Delivery {
 pub struct ReaderConfig {
     pub endpoint: Endpoint,
     pub max_frame_bytes: usize,
+    /// Frames (or capture chunks) the queue may hold.
+    pub max_queue_frames: usize,
     /// Bytes the queue may hold (frames of several MB are normal: a count alone
     /// would not bound memory).
     pub max_queue_bytes: usize,
@@ -55,6 +58,14 @@ pub struct ReaderConfig {
 /// How much is asked of the socket per read; frames larger than this are assembled
 /// over several reads.
 const READ_CHUNK: usize = 256 * 1024;
+
+/// Under sustained traffic (a read within twice this of the one before), the
+/// reader pauses this long after a read, so the next one takes what arrived
+/// meanwhile: a few hundred reads (and consumer wake-ups) a second at the
+/// master's full rate, not one per event. The socket and the master hold the
+/// events meanwhile (well under a 10,000-write backlog at any rate the master
+/// reaches); a lone event is read at once; an idle bus costs nothing.
+const READ_PACE: Duration = Duration::from_millis(2);
 
 enum ConnectionEnd {
     Cancelled,
@@ -87,7 +98,12 @@ impl BusReader {
         tx: mpsc::Sender<BusMessage>,
         stats: Arc<ReaderStats>,
     ) -> Self {
-        let outbox = Outbox::new(tx, stats.clone(), config.max_queue_bytes as u64);
+        let outbox = Outbox::new(
+            tx,
+            stats.clone(),
+            config.max_queue_bytes as u64,
+            config.max_queue_frames as u64,
+        );
         Self {
             config,
             stats,
@@ -242,6 +258,7 @@ impl BusReader {
         };
         // Set while inside a frame: when its next bytes are due at the latest.
         let mut stall_at: Option<Instant> = None;
+        let mut last_read_at: Option<Instant> = None;
         loop {
             if buf.capacity() - buf.len() < READ_CHUNK / 4 {
                 buf.reserve(READ_CHUNK);
@@ -296,15 +313,19 @@ impl BusReader {
                 }
             };
             ReaderStats::add(&self.stats.bytes, n as u64);
+            // The clocks are read once per read: every frame it splits shares them.
             let received_at = SystemTime::now();
-            let received_mono = Some(Instant::now());
+            let now = Instant::now();
+            let received_mono = Some(now);
+            let sustained = last_read_at.is_some_and(|t| now.duration_since(t) < 2 * READ_PACE);
+            last_read_at = Some(now);
             if self.config.delivery == Delivery::RawChunks {
                 let chunk = Frame {
                     bytes: buf.split().freeze(),
                     received_at: Some(received_at),
                     received_mono,
                 };
-                if !self.outbox.offer(BusMessage::Chunk(chunk)) {
+                if !self.outbox.offer_chunk(chunk) {
                     // A lost chunk breaks the byte stream mid-frame: start a new one.
                     warn!("Capture fell behind the bus; reconnecting to restart the stream.");
                     drained.end = ConnectionEnd::Lost(GapReason::QueueFull);
@@ -320,11 +341,11 @@ impl BusReader {
                         ReaderStats::add(&self.stats.frames, 1);
                         self.healthy(open_gap, &mut drained);
                         drained.last_frame_at = Some(received_at);
-                        self.outbox.offer(BusMessage::Frame(Frame {
+                        self.outbox.offer_frame(Frame {
                             bytes,
                             received_at: Some(received_at),
                             received_mono,
-                        }));
+                        });
                     }
                     Ok(Some(Split::Skipped { declared_len, head })) => {
                         self.healthy(open_gap, &mut drained);
@@ -337,17 +358,28 @@ impl BusReader {
                         if let Some(suppressed) = self.skip_log.admit(error.reason()) {
                             warn!(%error, reason = error.reason(), suppressed, "The frame stream is out of sync; reconnecting to resynchronise.");
                         }
+                        // The frames split before the desync are good.
+                        self.outbox.send_batch();
                         drained.end = ConnectionEnd::Lost(GapReason::Desync);
                         return drained;
                     }
                 }
             }
+            // Everything this read split: one message, one wake-up downstream.
+            self.outbox.send_batch();
             stall_at = splitter
                 .mid_frame(&buf)
-                .then(|| Instant::now() + self.config.stall_timeout);
+                .then(|| now + self.config.stall_timeout);
             if detected_before.is_none() {
                 if let Some(framing) = splitter.framing() {
                     info!(framing = framing.as_str(), "Detected the bus framing.");
+                }
+            }
+            if sustained {
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return drained,
+                    () = tokio::time::sleep(READ_PACE) => {}
                 }
             }
         }

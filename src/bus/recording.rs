@@ -343,10 +343,12 @@ fn read_exact_or_eof(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize>
 pub fn frames_of(messages: &[BusMessage]) -> Vec<Bytes> {
     messages
         .iter()
-        .filter_map(|m| match m {
-            BusMessage::Frame(f) => Some(f.bytes.clone()),
-            _ => None,
+        .flat_map(|m| match m {
+            BusMessage::Frame(f) => std::slice::from_ref(f),
+            BusMessage::Frames(frames) => frames.as_slice(),
+            _ => &[],
         })
+        .map(|f| f.bytes.clone())
         .collect()
 }
 

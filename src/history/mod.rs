@@ -210,10 +210,10 @@ impl Store {
              );
              CREATE INDEX IF NOT EXISTS records_at ON records(at);
              CREATE INDEX IF NOT EXISTS records_kind_at ON records(kind, at);
-             CREATE INDEX IF NOT EXISTS records_jid ON records(jid);
-             CREATE INDEX IF NOT EXISTS records_minion_at ON records(minion, at);
-             CREATE INDEX IF NOT EXISTS records_fingerprint ON records(fingerprint);
-             CREATE INDEX IF NOT EXISTS records_commit ON records(commit_id);
+             CREATE INDEX IF NOT EXISTS records_jid ON records(jid) WHERE jid IS NOT NULL;
+             CREATE INDEX IF NOT EXISTS records_minion_at ON records(minion, at) WHERE minion IS NOT NULL;
+             CREATE INDEX IF NOT EXISTS records_fingerprint ON records(fingerprint) WHERE fingerprint IS NOT NULL;
+             CREATE INDEX IF NOT EXISTS records_commit ON records(commit_id) WHERE commit_id IS NOT NULL;
              PRAGMA user_version = 1;",
         ))?;
         for file in [

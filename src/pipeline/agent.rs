@@ -32,6 +32,8 @@ pub struct Agent {
     metrics: Observer,
     /// Records handed to the outputs.
     pub emitted: u64,
+    /// Records queued on the outputs and not yet written (until the read's end).
+    unflushed: bool,
     /// The stages' memory on disk (`run` only), and when it is next written.
     checkpoint: Option<(Checkpointer, Option<Instant>)>,
     /// A checkpoint was restored: the restart is a gap from here to the
@@ -68,6 +70,7 @@ impl Agent {
             redactor,
             metrics,
             emitted: 0,
+            unflushed: false,
             checkpoint: None,
             restart_gap_from: None,
             gap_since: None,
@@ -184,16 +187,33 @@ impl Agent {
         counts
     }
 
-    /// Hands `records` on, then every batch a large job's verdicts still owe.
+    /// Hands `records` on, then every batch a large job's verdicts still owe,
+    /// and writes the outputs.
     fn write(&mut self, records: Vec<Record>) -> anyhow::Result<()> {
-        self.write_batch(records)?;
+        self.queue(records)?;
+        self.outputs.flush()?;
+        self.unflushed = false;
+        Ok(())
+    }
+
+    /// Like [`Agent::write`], leaving the outputs' write to the end of the
+    /// read ([`Handler::batch_end`]): one write per read, not per event.
+    fn queue(&mut self, records: Vec<Record>) -> anyhow::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.unflushed = true;
+        self.queue_batch(records)?;
         while let Some(more) = self.stages.more() {
-            self.write_batch(more)?;
+            // A large job's verdicts come in bounded batches: each written
+            // before the next is made, so the outputs hold one at a time.
+            self.outputs.flush()?;
+            self.queue_batch(more)?;
         }
         Ok(())
     }
 
-    fn write_batch(&mut self, records: Vec<Record>) -> anyhow::Result<()> {
+    fn queue_batch(&mut self, records: Vec<Record>) -> anyhow::Result<()> {
         for record in records {
             self.emitted += 1;
             let record = self.redactor.record(record);
@@ -215,7 +235,6 @@ impl Agent {
             self.metrics.record(&record);
             self.outputs.write(&record)?;
         }
-        self.outputs.flush()?;
         Ok(())
     }
 }
@@ -229,8 +248,15 @@ impl Handler for Agent {
             self.stages.on_lag(lag as f64 / 1e6, stamp);
         }
         let records = self.stages.on_event(event, self.clock.now());
-        self.write(records)?;
-        match frame.received_mono {
+        self.queue(records)
+    }
+
+    fn batch_end(&mut self, received: Option<Instant>) -> anyhow::Result<()> {
+        if self.unflushed {
+            self.outputs.flush()?;
+            self.unflushed = false;
+        }
+        match received {
             Some(received) => self.timed_work(received),
             None => Ok(()),
         }

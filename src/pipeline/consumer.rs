@@ -46,6 +46,13 @@ pub trait Handler {
     fn chunk(&mut self, _chunk: &Frame) -> anyhow::Result<()> {
         Ok(())
     }
+    /// The frames of one message (one read of the live bus, or one frame of a
+    /// recording) have all been handed to [`Handler::event`], received at
+    /// `received` (live): what is done once per read rather than per event
+    /// (writing the outputs, the timers' work) is done now.
+    fn batch_end(&mut self, _received: Option<Instant>) -> anyhow::Result<()> {
+        Ok(())
+    }
     /// When the handler next needs to be woken with nothing queued (live
     /// sources only), on the monotonic clock.
     fn next_wakeup(&self) -> Option<Instant> {
@@ -158,7 +165,10 @@ impl Consumer {
         };
 
         let mut summary = Summary::default();
-        let mut decode_log = LogLimiter::new(Duration::from_secs(10));
+        let mut frames = Frames {
+            metrics,
+            decode_log: LogLimiter::new(Duration::from_secs(10)),
+        };
         let mut dropped_seen = 0u64;
         // One timer for the loop, moved only when the next wake-up moves (not made
         // per message), on the monotonic clock.
@@ -203,46 +213,24 @@ impl Consumer {
             match message {
                 BusMessage::Frame(frame) => {
                     if live {
-                        reader_stats.consumed(frame.bytes.len());
+                        reader_stats.consumed(1, frame.bytes.len());
                     }
-                    summary.frames += 1;
-                    match event::decode(&frame.bytes) {
-                        Ok(event) => {
-                            *summary
-                                .events_by_class
-                                .entry(event.class.as_str())
-                                .or_default() += 1;
-                            let lag =
-                                event.stamp.zip(frame.received_at).map(|(stamp, received)| {
-                                    Stamp::from_system_time(received).micros_since(stamp)
-                                });
-                            metrics.event(event.class, event.malformed_field.is_some(), lag);
-                            if let Some(field) = event.malformed_field {
-                                summary.malformed_fields += 1;
-                                if let Some(suppressed) = decode_log.admit("malformed_field") {
-                                    warn!(
-                                        tag = event.tag,
-                                        field,
-                                        suppressed,
-                                        "Event field of an unexpected type; left empty."
-                                    );
-                                }
-                            }
-                            debug!(tag = event.tag, class = event.class.as_str(), "Event.");
-                            handler.event(&event, &frame)?;
-                        }
-                        Err(error) => {
-                            metrics.decode_error(error.reason());
-                            note_decode_error(&mut summary, &mut decode_log, &error);
-                            // Read, but not readable: the handler says what that loses.
-                            let at = frame.received_at.unwrap_or(UNIX_EPOCH);
-                            handler.unreadable(error.tag(), at)?;
-                        }
+                    frames.frame(&frame, &mut summary, &mut handler)?;
+                    handler.batch_end(frame.received_mono)?;
+                }
+                BusMessage::Frames(batch) => {
+                    if live {
+                        let bytes = batch.iter().map(|f| f.bytes.len()).sum();
+                        reader_stats.consumed(batch.len(), bytes);
                     }
+                    for frame in &batch {
+                        frames.frame(frame, &mut summary, &mut handler)?;
+                    }
+                    handler.batch_end(batch.last().and_then(|f| f.received_mono))?;
                 }
                 BusMessage::Chunk(chunk) => {
                     if live {
-                        reader_stats.consumed(chunk.bytes.len());
+                        reader_stats.consumed(1, chunk.bytes.len());
                     }
                     handler.chunk(&chunk)?;
                 }
@@ -266,6 +254,55 @@ impl Consumer {
         summary.recording_trailing_bytes = totals.trailing_bytes;
         summary.recording_discarded_bytes = totals.discarded_bytes;
         Ok((summary, handler))
+    }
+}
+
+/// What the loop does with each frame: decode, count, hand on.
+struct Frames {
+    metrics: EventMetrics,
+    decode_log: LogLimiter,
+}
+
+impl Frames {
+    fn frame<H: Handler>(
+        &mut self,
+        frame: &Frame,
+        summary: &mut Summary,
+        handler: &mut H,
+    ) -> anyhow::Result<()> {
+        summary.frames += 1;
+        match event::decode(&frame.bytes) {
+            Ok(event) => {
+                *summary
+                    .events_by_class
+                    .entry(event.class.as_str())
+                    .or_default() += 1;
+                let lag = event
+                    .stamp
+                    .zip(frame.received_at)
+                    .map(|(stamp, received)| Stamp::from_system_time(received).micros_since(stamp));
+                self.metrics
+                    .event(event.class, event.malformed_field.is_some(), lag);
+                if let Some(field) = event.malformed_field {
+                    summary.malformed_fields += 1;
+                    if let Some(suppressed) = self.decode_log.admit("malformed_field") {
+                        warn!(
+                            tag = event.tag,
+                            field, suppressed, "Event field of an unexpected type; left empty."
+                        );
+                    }
+                }
+                debug!(tag = event.tag, class = event.class.as_str(), "Event.");
+                handler.event(&event, frame)
+            }
+            Err(error) => {
+                self.metrics.decode_error(error.reason());
+                note_decode_error(summary, &mut self.decode_log, &error);
+                // Read, but not readable: the handler says what that loses.
+                let at = frame.received_at.unwrap_or(UNIX_EPOCH);
+                handler.unreadable(error.tag(), at)
+            }
+        }
     }
 }
 

@@ -34,6 +34,7 @@ impl Source {
         Source::Live(ReaderConfig {
             endpoint: bus.endpoint.clone(),
             max_frame_bytes: bus.max_frame_bytes,
+            max_queue_frames: bus.queue_frames,
             max_queue_bytes: bus.queue_bytes,
             reconnect_min: bus.reconnect_min,
             reconnect_max: bus.reconnect_max,
