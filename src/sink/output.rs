@@ -55,6 +55,16 @@ pub trait OutputKind {
 /// A reachability check: `Ok` says what answered, `Err` why it cannot be reached.
 pub type Probe = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
 
+/// How records look on standard output (the `stdout` output's form).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StdoutFormat {
+    /// JSON lines: the contract, for pipes and the journal.
+    #[default]
+    Json,
+    /// One readable line per record (`record::text`), for a terminal.
+    Text,
+}
+
 /// What opening an output may need and give back.
 pub struct OpenContext<'a> {
     pub spool: &'a SpoolConfig,
@@ -63,7 +73,7 @@ pub struct OpenContext<'a> {
     /// Flush stdout after each event (live); replay lets it buffer.
     pub flush_each: bool,
     /// How records look on stdout.
-    pub stdout_format: super::stdout::StdoutFormat,
+    pub stdout_format: StdoutFormat,
     /// Senders to start on the runtime (one per spooled output).
     pub deliveries: &'a mut Vec<Delivery>,
 }

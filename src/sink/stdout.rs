@@ -14,15 +14,7 @@ use crate::record::Record;
 /// `type = "stdout"`.
 pub struct Stdout;
 
-/// How records look on standard output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum StdoutFormat {
-    /// JSON lines: the contract, for pipes and the journal.
-    #[default]
-    Json,
-    /// One readable line per record (`record::text`), for a terminal.
-    Text,
-}
+pub use super::output::StdoutFormat;
 
 /// No keys besides `type` and `name`.
 #[derive(Debug, Deserialize)]
