@@ -62,6 +62,8 @@ pub async fn run(args: TopArgs, session: Session, log_level: LogLevel) -> anyhow
         }
     });
 
+    // Log lines would tear the screen: none while it is up.
+    let quiet = Quiet::new(log_level, &config.log.level);
     let dir = tempfile::Builder::new()
         .prefix("saltsight-top-")
         .tempdir()
@@ -102,8 +104,6 @@ pub async fn run(args: TopArgs, session: Session, log_level: LogLevel) -> anyhow
         result
     });
 
-    // Log lines would tear the screen: none while it is up.
-    let _ = log_level.set("off");
     let screen = ui::Screen::new(
         model::Model::new(model::Limits::default()),
         records,
@@ -119,7 +119,7 @@ pub async fn run(args: TopArgs, session: Session, log_level: LogLevel) -> anyhow
         result
     })
     .await;
-    let _ = log_level.set(&config.log.level);
+    drop(quiet);
     cancel.cancel();
     let summary =
         shutdown::within_grace(&cancel, async { pipeline.await.context("pipeline task")? }).await;
@@ -127,4 +127,27 @@ pub async fn run(args: TopArgs, session: Session, log_level: LogLevel) -> anyhow
     let summary = summary?;
     drop(dir);
     Ok(Outcome::of(&summary))
+}
+
+/// Logs off until dropped, then back at `level` (before any error of the
+/// command is logged).
+struct Quiet {
+    log: LogLevel,
+    level: String,
+}
+
+impl Quiet {
+    fn new(log: LogLevel, level: &str) -> Self {
+        let _ = log.set("off");
+        Self {
+            log,
+            level: level.to_owned(),
+        }
+    }
+}
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        let _ = self.log.set(&self.level);
+    }
 }

@@ -252,10 +252,10 @@ impl Screen {
         let widths = [
             Constraint::Length(21),
             Constraint::Length(22),
-            Constraint::Length(16),
+            Constraint::Min(16),
             Constraint::Length(9),
             Constraint::Length(6),
-            Constraint::Min(12),
+            Constraint::Length(32),
             Constraint::Length(7),
             Constraint::Length(7),
         ];
