@@ -19,8 +19,13 @@ struct Tmux {
 
 impl Tmux {
     fn start(command: &str) -> Tmux {
+        Tmux::start_named("live", command)
+    }
+
+    /// On a socket of its own per `name` (tests run in parallel).
+    fn start_named(name: &str, command: &str) -> Tmux {
         let tmux = Tmux {
-            socket: format!("saltsight-top-{}", std::process::id()),
+            socket: format!("saltsight-top-{name}-{}", std::process::id()),
         };
         let out = tmux.run(&[
             "new-session",
@@ -221,4 +226,49 @@ fn top_shows_returns_arriving_a_verdict_and_a_drill_down() {
     let _ = cli.kill();
     let _ = cli.wait();
     lab.start_minion("db1").expect("restart db1");
+}
+
+/// A terminal that hangs up (the tmux server killed, an ssh session dropped)
+/// ends `top`: it must not stay behind reading end-of-file for ever.
+#[test]
+fn top_ends_when_its_terminal_hangs_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("nothing-here.ipc");
+    let command = format!(
+        "exec {} --endpoint unix:{} top --wait",
+        bin(),
+        socket.display()
+    );
+    let tmux = Tmux::start_named("hangup", &command);
+    tmux.wait_screen("the screen", Duration::from_secs(20), |s| {
+        s.contains("saltsight top")
+    });
+    let out = tmux.run(&["display-message", "-p", "-t", "top", "#{pane_pid}"]);
+    let pid: u32 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("the pane's pid");
+    tmux.run(&["kill-server"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // Gone, or a zombie waiting for whoever adopted it.
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let running = state
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|s| s != "Z");
+        if !running {
+            break;
+        }
+        if Instant::now() >= deadline {
+            // Stop exactly the process this test started, then fail.
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            panic!("top (pid {pid}) still runs 10 s after its terminal hung up");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -95,10 +95,18 @@ impl Screen {
             self.take_records();
             self.refresh_recap(false);
             terminal.draw(|frame| self.draw(frame))?;
-            if event::poll(TICK)? {
-                if let Event::Key(key) = event::read()? {
-                    if key.kind != KeyEventKind::Release && self.key(key) {
-                        return Ok(());
+            // Our own wait first: crossterm's poll never returns once the
+            // terminal has hung up (it reads end-of-file for ever).
+            match wait_for_keys(TICK) {
+                Keys::Gone => return Ok(()),
+                Keys::None => {}
+                Keys::Ready => {
+                    while event::poll(Duration::ZERO)? {
+                        if let Event::Key(key) = event::read()? {
+                            if key.kind != KeyEventKind::Release && self.key(key) {
+                                return Ok(());
+                            }
+                        }
                     }
                 }
             }
@@ -426,6 +434,39 @@ fn recap(history: &std::path::Path, jid: &str) -> String {
         }
         Ok(None) => format!("Job {jid} is not in the history yet (it is written in batches)."),
         Err(e) => format!("cannot read the history: {e}"),
+    }
+}
+
+/// What waiting on the terminal gave.
+enum Keys {
+    /// Input to read.
+    Ready,
+    /// Nothing within the wait.
+    None,
+    /// The terminal hung up (the tmux server killed, the ssh session
+    /// dropped): no key will ever come.
+    Gone,
+}
+
+/// Waits up to `wait` for input on the terminal (stdin).
+fn wait_for_keys(wait: Duration) -> Keys {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+    let timeout = PollTimeout::try_from(wait).unwrap_or(PollTimeout::MAX);
+    match poll(&mut fds, timeout) {
+        Ok(0) => Keys::None,
+        Ok(_) => match fds[0].revents() {
+            Some(r)
+                if r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL) =>
+            {
+                Keys::Gone
+            }
+            _ => Keys::Ready,
+        },
+        // A signal (SIGWINCH: ratatui resizes on the next draw).
+        Err(_) => Keys::None,
     }
 }
 
