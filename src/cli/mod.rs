@@ -19,6 +19,7 @@ pub mod replay;
 pub mod run;
 pub mod tail;
 pub mod tail_format;
+pub mod top;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -91,6 +92,7 @@ impl Cli {
                 args.state.apply(&mut o);
             }
             Command::Tail(args) => args.bus.apply(&mut o),
+            Command::Top(args) => args.bus.apply(&mut o),
             Command::Capture(args) => args.bus.apply(&mut o),
             Command::Replay(args) => {
                 args.master.apply(&mut o);
@@ -113,6 +115,11 @@ pub enum Command {
     Run(run::RunArgs),
     /// Show live events, like `salt-run state.event pretty=True`.
     Tail(tail::TailArgs),
+    /// A live view of the bus: jobs in flight with their returns against
+    /// expected, verdicts as they fall, failure groups, the bus and its lag;
+    /// Enter on a job shows its recap. Follows the bus itself, as `tail` does,
+    /// so it needs no running agent.
+    Top(top::TopArgs),
     /// Record the raw bus bytes, with receive times, to a file for later replay.
     Capture(capture::CaptureArgs),
     /// Feed a recording (a capture or a raw socket dump) through the pipeline.
@@ -296,6 +303,7 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
                 run::run(args, session, reload).await
             }
             Command::Tail(args) => tail::run(args, session).await,
+            Command::Top(args) => top::run(args, session, log_level).await,
             Command::Capture(args) => capture::run(args, session).await,
             Command::Replay(args) => replay::run(args, session).await,
             Command::Demo(args) => demo::run(args, session).await,

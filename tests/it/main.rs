@@ -22,6 +22,7 @@ mod service_live;
 mod support;
 mod systemd_live;
 mod tidy;
+mod top_live;
 mod triage;
 mod triage_corpus;
 mod triage_live;
