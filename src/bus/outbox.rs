@@ -63,6 +63,11 @@ impl Outbox {
     /// held gap merges into it), after the frames of the read in hand.
     pub(super) fn control(&mut self, msg: BusMessage) {
         self.send_batch();
+        self.hold(msg);
+    }
+
+    /// Holds `msg` behind what is held, a gap merged into a held gap before it.
+    fn hold(&mut self, msg: BusMessage) {
         self.held_since.get_or_insert_with(Instant::now);
         match (self.held.back_mut(), msg) {
             (Some(BusMessage::Gap(held)), BusMessage::Gap(gap)) => merge_gap(held, gap),
@@ -180,17 +185,13 @@ impl Outbox {
     fn dropped(&mut self, frames: u64) {
         ReaderStats::add(&self.stats.dropped_queue_full, frames);
         let now = SystemTime::now();
-        let gap = BusGap {
+        // Not `control`: the frames of the read in hand are being sent.
+        self.hold(BusMessage::Gap(BusGap {
             started_at: now,
             ended_at: now,
             reason: GapReason::QueueFull,
             dropped_frames: frames,
-        };
-        self.held_since.get_or_insert_with(Instant::now);
-        match self.held.back_mut() {
-            Some(BusMessage::Gap(held)) => merge_gap(held, gap),
-            _ => self.held.push_back(BusMessage::Gap(gap)),
-        }
+        }));
     }
 
     /// At shutdown: the read in hand, then what is held, waiting (bounded) for room.
