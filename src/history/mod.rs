@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, params};
 
-use crate::record::{Record, RecordBody};
+use crate::record::{Correlation, Record, RecordBody};
 use crate::time::Stamp;
 
 /// The schema's version (`PRAGMA user_version`).
@@ -99,31 +99,19 @@ impl Row {
                 row.minion = own(&f.minion);
                 row.fun = own(&f.fun);
                 row.fingerprint = own(&f.fingerprint);
-                row.commit = f
-                    .correlation
-                    .introduced_by
-                    .as_ref()
-                    .map(|i| i.commit.id.clone());
+                row.commit = introduced_commit(&f.correlation);
             }
             RecordBody::RenderFailure(f) => {
                 row.jid = own(&f.jid);
                 row.minion = own(&f.minion);
                 row.fun = own(&f.fun);
                 row.fingerprint = own(&f.fingerprint);
-                row.commit = f
-                    .correlation
-                    .introduced_by
-                    .as_ref()
-                    .map(|i| i.commit.id.clone());
+                row.commit = introduced_commit(&f.correlation);
             }
             RecordBody::FailureGroup(g) => {
                 row.jid = own(&g.jid);
                 row.fingerprint = own(&g.fingerprint);
-                row.commit = g
-                    .correlation
-                    .introduced_by
-                    .as_ref()
-                    .map(|i| i.commit.id.clone());
+                row.commit = introduced_commit(&g.correlation);
             }
             RecordBody::ConfigChange(c) => row.commit = c.new.clone(),
             RecordBody::ExternalIncident(i) => row.fingerprint = own(&i.incident),
@@ -133,6 +121,14 @@ impl Row {
         }
         row
     }
+}
+
+/// The commit column of a failure: the commit that introduced it, once found.
+fn introduced_commit(correlation: &Correlation) -> Option<String> {
+    correlation
+        .introduced_by
+        .as_ref()
+        .map(|i| i.commit.id.clone())
 }
 
 /// The store, opened to write (the agent) or to read (the query commands).
