@@ -29,7 +29,7 @@ fn describe(body: &RecordBody, out: &mut String) {
             "{} {} on {} ({} expected){}{}",
             j.jid,
             j.fun,
-            targets(&j.tgt),
+            names(&j.tgt),
             j.expected_count,
             j.user
                 .as_deref()
@@ -184,10 +184,6 @@ fn describe(body: &RecordBody, out: &mut String) {
 
 fn test_flag(test: bool) -> &'static str {
     if test { " test=True" } else { "" }
-}
-
-fn targets(tgt: &[String]) -> String {
-    names(tgt)
 }
 
 fn names(list: &[String]) -> String {
