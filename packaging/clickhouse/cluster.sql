@@ -330,3 +330,132 @@ SELECT
 FROM saltsight.records_local
 WHERE kind = 'config_change' AND commit != ''
 GROUP BY repo, commit, master;
+
+CREATE TABLE IF NOT EXISTS saltsight.rollout_progress_local
+(
+    master LowCardinality(String),
+    repo LowCardinality(String),
+    commit String,
+    at DateTime64(6, 'UTC'),                       
+    subject String,
+    status LowCardinality(String),                 
+    committed_at Nullable(DateTime64(6, 'UTC')),
+    seen_at DateTime64(6, 'UTC'),                  
+    known UInt32,
+    applied UInt32,
+    failed UInt32,
+    pending UInt32,
+    delay_p50_s Nullable(Float64),
+    delay_p95_s Nullable(Float64),
+    delay_p100_s Nullable(Float64),
+    failed_minions Array(String),                  
+    failed_jids Array(String),                     
+    failed_fingerprints Array(String),             
+    revision UInt32,
+    INDEX at_idx at TYPE minmax GRANULARITY 1
+)
+ENGINE = ReplacingMergeTree(revision)
+ORDER BY (master, repo, commit)
+TTL toDateTime(at) + INTERVAL 90 DAY;
+
+CREATE TABLE IF NOT EXISTS saltsight.rollout_progress
+(
+    master LowCardinality(String),
+    repo LowCardinality(String),
+    commit String,
+    at DateTime64(6, 'UTC'),
+    subject String,
+    status LowCardinality(String),
+    committed_at Nullable(DateTime64(6, 'UTC')),
+    seen_at DateTime64(6, 'UTC'),
+    known UInt32,
+    applied UInt32,
+    failed UInt32,
+    pending UInt32,
+    delay_p50_s Nullable(Float64),
+    delay_p95_s Nullable(Float64),
+    delay_p100_s Nullable(Float64),
+    failed_minions Array(String),
+    failed_jids Array(String),
+    failed_fingerprints Array(String),
+    revision UInt32
+)
+ENGINE = Distributed(saltsight, saltsight, rollout_progress_local);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.rollout_progress_mv_local TO saltsight.rollout_progress_local AS
+SELECT
+    master,
+    JSONExtractString(record, 'repo') AS repo,
+    commit,
+    at,
+    commit_subject AS subject,
+    reason AS status,
+    parseDateTime64BestEffortOrNull(JSONExtractString(record, 'committed_at'), 6, 'UTC') AS committed_at,
+    parseDateTime64BestEffortOrZero(JSONExtractString(record, 'seen_at'), 6, 'UTC') AS seen_at,
+    JSONExtractUInt(record, 'known') AS known,
+    JSONExtractUInt(record, 'applied') AS applied,
+    JSONExtractUInt(record, 'failed') AS failed,
+    JSONExtractUInt(record, 'pending') AS pending,
+    JSONExtract(record, 'delay_from_commit', 'p50_s', 'Nullable(Float64)') AS delay_p50_s,
+    JSONExtract(record, 'delay_from_commit', 'p95_s', 'Nullable(Float64)') AS delay_p95_s,
+    JSONExtract(record, 'delay_from_commit', 'p100_s', 'Nullable(Float64)') AS delay_p100_s,
+    arrayMap(x -> JSONExtractString(x, 'minion'), JSONExtractArrayRaw(record, 'sample_failed')) AS failed_minions,
+    arrayMap(x -> JSONExtractString(x, 'jid'), JSONExtractArrayRaw(record, 'sample_failed')) AS failed_jids,
+    arrayMap(x -> JSONExtractString(x, 'fingerprint'), JSONExtractArrayRaw(record, 'sample_failed')) AS failed_fingerprints,
+    revision
+FROM saltsight.records_local
+WHERE kind = 'rollout';
+
+CREATE TABLE IF NOT EXISTS saltsight.external_incidents_local
+(
+    master LowCardinality(String),
+    incident String,
+    at DateTime64(6, 'UTC'),                       
+    target LowCardinality(String),
+    category LowCardinality(String),
+    status LowCardinality(String),                 
+    minions UInt32,
+    jobs UInt32,
+    failures UInt64,
+    first_seen DateTime64(6, 'UTC'),
+    last_seen DateTime64(6, 'UTC'),
+    revision UInt32,
+    INDEX at_idx at TYPE minmax GRANULARITY 1
+)
+ENGINE = ReplacingMergeTree(revision)
+ORDER BY (master, incident)
+TTL toDateTime(at) + INTERVAL 90 DAY;
+
+CREATE TABLE IF NOT EXISTS saltsight.external_incidents
+(
+    master LowCardinality(String),
+    incident String,
+    at DateTime64(6, 'UTC'),
+    target LowCardinality(String),
+    category LowCardinality(String),
+    status LowCardinality(String),
+    minions UInt32,
+    jobs UInt32,
+    failures UInt64,
+    first_seen DateTime64(6, 'UTC'),
+    last_seen DateTime64(6, 'UTC'),
+    revision UInt32
+)
+ENGINE = Distributed(saltsight, saltsight, external_incidents_local);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.external_incidents_mv_local TO saltsight.external_incidents_local AS
+SELECT
+    master,
+    fingerprint AS incident,
+    at,
+    target,
+    category,
+    reason AS status,
+    count AS minions,
+    JSONExtractUInt(record, 'jobs') AS jobs,
+    JSONExtractUInt(record, 'failures') AS failures,
+    parseDateTime64BestEffortOrZero(JSONExtractString(record, 'first_seen'), 6, 'UTC') AS first_seen,
+    parseDateTime64BestEffortOrZero(JSONExtractString(record, 'last_seen'), 6, 'UTC') AS last_seen,
+    revision
+FROM saltsight.records_local
+WHERE kind = 'external_incident';

@@ -106,3 +106,95 @@ GROUP BY repo, commit
 HAVING last_master_at > now() - INTERVAL 7 DAY
 ORDER BY last_master_at DESC
 LIMIT 50;
+
+-- The same external target failing on several masters over a day: an upstream
+-- outage (a mirror, DNS, a third-party URL), not one master's problem. From
+-- each master's external incidents at their latest revision (FINAL).
+SELECT
+    target,
+    groupUniqArray(category) AS categories,
+    uniqExact(master) AS masters,
+    groupUniqArray(master) AS on_masters,
+    count() AS incidents,
+    sum(minions) AS minions,
+    sum(jobs) AS jobs,
+    countIf(status = 'open') AS open,
+    min(first_seen) AS first_failure,
+    max(last_seen) AS last_failure
+FROM saltsight.external_incidents FINAL
+WHERE last_seen > now() - INTERVAL 1 DAY
+GROUP BY target
+HAVING masters > 1
+ORDER BY masters DESC, minions DESC
+LIMIT 50;
+
+-- Release delay per commit over a month: from the commit's time to half, 95%
+-- and all of the fleet having applied it (a successful, non-test highstate or
+-- state.apply under it), each master's rollout at its latest revision. Across
+-- masters a delay is the slowest master's, and the one to 100% only once every
+-- master reached it. A commit superseded before it reached everyone has none.
+SELECT
+    repo,
+    commit,
+    any(subject) AS subject,
+    min(committed_at) AS commit_time,
+    uniqExact(master) AS masters,
+    groupUniqArray(status) AS statuses,
+    sum(known) AS minions,
+    sum(applied) AS applied,
+    sum(failed) AS failed,
+    sum(pending) AS pending,
+    max(delay_p50_s) AS to_50_s,
+    max(delay_p95_s) AS to_95_s,
+    if(countIf(isNull(delay_p100_s)) = 0, max(delay_p100_s), NULL) AS to_100_s
+FROM saltsight.rollout_progress FINAL
+WHERE seen_at > now() - INTERVAL 30 DAY
+GROUP BY repo, commit
+ORDER BY commit_time DESC
+LIMIT 100;
+
+-- Commits whose rollout failed on some minions over a month, with each root
+-- cause across masters: the failed minions each rollout keeps (a bounded
+-- sample) joined to their jobs' failure groups by fingerprint. `minions`
+-- counts the minions of those jobs' groups, `failed` the rollouts' own count
+-- of failed minions, per commit.
+SELECT
+    f.repo AS repo,
+    f.commit AS commit,
+    any(f.subject) AS subject,
+    any(totals.failed_minions) AS failed,
+    f.fingerprint AS fingerprint,
+    any(g.sls) AS sls,
+    any(g.state_id) AS state_id,
+    any(g.category) AS category,
+    any(g.target) AS target,
+    uniqExact(f.master) AS masters,
+    groupUniqArray(f.master) AS on_masters,
+    uniqExact(f.master, f.jid) AS jobs,
+    sum(g.count) AS minions,
+    groupUniqArrayArray(f.minions) AS sample_minions
+FROM
+(
+    SELECT master, repo, commit, any(subject) AS subject, failure.2 AS jid,
+           failure.3 AS fingerprint, groupUniqArray(failure.1) AS minions
+    FROM saltsight.rollout_progress FINAL
+    ARRAY JOIN arrayZip(failed_minions, failed_jids, failed_fingerprints) AS failure
+    WHERE failed > 0 AND seen_at > now() - INTERVAL 30 DAY
+    GROUP BY master, repo, commit, jid, fingerprint
+) AS f
+LEFT JOIN
+(
+    SELECT master, jid, fingerprint, sls, state_id, category, target, count
+    FROM saltsight.failure_groups FINAL
+    WHERE at > now() - INTERVAL 31 DAY
+) AS g ON g.master = f.master AND g.jid = f.jid AND g.fingerprint = f.fingerprint
+LEFT JOIN
+(
+    SELECT repo, commit, sum(failed) AS failed_minions
+    FROM saltsight.rollout_progress FINAL
+    WHERE failed > 0 AND seen_at > now() - INTERVAL 30 DAY
+    GROUP BY repo, commit
+) AS totals ON totals.repo = f.repo AND totals.commit = f.commit
+GROUP BY repo, commit, fingerprint
+ORDER BY failed DESC, masters DESC
+LIMIT 100;

@@ -240,3 +240,101 @@ SELECT
 FROM saltsight.records
 WHERE kind = 'config_change' AND commit != ''
 GROUP BY repo, commit, master;
+
+-- Release delay: one row per (master, state tree, commit), the latest revision
+-- of its `rollout` record (re-emitted as minions apply the commit, closed
+-- complete, superseded or stalled). Delays are seconds from the commit's time
+-- to half, 95% and all of the master's minions having applied it (NULL until
+-- reached). The failed minions' sample keeps each one's job and root cause
+-- (its failure group's fingerprint). Read with FINAL.
+CREATE TABLE IF NOT EXISTS saltsight.rollout_progress
+(
+    master LowCardinality(String),
+    repo LowCardinality(String),
+    commit String,
+    at DateTime64(6, 'UTC'),                       -- this revision
+    subject String,
+    status LowCardinality(String),                 -- in_progress, complete, superseded, stalled
+    committed_at Nullable(DateTime64(6, 'UTC')),
+    seen_at DateTime64(6, 'UTC'),                  -- when saltsight saw the HEAD there
+    known UInt32,
+    applied UInt32,
+    failed UInt32,
+    pending UInt32,
+    delay_p50_s Nullable(Float64),
+    delay_p95_s Nullable(Float64),
+    delay_p100_s Nullable(Float64),
+    failed_minions Array(String),                  -- a bounded sample, with...
+    failed_jids Array(String),                     -- ... the job each failed in
+    failed_fingerprints Array(String),             -- ... and its root cause ('' if none)
+    revision UInt32,
+    INDEX at_idx at TYPE minmax GRANULARITY 1
+)
+ENGINE = ReplacingMergeTree(revision)
+ORDER BY (master, repo, commit)
+TTL toDateTime(at) + INTERVAL 90 DAY;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.rollout_progress_mv TO saltsight.rollout_progress AS
+SELECT
+    master,
+    JSONExtractString(record, 'repo') AS repo,
+    commit,
+    at,
+    commit_subject AS subject,
+    reason AS status,
+    parseDateTime64BestEffortOrNull(JSONExtractString(record, 'committed_at'), 6, 'UTC') AS committed_at,
+    parseDateTime64BestEffortOrZero(JSONExtractString(record, 'seen_at'), 6, 'UTC') AS seen_at,
+    JSONExtractUInt(record, 'known') AS known,
+    JSONExtractUInt(record, 'applied') AS applied,
+    JSONExtractUInt(record, 'failed') AS failed,
+    JSONExtractUInt(record, 'pending') AS pending,
+    JSONExtract(record, 'delay_from_commit', 'p50_s', 'Nullable(Float64)') AS delay_p50_s,
+    JSONExtract(record, 'delay_from_commit', 'p95_s', 'Nullable(Float64)') AS delay_p95_s,
+    JSONExtract(record, 'delay_from_commit', 'p100_s', 'Nullable(Float64)') AS delay_p100_s,
+    arrayMap(x -> JSONExtractString(x, 'minion'), JSONExtractArrayRaw(record, 'sample_failed')) AS failed_minions,
+    arrayMap(x -> JSONExtractString(x, 'jid'), JSONExtractArrayRaw(record, 'sample_failed')) AS failed_jids,
+    arrayMap(x -> JSONExtractString(x, 'fingerprint'), JSONExtractArrayRaw(record, 'sample_failed')) AS failed_fingerprints,
+    revision
+FROM saltsight.records
+WHERE kind = 'rollout';
+
+-- External incidents: one row per (master, incident), the latest revision of
+-- its `external_incident` record (one target, a host or a URL's host, failing
+-- on several minions across jobs). The same target in incidents of several
+-- masters is an upstream outage, not a local problem. Read with FINAL.
+CREATE TABLE IF NOT EXISTS saltsight.external_incidents
+(
+    master LowCardinality(String),
+    incident String,
+    at DateTime64(6, 'UTC'),                       -- this revision
+    target LowCardinality(String),
+    category LowCardinality(String),
+    status LowCardinality(String),                 -- open, closed
+    minions UInt32,
+    jobs UInt32,
+    failures UInt64,
+    first_seen DateTime64(6, 'UTC'),
+    last_seen DateTime64(6, 'UTC'),
+    revision UInt32,
+    INDEX at_idx at TYPE minmax GRANULARITY 1
+)
+ENGINE = ReplacingMergeTree(revision)
+ORDER BY (master, incident)
+TTL toDateTime(at) + INTERVAL 90 DAY;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.external_incidents_mv TO saltsight.external_incidents AS
+SELECT
+    master,
+    fingerprint AS incident,
+    at,
+    target,
+    category,
+    reason AS status,
+    count AS minions,
+    JSONExtractUInt(record, 'jobs') AS jobs,
+    JSONExtractUInt(record, 'failures') AS failures,
+    parseDateTime64BestEffortOrZero(JSONExtractString(record, 'first_seen'), 6, 'UTC') AS first_seen,
+    parseDateTime64BestEffortOrZero(JSONExtractString(record, 'last_seen'), 6, 'UTC') AS last_seen,
+    revision
+FROM saltsight.records
+WHERE kind = 'external_incident';

@@ -75,6 +75,7 @@ fn config(lab: &Lab, dir: &Path, master: &str, cluster: &str, copy: &str) -> Str
         &config,
         format!(
             "master_id = {master:?}\n[bus]\nmaster_config = {:?}\n[jobs]\ndeadlines = {{ \"test.*\" = \"5s\", \"state.*\" = \"60s\" }}\n\
+             [rollouts]\nupdate_every = \"1s\"\n\
              [spool]\ndir = {:?}\n\n[[output]]\ntype = \"stdout\"\n\n{}{}",
             lab.master_config().display().to_string(),
             dir.join("spool").display().to_string(),
@@ -196,9 +197,14 @@ fn two_masters_write_into_a_two_shard_cluster_and_lose_nothing_while_a_shard_is_
                     && s.iter().any(|r| {
                         r.record["kind"] == "minion_missing" && r.record["minion"] == "ghost9"
                     })
+                    && s.iter().any(|r| {
+                        r.record["kind"] == "rollout"
+                            && r.record["commit"] == broken.as_str()
+                            && r.record["failed"] == 2
+                    })
             },
         )
-        .expect("the broken run's failure group, the ping's verdict and its missing ghost");
+        .expect("the broken run's failure group, the ping's verdict, its missing ghost and B's failed rollout");
     }
     // The agent writing to the stopped server retries; the other's server took
     // its rows and keeps those of the stopped shard on its disk.
@@ -310,6 +316,52 @@ fn two_masters_write_into_a_two_shard_cluster_and_lose_nothing_while_a_shard_is_
     assert_eq!(b["masters"], 2);
     assert_eq!(b["subject"], "web: move config to a file");
     assert!(b["delay_to_first_s"].as_i64().expect("a delay") > 0, "{b}");
+    // Release delay per commit: A reached every minion of both masters (its
+    // delay from the commit's fixed date is days); B failed on all four.
+    let delays = ch.rows(&queries[6]);
+    let a = row_with(&delays, "commit", &ok);
+    assert_eq!(
+        (&a["masters"], &a["applied"], &a["statuses"]),
+        (
+            &Value::from(2),
+            &Value::from(4),
+            &serde_json::json!(["complete"])
+        ),
+        "{a}"
+    );
+    assert!(
+        a["to_100_s"].as_f64().expect("a delay to 100%") > 86_400.0,
+        "{a}"
+    );
+    let b = row_with(&delays, "commit", &broken);
+    assert_eq!(
+        (&b["failed"], &b["applied"]),
+        (&Value::from(4), &Value::from(0)),
+        "{b}"
+    );
+    assert!(b["to_100_s"].is_null(), "{b}");
+    // The failed rollout's root cause, across both masters.
+    let failed = ch.rows(&queries[7]);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let cause = &failed[0];
+    assert_eq!(cause["commit"], broken.as_str());
+    assert_eq!(
+        (
+            &cause["state_id"],
+            &cause["category"],
+            &cause["masters"],
+            &cause["minions"],
+            &cause["failed"]
+        ),
+        (
+            &Value::from("web_conf"),
+            &Value::from("source_missing"),
+            &Value::from(2),
+            &Value::from(4),
+            &Value::from(4)
+        ),
+        "{cause}"
+    );
     let stored = ch.query("SELECT count() FROM saltsight.records FINAL");
     assert_eq!(stored.trim(), emitted.len().to_string());
 

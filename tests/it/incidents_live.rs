@@ -4,6 +4,9 @@
 //! state broken on its own. One `external_incident` per target with the right
 //! minions and jobs; the broken state in neither; the HTTP target's incident
 //! closes, recovered, once a server answers there and the state succeeds.
+//! The same run's rows, as the `clickhouse` encoding made them, replayed as
+//! two masters into current ClickHouse (chdb) answer the fleet query for a
+//! target failing on several masters.
 
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
@@ -12,8 +15,9 @@ use std::time::Duration;
 use saltsight::lab::{Lab, LabOptions};
 use serde_json::Value;
 
-use crate::support::clickhouse::free_port;
-use crate::support::{Received, Saltsight, jid_from, lab_lock, read_records};
+use crate::support::clickhouse::{Chdb, free_port, packaging, statements};
+use crate::support::upstream::{Reply, Upstream};
+use crate::support::{Received, Saltsight, jid_from, lab_lock, read_records, record_ids};
 
 const EXT: &str = "fetch_app:\n  file.managed:\n    - name: {{ opts['cachedir'] }}/app.txt\n    - source: http://127.0.0.1:PORT/app.txt\n    - skip_verify: True\n\
 resolve_mirror:\n  cmd.run:\n    - name: curl -sS -o /dev/null http://mirror.saltsight-test.invalid/\n\
@@ -92,11 +96,16 @@ fn one_unreachable_host_on_every_minion_is_one_incident_that_recovers() {
     .expect("write ext.sls");
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("saltsight.toml");
+    let copy = Upstream::start(Vec::new(), Reply::status(200));
     std::fs::write(
         &config,
         format!(
-            "master_id = \"lab\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndeadlines = {{ \"state.*\" = \"90s\" }}\n[incidents]\nupdate_every = \"1s\"\n",
-            lab.master_config().display().to_string()
+            "master_id = \"lab\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndeadlines = {{ \"state.*\" = \"90s\" }}\n[incidents]\nupdate_every = \"1s\"\n\
+             [spool]\ndir = {:?}\n\n[[output]]\ntype = \"stdout\"\n\n[[output]]\ntype = \"http\"\nname = \"copy\"\n\
+             encoding = \"clickhouse\"\nurl = {:?}\nbatch_max_age = \"200ms\"\n",
+            lab.master_config().display().to_string(),
+            dir.path().join("spool").display().to_string(),
+            copy.url(),
         ),
     )
     .expect("write config");
@@ -143,6 +152,8 @@ fn one_unreachable_host_on_every_minion_is_one_incident_that_recovers() {
             .collect();
         assert_eq!(sampled, jobs.iter().map(String::as_str).collect());
     }
+    fleet_query_finds_both_targets_on_two_masters(&copy, &seen, &targets);
+
     // The broken state is in no incident; the failures in the second job are.
     for f in of_kind(&seen, "state_failure") {
         if f["state_id"] == "broken" {
@@ -178,4 +189,57 @@ fn one_unreachable_host_on_every_minion_is_one_incident_that_recovers() {
         (&closed[0]["target"], &closed[0]["end"]),
         (&Value::from(http.as_str()), &Value::from("recovered"))
     );
+}
+
+/// The rows the copy output received (once it holds every record read so
+/// far), inserted as they are and again as a second master: the query for a
+/// target failing on several masters names both targets, on both.
+fn fleet_query_finds_both_targets_on_two_masters(
+    copy: &Upstream,
+    seen: &[Received],
+    targets: &BTreeSet<&str>,
+) {
+    let want = record_ids(seen);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let rows = loop {
+        let rows: Vec<Value> = copy.requests().iter().flat_map(|r| r.records()).collect();
+        let got: BTreeSet<String> = rows
+            .iter()
+            .filter_map(|r| r["id"].as_str().map(str::to_owned))
+            .collect();
+        if want.is_subset(&got) {
+            break rows;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy output lacks {:?}",
+            want.difference(&got).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut body = Vec::new();
+    for master in ["edge-1", "edge-2"] {
+        for row in &rows {
+            let mut row = row.clone();
+            row["master"] = master.into();
+            body.extend(format!("{row}\n").into_bytes());
+        }
+    }
+    let mut ch = Chdb::start();
+    ch.apply(&packaging("schema.sql"));
+    ch.insert("saltsight.records", &body);
+    let queries = statements(&packaging("queries.sql"));
+    let answered = ch.rows(&queries[5]);
+    let found: BTreeSet<&str> = answered
+        .iter()
+        .filter_map(|r| r["target"].as_str())
+        .collect();
+    assert_eq!(&found, targets, "{answered:?}");
+    for row in &answered {
+        assert_eq!(
+            (&row["masters"], &row["minions"], &row["open"]),
+            (&Value::from(2), &Value::from(6), &Value::from(2)),
+            "{row}"
+        );
+    }
 }
