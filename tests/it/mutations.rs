@@ -9,17 +9,17 @@
 
 use std::sync::LazyLock;
 
-use bytes::BytesMut;
 use proptest::prelude::*;
-use saltsight::bus::framing::{FrameSplitter, Split};
-use saltsight::event::{self, Body, json::to_json};
+use saltsight::event::{self, Body};
 use saltsight::sink::encode::Encoding;
 use saltsight::sink::segment;
-use saltsight::triage::category::{FailureText, classify};
-use saltsight::triage::failures::{MAX_DECODED_FAILURES, root_causes, walk};
-use saltsight::triage::render::render_errors;
 
 use crate::support::fixture;
+
+#[path = "../../fuzz/checks.rs"]
+mod checks;
+
+use checks::split;
 
 /// Every capture's bytes (the first 256 KiB: enough frames, bounded work).
 static CAPTURES: LazyLock<Vec<Vec<u8>>> = LazyLock::new(|| {
@@ -81,35 +81,6 @@ static SEGMENTS: LazyLock<Vec<Vec<u8>>> = LazyLock::new(|| {
         })
         .collect()
 });
-
-/// The frames a stream splits into (stopping at a desync, as the reader would).
-fn split(stream: &[u8], chunk: usize, cap: usize) -> Vec<bytes::Bytes> {
-    let mut splitter = FrameSplitter::new(cap);
-    let mut buf = BytesMut::new();
-    let mut frames = Vec::new();
-    for piece in stream.chunks(chunk.max(1)) {
-        buf.extend_from_slice(piece);
-        loop {
-            match splitter.next(&mut buf) {
-                Ok(Some(Split::Frame(frame))) => {
-                    assert!(frame.len() <= cap, "a frame over the cap");
-                    frames.push(frame);
-                }
-                Ok(Some(Split::Skipped { head, .. })) => {
-                    assert!(head.len() <= saltsight::bus::framing::SKIPPED_HEAD_BYTES);
-                }
-                Ok(None) => break,
-                Err(_) => return frames,
-            }
-        }
-        assert!(
-            buf.len() <= cap + chunk + 16,
-            "the splitter holds {} bytes",
-            buf.len()
-        );
-    }
-    frames
-}
 
 #[derive(Debug, Clone)]
 enum Mutation {
@@ -194,12 +165,7 @@ proptest! {
             &mutations,
             &captures[donor % captures.len()],
         );
-        for frame in split(&stream, chunk, 1 << cap_log) {
-            if let Ok(event) = event::decode(&frame) {
-                let _ = to_json(event.data);
-            }
-            let _ = event::tag_of_head(&frame[..frame.len().min(1024)]);
-        }
+        checks::split_and_decode(&stream, chunk, 1 << cap_log);
     }
 
     #[test]
@@ -214,24 +180,7 @@ proptest! {
             &mutations,
             &returns[donor % returns.len()],
         );
-        if let Some(run) = walk(&raw, true) {
-            prop_assert!(run.failed.len() <= MAX_DECODED_FAILURES);
-            for state in &run.failed {
-                let _ = classify(&FailureText {
-                    function: &state.function,
-                    comment: &state.comment,
-                    stderr: state.stderr.as_deref(),
-                    stdout: state.stdout.as_deref(),
-                    exit_code: state.exit_code,
-                });
-            }
-            let _ = root_causes(run.failed);
-        }
-        if let Some(errors) = render_errors(&raw, Some(1)) {
-            for error in errors {
-                let _ = classify(&FailureText::comment(&error.message));
-            }
-        }
+        checks::walk_return(&raw);
     }
 
     #[test]
@@ -243,12 +192,6 @@ proptest! {
         let segments = &*SEGMENTS;
         let original = &segments[which % segments.len()];
         let bytes = apply(original.clone(), &mutations, &segments[donor % segments.len()]);
-        let decoded = segment::decode(&bytes, Encoding::Ndjson);
-        prop_assert!(decoded.body.len() <= bytes.len());
-        prop_assert!(decoded.valid_len <= bytes.len());
-        // Every record given back is a whole line of the original or the donor.
-        for line in decoded.body.split_inclusive(|b| *b == b'\n') {
-            prop_assert!(line.ends_with(b"\n"));
-        }
+        checks::read_spool(&bytes);
     }
 }
