@@ -200,33 +200,6 @@ pub fn count_states(raw: &[u8]) -> Option<StateCounts> {
 mod tests {
     use super::*;
     use crate::record::{StateCounts, Trimmed};
-
-    /// What Salt puts in place of a value over its share of `max_event_size`.
-    const VALUE_TRIMMED: &[u8] = b"VALUE_TRIMMED";
-
-    /// Whether, and how deep, Salt trimmed a return (`salt.utils.event`'s
-    /// `trim_dict`: the whole value, or values of the top-level map and of maps
-    /// inside it, never inside lists). A return without the marker costs one
-    /// substring search.
-    pub fn trimmed(raw: &[u8]) -> Option<Trimmed> {
-        memchr::memmem::find(raw, VALUE_TRIMMED)?;
-        let mut cursor = Cursor::new(raw);
-        if let Some(text) = cursor.clone().read_str_or_bin() {
-            return (text == VALUE_TRIMMED).then_some(Trimmed::Return);
-        }
-        let mut found = None;
-        for _ in 0..cursor.read_map_len()? {
-            cursor.take_raw().ok()?;
-            let value = cursor.take_raw().ok()?;
-            if Cursor::new(value).read_str_or_bin() == Some(VALUE_TRIMMED) {
-                return Some(Trimmed::States);
-            }
-            if memchr::memmem::find(value, VALUE_TRIMMED).is_some() {
-                found = Some(Trimmed::Values);
-            }
-        }
-        found
-    }
     use serde_json::json;
 
     /// Salt's three shapes of a trimmed return, and a return without the mark.
