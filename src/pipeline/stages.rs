@@ -436,12 +436,12 @@ mod tests {
     use crate::record::RecordKind;
     use serde_json::json;
 
-    fn frame(tag: &str, data: serde_json::Value) -> Vec<u8> {
+    pub(super) fn frame(tag: &str, data: serde_json::Value) -> Vec<u8> {
         encode_frame(tag, &rmp_serde::to_vec_named(&data).unwrap(), false)
     }
 
     /// The defaults, with no master config or git checkout to read.
-    fn config() -> Config {
+    pub(super) fn config() -> Config {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("saltsight.toml");
         std::fs::write(
@@ -500,33 +500,18 @@ mod tests {
 
 #[cfg(test)]
 mod incident_tests {
+    use super::tests::{config, frame};
     use super::*;
-    use crate::event::{decode, encode_frame};
+    use crate::event::decode;
     use crate::record::RecordKind;
     use serde_json::json;
-
-    fn frame(tag: &str, data: serde_json::Value) -> Vec<u8> {
-        encode_frame(tag, &rmp_serde::to_vec_named(&data).unwrap(), false)
-    }
 
     /// The same unreachable mirror on three minions: one `external_incident`,
     /// opened by the third failure; the failures from then on and the job's
     /// group carry its id; an unrelated failure in the same job does not.
     #[test]
     fn failures_against_one_host_on_three_minions_are_one_incident() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("saltsight.toml");
-        std::fs::write(
-            &path,
-            "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n",
-        )
-        .expect("write config");
-        let config = crate::config::load(&crate::config::Overrides {
-            config: Some(path),
-            ..Default::default()
-        })
-        .expect("config loads");
-        let mut stages = Stages::from_config(&config);
+        let mut stages = Stages::from_config(&config());
         let jid = "20261124100000000000";
         let stamp = |s: u32| format!("2026-11-24T10:00:{s:02}.000000+00:00");
         let minions = ["web1", "web2", "web3"];
