@@ -405,6 +405,12 @@ mod tests {
         }
     }
 
+    /// Rollouts (at most 4 open at once), re-emitted at every change, stalled after
+    /// `stall_after` without progress.
+    fn followed(stall_after: Duration) -> Rollouts {
+        Rollouts::new(RecordFactory::new("m"), Duration::ZERO, stall_after, 4)
+    }
+
     fn rollouts(out: &[Record]) -> Vec<Rollout> {
         out.iter()
             .filter_map(|r| match &r.body {
@@ -427,12 +433,7 @@ mod tests {
 
     #[test]
     fn a_commit_is_complete_when_every_minion_applied_it_with_its_delays() {
-        let mut r = Rollouts::new(
-            RecordFactory::new("m"),
-            Duration::ZERO,
-            Duration::from_secs(3600),
-            4,
-        );
+        let mut r = followed(Duration::from_secs(3600));
         let mut out = Vec::new();
         r.head(facts("A", &["web"]), true, FLEET, Stamp(10 * S), &mut out);
         assert_eq!(rollouts(&out)[0].pending, 3);
@@ -482,12 +483,7 @@ mod tests {
 
     #[test]
     fn a_newer_head_supersedes_a_pending_rollout_and_only_its_sls_count() {
-        let mut r = Rollouts::new(
-            RecordFactory::new("m"),
-            Duration::ZERO,
-            Duration::from_secs(3600),
-            4,
-        );
+        let mut r = followed(Duration::from_secs(3600));
         let mut out = Vec::new();
         r.head(facts("B", &["web"]), true, FLEET, Stamp(0), &mut out);
         let b = &r.open_rollouts("states")[0];
@@ -506,12 +502,7 @@ mod tests {
 
     #[test]
     fn no_progress_for_the_stall_time_is_stalled_and_it_may_still_complete() {
-        let mut r = Rollouts::new(
-            RecordFactory::new("m"),
-            Duration::ZERO,
-            Duration::from_secs(60),
-            4,
-        );
+        let mut r = followed(Duration::from_secs(60));
         let mut out = Vec::new();
         r.head(facts("A", &[]), true, FLEET, Stamp(0), &mut out);
         r.outcome("states", 0, &run("web1", true), FLEET, Stamp(S), &mut out);
@@ -542,12 +533,7 @@ mod tests {
 
     #[test]
     fn a_minion_leaving_the_fleet_can_complete_a_rollout() {
-        let mut r = Rollouts::new(
-            RecordFactory::new("m"),
-            Duration::ZERO,
-            Duration::from_secs(60),
-            4,
-        );
+        let mut r = followed(Duration::from_secs(60));
         let mut out = Vec::new();
         r.head(facts("A", &[]), true, FLEET, Stamp(0), &mut out);
         r.outcome("states", 0, &run("web1", true), FLEET, Stamp(S), &mut out);
