@@ -14,6 +14,7 @@
 //! - [`incident`]: external causes grouped by target across minions and jobs.
 //! - [`pressure`]: the master itself saturated (its workers, the bus, its requests).
 //! - [`master_processes`]: the salt-master's process tree from `/proc` (CPU, memory, by role).
+//! - [`master_connections`]: which minions hold a connection to the publish port, from `/proc` and the minion data cache.
 //! - [`history`]: the records kept on the master (SQLite), and the answers the query commands give.
 //! - [`record`]: the records emitted, with stable ids (docs/records.md).
 //! - [`config`]: saltsight's TOML, the Salt master's YAML, resolved into one validated [`config::Config`].
@@ -33,6 +34,7 @@ pub mod incident;
 pub mod jobs;
 pub mod lab;
 pub mod label;
+pub mod master_connections;
 pub mod master_processes;
 pub mod metrics;
 pub mod pipeline;

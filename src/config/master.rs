@@ -19,6 +19,7 @@ pub const DEFAULT_MASTER_CONFIG: &str = "/etc/salt/master";
 const DEFAULT_SOCK_DIR: &str = "/var/run/salt/master";
 const DEFAULT_CACHEDIR: &str = "/var/cache/salt/master";
 const DEFAULT_TCP_PUB_PORT: u16 = 4512;
+const DEFAULT_PUBLISH_PORT: u16 = 4505;
 const DEFAULT_PIDFILE: &str = "/var/run/salt-master.pid";
 const DEFAULT_PKI_DIR: &str = "/etc/salt/pki/master";
 const DEFAULT_FILE_ROOTS: &[&str] = &["/srv/salt", "/srv/spm/salt"];
@@ -49,6 +50,14 @@ pub struct MasterBusSettings {
     /// Where the master keeps minion keys (`pki_dir`, under `root_dir`):
     /// `minions/` holds one file per accepted minion, named by its id.
     pub pki_dir: PathBuf,
+    /// `publish_port`: where minions hold their connection to the master
+    /// (ZeroMQ's publisher; Salt's `connected_ids` reads connections to it).
+    pub publish_port: u16,
+    /// `minion_data_cache` (default on): the master keeps each minion's
+    /// grains under `<cachedir>/minions`, which maps a connection to a minion.
+    pub minion_data_cache: bool,
+    /// `transport` (`zeromq`, `tcp`, `ws`), as written; `zeromq` when unset.
+    pub transport: String,
     /// The files read, in order.
     pub files: Vec<PathBuf>,
     /// What the master accepts but an operator should hear about (a skipped
@@ -171,6 +180,9 @@ impl MasterBusSettings {
             ipc_mode_tcp,
             tcp_master_pub_port: raw.tcp_master_pub_port.unwrap_or(DEFAULT_TCP_PUB_PORT),
             ipv6: raw.ipv6.unwrap_or(false),
+            publish_port: raw.publish_port.unwrap_or(DEFAULT_PUBLISH_PORT),
+            minion_data_cache: raw.minion_data_cache.unwrap_or(true),
+            transport: raw.transport.unwrap_or_else(|| "zeromq".into()),
             files,
             warnings,
         })
@@ -185,7 +197,10 @@ struct RawSettings {
     cachedir: Option<String>,
     ipc_mode: Option<String>,
     tcp_master_pub_port: Option<u16>,
+    publish_port: Option<u16>,
     ipv6: Option<bool>,
+    minion_data_cache: Option<bool>,
+    transport: Option<String>,
     include: Vec<String>,
     default_include: Option<String>,
     file_roots: Option<Vec<PathBuf>>,
@@ -289,59 +304,71 @@ impl RawSettings {
         if let Some(v) = text_key("default_include")? {
             self.default_include = Some(v);
         }
-        match &doc["ipv6"] {
-            Yaml::BadValue | Yaml::Null => {}
-            Yaml::Boolean(b) => self.ipv6 = Some(*b),
-            // YAML 1.1 booleans, which Salt's PyYAML reads as bools.
-            Yaml::String(s)
-                if matches!(s.to_ascii_lowercase().as_str(), "yes" | "on" | "true" | "y") =>
-            {
-                self.ipv6 = Some(true)
-            }
-            Yaml::String(s)
-                if matches!(
-                    s.to_ascii_lowercase().as_str(),
-                    "no" | "off" | "false" | "n"
-                ) =>
-            {
-                self.ipv6 = Some(false)
-            }
-            other => {
-                return Err(MasterConfigError::Value {
-                    path: path.into(),
-                    key: "ipv6",
-                    problem: format!("must be True or False, not {other:?}"),
-                });
-            }
+        if let Some(v) = text_key("transport")? {
+            self.transport = Some(v);
         }
-        let quoted_port = doc["tcp_master_pub_port"]
-            .as_str()
-            .and_then(|s| s.trim().parse::<i64>().ok());
-        match quoted_port
-            .map(Yaml::Integer)
-            .as_ref()
-            .unwrap_or(&doc["tcp_master_pub_port"])
-        {
-            Yaml::BadValue | Yaml::Null => {}
-            Yaml::Integer(n) => {
-                self.tcp_master_pub_port =
-                    Some(u16::try_from(*n).ok().filter(|p| *p != 0).ok_or_else(|| {
-                        MasterConfigError::Value {
-                            path: path.into(),
-                            key: "tcp_master_pub_port",
-                            problem: format!("{n} is not a port"),
-                        }
-                    })?);
-            }
-            other => {
-                return Err(MasterConfigError::Value {
-                    path: path.into(),
-                    key: "tcp_master_pub_port",
-                    problem: format!("must be an integer, not {other:?}"),
-                });
-            }
+        if let Some(v) = bool_key(path, &doc, "ipv6")? {
+            self.ipv6 = Some(v);
+        }
+        if let Some(v) = bool_key(path, &doc, "minion_data_cache")? {
+            self.minion_data_cache = Some(v);
+        }
+        if let Some(v) = port_key(path, &doc, "tcp_master_pub_port")? {
+            self.tcp_master_pub_port = Some(v);
+        }
+        if let Some(v) = port_key(path, &doc, "publish_port")? {
+            self.publish_port = Some(v);
         }
         Ok(())
+    }
+}
+
+/// A boolean setting, YAML 1.1 words included (Salt's PyYAML reads `yes`,
+/// `on` and the like as booleans).
+fn bool_key(path: &Path, doc: &Yaml, key: &'static str) -> Result<Option<bool>, MasterConfigError> {
+    match &doc[key] {
+        Yaml::BadValue | Yaml::Null => Ok(None),
+        Yaml::Boolean(b) => Ok(Some(*b)),
+        Yaml::String(s)
+            if matches!(s.to_ascii_lowercase().as_str(), "yes" | "on" | "true" | "y") =>
+        {
+            Ok(Some(true))
+        }
+        Yaml::String(s)
+            if matches!(
+                s.to_ascii_lowercase().as_str(),
+                "no" | "off" | "false" | "n"
+            ) =>
+        {
+            Ok(Some(false))
+        }
+        other => Err(MasterConfigError::Value {
+            path: path.into(),
+            key,
+            problem: format!("must be True or False, not {other:?}"),
+        }),
+    }
+}
+
+/// A port setting: an integer from 1 to 65535, quoted or not.
+fn port_key(path: &Path, doc: &Yaml, key: &'static str) -> Result<Option<u16>, MasterConfigError> {
+    let quoted = doc[key].as_str().and_then(|s| s.trim().parse::<i64>().ok());
+    match quoted.map(Yaml::Integer).as_ref().unwrap_or(&doc[key]) {
+        Yaml::BadValue | Yaml::Null => Ok(None),
+        Yaml::Integer(n) => u16::try_from(*n)
+            .ok()
+            .filter(|p| *p != 0)
+            .map(Some)
+            .ok_or_else(|| MasterConfigError::Value {
+                path: path.into(),
+                key,
+                problem: format!("{n} is not a port"),
+            }),
+        other => Err(MasterConfigError::Value {
+            path: path.into(),
+            key,
+            problem: format!("must be an integer, not {other:?}"),
+        }),
     }
 }
 

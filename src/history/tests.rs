@@ -68,6 +68,8 @@ fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
                 reason: MissingReason::NoResponse,
                 evidence: MissingEvidence::Nothing,
                 disconnected_at: None,
+                address: None,
+                missing_since: None,
                 streak: 2,
                 published_at: Stamp(t * S),
                 deadline: Stamp((t + 60) * S),

@@ -1,16 +1,22 @@
 //! Which minions the master has connected, as it says on the bus
 //! (`salt/presence/present` and `salt/presence/change`, fired when the master
 //! has `presence_events: True`) or as saltsight reads it from the master's
-//! connections (`presence.source = "connections"`): the tracker asks it, for a
-//! minion that did not return, whether it was connected through the job.
+//! connections to its publish port (`[presence] source`, the
+//! `master_connections` module): the tracker asks it, for a minion that did
+//! not return, whether it was connected through the job.
 //!
-//! Presence speaks only for minions it has seen connected at least once: a
-//! minion behind NAT, or whose grains the master has not cached, is never in
-//! the master's list, and must not read as "down" for that. Bounded: at most
-//! `max_minions` minions are followed; past that new ones are not (counted).
+//! From the master's events, presence speaks only for minions it has seen
+//! connected at least once: a minion behind NAT, or whose grains the master
+//! has not cached, is never in the master's list, and must not read as "down"
+//! for that. From the connections, it speaks for every minion the master's
+//! cache maps to an address of its own, and for none whose address is shared.
+//! Bounded: at most `max_minions` minions are followed; past that new ones are
+//! not (counted).
 
 use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 
+use crate::master_connections::{ConnectionView, Seen};
 use crate::time::Stamp;
 
 /// What presence says of a minion over a job's life.
@@ -43,6 +49,9 @@ pub struct Presence {
     /// A whole list of the master's connections has come since start (or since
     /// the last gap): until then presence says nothing.
     known: bool,
+    /// The address each connected minion's connection comes from (the
+    /// connections source only).
+    addresses: HashMap<Box<str>, IpAddr>,
     /// New minions not followed: `max_minions` was reached.
     pub refused: u64,
 }
@@ -91,10 +100,57 @@ impl Presence {
     fn disconnect(&mut self, minion: &str, at: Stamp) {
         if self.follow(minion) {
             self.connected.remove(minion);
+            self.addresses.remove(minion);
             if let Some(lost) = self.followed.get_mut(minion) {
                 *lost = Some(at);
             }
         }
+    }
+
+    /// What the master's connections to its publish port say at `at`: a
+    /// minion with a connection of its own is connected (from its address),
+    /// one with none is not (since `at`, if it was never seen connected: "not
+    /// connected since at least then"), and one behind a shared address is
+    /// no longer followed: nothing is said of it.
+    pub fn observe(&mut self, view: &ConnectionView, at: Stamp) {
+        for (minion, seen) in &view.seen {
+            match seen {
+                Seen::Connected { from } => {
+                    self.connect(minion);
+                    if self.connected.contains(&**minion) {
+                        self.addresses.insert(minion.clone(), *from);
+                    }
+                }
+                Seen::NotConnected => {
+                    if self.connected.contains(&**minion) {
+                        self.disconnect(minion, at);
+                    } else if !self.followed.contains_key(&**minion) && self.follow(minion) {
+                        self.followed.insert(minion.clone(), Some(at));
+                    }
+                }
+                Seen::Unclear => {
+                    self.connected.remove(&**minion);
+                    self.followed.remove(&**minion);
+                    self.addresses.remove(&**minion);
+                }
+            }
+        }
+        self.known = true;
+    }
+
+    /// Whether `minion` is not connected now, by what presence knows, and
+    /// since when it has been seen so.
+    pub fn absent_now(&self, minion: &str) -> Option<Option<Stamp>> {
+        if !self.known || self.connected.contains(minion) {
+            return None;
+        }
+        self.followed.get(minion).copied()
+    }
+
+    /// The address `minion`'s connection comes from, when the connections
+    /// source saw it connected.
+    pub fn address(&self, minion: &str) -> Option<IpAddr> {
+        self.addresses.get(minion).copied()
     }
 
     /// The master's whole list of connected minions at `at`: followed minions
@@ -182,6 +238,7 @@ impl Presence {
             .into_iter()
             .filter(|m| self.followed.contains_key(m))
             .collect();
+        self.addresses.clear();
         self.known = false;
     }
 
@@ -256,6 +313,49 @@ mod tests {
             p.connection("b", Stamp(2 * S), Stamp(4 * S)),
             Connection::Absent(Absence::During { at: Stamp(3 * S) })
         );
+    }
+
+    fn view(seen: &[(&str, Seen)]) -> ConnectionView {
+        ConnectionView {
+            seen: seen.iter().map(|(m, s)| (Box::from(*m), *s)).collect(),
+            ..ConnectionView::default()
+        }
+    }
+
+    #[test]
+    fn the_connections_say_absent_for_a_minion_never_seen_and_nothing_for_a_shared_one() {
+        let from: IpAddr = "127.0.0.5".parse().unwrap();
+        let mut p = Presence::new(10);
+        assert_eq!(p.absent_now("db1"), None, "nothing known yet");
+        p.observe(
+            &view(&[
+                ("web1", Seen::Connected { from }),
+                ("db1", Seen::NotConnected),
+                ("nat1", Seen::Unclear),
+            ]),
+            Stamp(S),
+        );
+        assert_eq!(p.absent_now("db1"), Some(Some(Stamp(S))));
+        assert_eq!(p.absent_now("web1"), None);
+        assert_eq!(p.address("web1"), Some(from));
+        assert_eq!(p.absent_now("nat1"), None);
+        assert_eq!(
+            p.connection("nat1", Stamp(2 * S), Stamp(3 * S)),
+            Connection::Unknown
+        );
+        // A job from 2 s to 12 s: web1's connection goes at 6 s.
+        p.observe(&view(&[("web1", Seen::NotConnected)]), Stamp(6 * S));
+        assert_eq!(
+            p.connection("web1", Stamp(2 * S), Stamp(12 * S)),
+            Connection::Absent(Absence::During { at: Stamp(6 * S) })
+        );
+        assert_eq!(p.address("web1"), None);
+        // db1 stays absent since its first look, and a later look keeps that.
+        p.observe(&view(&[("db1", Seen::NotConnected)]), Stamp(7 * S));
+        assert_eq!(p.absent_now("db1"), Some(Some(Stamp(S))));
+        // A minion that was followed and now shares its address: unknown.
+        p.observe(&view(&[("web1", Seen::Unclear)]), Stamp(8 * S));
+        assert_eq!(p.absent_now("web1"), None);
     }
 
     #[test]

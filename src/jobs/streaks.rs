@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use crate::record::MissingReason;
+use crate::time::Stamp;
 
 /// A streak this long makes a minion "missing repeatedly".
 pub const REPEATEDLY: u32 = 3;
@@ -15,6 +16,8 @@ pub const REPEATEDLY: u32 = 3;
 #[derive(Debug)]
 pub struct Streaks {
     by_minion: HashMap<Box<str>, u32>,
+    /// When each followed streak began (the first missed job's publish).
+    since: HashMap<Box<str>, Stamp>,
     max_minions: usize,
     /// Minions whose streak is at least [`REPEATEDLY`].
     repeatedly: u64,
@@ -24,6 +27,7 @@ impl Streaks {
     pub fn new(max_minions: usize) -> Self {
         Self {
             by_minion: HashMap::new(),
+            since: HashMap::new(),
             max_minions,
             repeatedly: 0,
         }
@@ -33,6 +37,27 @@ impl Streaks {
     /// which is not counted), or `None` when the minion is not followed because
     /// the cap is reached (its streak is then unknown; this miss is at least 1).
     pub fn missed(&mut self, minion: &str, reason: MissingReason) -> Option<u32> {
+        self.missed_at(minion, reason, None).map(|(n, _)| n)
+    }
+
+    /// Like [`Streaks::missed`], for a job published `at`: also when the
+    /// streak began (known once a job of it was seen with its time).
+    pub fn missed_at(
+        &mut self,
+        minion: &str,
+        reason: MissingReason,
+        at: Option<Stamp>,
+    ) -> Option<(u32, Option<Stamp>)> {
+        let streak = self.count_miss(minion, reason)?;
+        if let (Some(at), true) = (at, streak > 0) {
+            if !self.since.contains_key(minion) && self.by_minion.contains_key(minion) {
+                self.since.insert(minion.into(), at);
+            }
+        }
+        Some((streak, self.since.get(minion).copied()))
+    }
+
+    fn count_miss(&mut self, minion: &str, reason: MissingReason) -> Option<u32> {
         if reason == MissingReason::UnknownGap {
             return Some(self.by_minion.get(minion).copied().unwrap_or(0));
         }
@@ -53,6 +78,7 @@ impl Streaks {
 
     /// `minion` answered: its streak ends.
     pub fn returned(&mut self, minion: &str) {
+        self.since.remove(minion);
         if let Some(streak) = self.by_minion.remove(minion) {
             if streak >= REPEATEDLY {
                 self.repeatedly -= 1;
@@ -65,9 +91,19 @@ impl Streaks {
         self.by_minion.iter().map(|(m, s)| (&**m, *s)).collect()
     }
 
-    /// Takes back saved streaks (at most `max_minions` of them).
-    pub fn restore(&mut self, saved: Vec<(Box<str>, u32)>) {
+    /// When each followed streak began, for a checkpoint.
+    pub fn saving_since(&self) -> Vec<(&str, Stamp)> {
+        self.since.iter().map(|(m, s)| (&**m, *s)).collect()
+    }
+
+    /// Takes back saved streaks (at most `max_minions` of them) and when
+    /// they began.
+    pub fn restore(&mut self, saved: Vec<(Box<str>, u32)>, since: Vec<(Box<str>, Stamp)>) {
         self.by_minion = saved.into_iter().take(self.max_minions).collect();
+        self.since = since
+            .into_iter()
+            .filter(|(m, _)| self.by_minion.contains_key(m))
+            .collect();
         self.repeatedly = self
             .by_minion
             .values()
@@ -102,6 +138,30 @@ mod tests {
         s.returned("a");
         assert_eq!(s.repeatedly(), 0);
         assert_eq!(s.missed("a", MissingReason::NoResponse), Some(1));
+    }
+
+    #[test]
+    fn a_streak_says_since_when() {
+        let mut s = Streaks::new(10);
+        let r = MissingReason::NotConnected;
+        assert_eq!(
+            s.missed_at("a", r, Some(Stamp(5))),
+            Some((1, Some(Stamp(5))))
+        );
+        assert_eq!(
+            s.missed_at("a", r, Some(Stamp(9))),
+            Some((2, Some(Stamp(5))))
+        );
+        s.returned("a");
+        assert_eq!(
+            s.missed_at("a", r, Some(Stamp(12))),
+            Some((1, Some(Stamp(12))))
+        );
+        // A gap before any miss counts nothing and starts nothing.
+        assert_eq!(
+            s.missed_at("b", MissingReason::UnknownGap, Some(Stamp(3))),
+            Some((0, None))
+        );
     }
 
     #[test]

@@ -31,14 +31,19 @@ pub enum MinionState {
     /// Its return came but could not be read (undecodable, or over the frame
     /// cap): whether it succeeded is not known.
     Unreadable,
+    /// Not connected when the job was published: judged `not_connected` at
+    /// once (a publish reaches only connected minions), not waited for.
+    NotConnected,
 }
 
-/// A reason, the fact that decided it, and when presence saw the minion go.
+/// A reason, the fact that decided it, when presence saw the minion go, and
+/// the address its connection came from while presence saw it connected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
     pub reason: MissingReason,
     pub evidence: MissingEvidence,
     pub disconnected_at: Option<Stamp>,
+    pub address: Option<std::net::IpAddr>,
 }
 
 impl Verdict {
@@ -47,6 +52,7 @@ impl Verdict {
             reason,
             evidence,
             disconnected_at: None,
+            address: None,
         }
     }
 }
@@ -67,6 +73,9 @@ pub fn verdict(
         asked_at,
     } = state
     else {
+        if state == MinionState::NotConnected {
+            return Verdict::new(R::NotConnected, E::PresenceAbsent);
+        }
         return if overlaps_gap {
             Verdict::new(R::UnknownGap, E::BusGap)
         } else {
@@ -89,9 +98,8 @@ pub fn verdict(
                 Absence::During { at } => (E::PresenceLost, Some(at)),
             };
             Verdict {
-                reason: R::NotConnected,
-                evidence,
                 disconnected_at: at,
+                ..Verdict::new(R::NotConnected, evidence)
             }
         }
         (Evidence::StillRunning, _) => Verdict::new(R::NoResponse, E::StoppedAnswering),

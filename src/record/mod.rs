@@ -268,9 +268,16 @@ pub struct MinionMissing {
     /// When presence saw it disconnect (`presence_absent`, `presence_lost`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disconnected_at: Option<Stamp>,
+    /// The address its connection to the master came from, while the
+    /// connections presence saw it connected (`connected_silent`...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     /// Jobs in a row (this one included) this minion was expected in and did
     /// not answer; `unknown_gap` verdicts neither count nor break it.
     pub streak: u32,
+    /// When the first job of the streak was published (a streak of 2 or more).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_since: Option<Stamp>,
     pub published_at: Stamp,
     pub deadline: Stamp,
     /// Given while the master was saturated: that `master_pressure` episode.

@@ -263,6 +263,8 @@ mod tests {
                 reason: MissingReason::NoResponse,
                 evidence: crate::record::MissingEvidence::Nothing,
                 disconnected_at: None,
+                address: None,
+                missing_since: None,
                 published_at: Stamp(1_763_769_500_000_000),
                 deadline: Stamp(1_763_769_600_000_000),
                 streak: 1,

@@ -16,6 +16,7 @@ const ORDER: &[&str] = &[
     "ratelimit",
     "bus",
     "master_processes",
+    "master_connections",
     "config",
     "record",
     "event",

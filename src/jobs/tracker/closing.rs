@@ -23,6 +23,8 @@ pub(super) struct Closing {
     evicted: bool,
     expected: usize,
     verdicts: Vec<(Box<str>, Verdict)>,
+    /// Minions judged `not_connected` at publish (their records are out).
+    judged_at_publish: Vec<Box<str>>,
     next: usize,
 }
 
@@ -41,18 +43,22 @@ impl JobTracker {
         let expected = job.minions.len();
         let (overlaps_gap, deadline) = (job.overlaps_gap, job.deadline);
         let presence = &self.presence;
-        let mut verdicts: Vec<(Box<str>, Verdict)> = job
-            .minions
-            .drain()
-            .filter(|(_, state)| {
-                !evicted && matches!(state, MinionState::Pending { .. } | MinionState::Unreadable)
-            })
-            .map(|(minion, state)| {
-                let connection = presence.connection(&minion, job.published_at, at);
-                let verdict = verdict(state, overlaps_gap, deadline, connection);
-                (minion, verdict)
-            })
-            .collect();
+        let mut judged_at_publish = Vec::new();
+        let mut verdicts: Vec<(Box<str>, Verdict)> = Vec::new();
+        for (minion, state) in job.minions.drain() {
+            match state {
+                MinionState::NotConnected => judged_at_publish.push(minion),
+                MinionState::Pending { .. } | MinionState::Unreadable if !evicted => {
+                    let connection = presence.connection(&minion, job.published_at, at);
+                    let verdict = Verdict {
+                        address: presence.address(&minion),
+                        ..verdict(state, overlaps_gap, deadline, connection)
+                    };
+                    verdicts.push((minion, verdict));
+                }
+                _ => {}
+            }
+        }
         verdicts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         self.expected_total -= job.pending;
         for (_, verdict) in &verdicts {
@@ -65,6 +71,7 @@ impl JobTracker {
             evicted,
             expected,
             verdicts,
+            judged_at_publish,
             next: 0,
         });
         self.emit_closing(out);
@@ -89,7 +96,7 @@ impl JobTracker {
                     return;
                 }
                 let (minion, verdict) = &closing.verdicts[closing.next];
-                out.push(self.missing_record(&closing.jid, &closing.job, minion, *verdict));
+                out.push(self.missing_record(&closing.jid, &closing.job, minion, *verdict, false));
                 closing.next += 1;
             }
             self.complete(closing, out);
@@ -106,6 +113,7 @@ impl JobTracker {
             evicted,
             expected,
             verdicts,
+            judged_at_publish,
             ..
         } = closing;
         let end = if job.pending == 0 {
@@ -145,6 +153,11 @@ impl JobTracker {
         let missing: HashMap<Box<str>, MissingReason> = verdicts
             .into_iter()
             .map(|(minion, verdict)| (minion, verdict.reason))
+            .chain(
+                judged_at_publish
+                    .into_iter()
+                    .map(|minion| (minion, MissingReason::NotConnected)),
+            )
             .collect();
         self.closed_missing += missing.len();
         // Kept for the late window even with nothing missing: a repeated `new`

@@ -303,6 +303,25 @@ impl JobTracker {
             last_return: None,
             overlaps_gap: self.gap_open,
         };
+        // Expected, but presence has it not connected now: the publish did
+        // not reach it, and nothing will come (its verdict is given now).
+        let absent: Vec<(Box<str>, Option<Stamp>)> = job
+            .minions
+            .keys()
+            .filter_map(|m| Some((m.clone(), self.presence.absent_now(m)?)))
+            .collect();
+        for (minion, since) in absent {
+            job.minions
+                .insert(minion.clone(), MinionState::NotConnected);
+            job.pending -= 1;
+            *job.missing.entry(MissingReason::NotConnected).or_default() += 1;
+            let verdict = Verdict {
+                disconnected_at: since,
+                ..Verdict::new(MissingReason::NotConnected, MissingEvidence::PresenceAbsent)
+            };
+            let record = self.missing_record(jid, &job, &minion, verdict, true);
+            out.push(record);
+        }
         for minion in not_connected
             .iter()
             .filter(|m| !job.minions.contains_key(m.as_str()))
@@ -312,9 +331,9 @@ impl JobTracker {
                 MissingReason::NotConnected,
                 MissingEvidence::NewEventMissing,
             );
-            out.push(self.missing_record(jid, &job, minion, verdict));
+            out.push(self.missing_record(jid, &job, minion, verdict, true));
         }
-        self.expected_total += job.minions.len();
+        self.expected_total += job.pending;
         if oversized {
             self.stats.evicted_jobs.inc();
             self.close(jid.into(), job, at, true, out);
@@ -390,6 +409,30 @@ impl JobTracker {
                     job.first_return.get_or_insert(at);
                     job.last_return = Some(at);
                     self.expected_total -= 1;
+                }
+                Some(state @ MinionState::NotConnected) => {
+                    // Judged not connected at publish, yet it answered: a
+                    // late return of a job still open.
+                    *state = MinionState::Returned;
+                    job.returned += 1;
+                    if succeeded {
+                        job.succeeded += 1
+                    } else {
+                        job.failed += 1
+                    }
+                    if let Some(n) = job.missing.get_mut(&MissingReason::NotConnected) {
+                        *n -= 1;
+                        if *n == 0 {
+                            job.missing.remove(&MissingReason::NotConnected);
+                        }
+                    }
+                    job.first_return.get_or_insert(at);
+                    job.last_return = Some(at);
+                    out.push(
+                        self.records
+                            .make(at, &[jid, minion], RecordBody::LateReturn(record)),
+                    );
+                    return;
                 }
                 Some(MinionState::Returned | MinionState::Unreadable) => {
                     self.stats.duplicate_returns.inc();
@@ -499,6 +542,19 @@ impl JobTracker {
             *evidence = new;
             *asked_at = None;
         }
+    }
+
+    /// What the master's connections to its publish port say at `at` (read
+    /// by the agent, live only: a recording has no connections).
+    pub fn on_connections(&mut self, view: &crate::master_connections::ConnectionView, at: Stamp) {
+        let refused = self.presence.refused;
+        self.presence.observe(view, at);
+        self.stats
+            .presence_not_followed
+            .add(self.presence.refused - refused);
+        self.stats
+            .minions_connected
+            .set(self.presence.connected() as u64);
     }
 
     /// `salt/presence/present` (the master's whole list) or `.../change`.
@@ -634,17 +690,29 @@ impl JobTracker {
         }
     }
 
-    fn missing_record(&mut self, jid: &str, job: &Job, minion: &str, verdict: Verdict) -> Record {
+    /// A verdict's record: given at publish (`at_publish`: the master's
+    /// `missing`, or presence had the minion not connected), or at the deadline.
+    fn missing_record(
+        &mut self,
+        jid: &str,
+        job: &Job,
+        minion: &str,
+        verdict: Verdict,
+        at_publish: bool,
+    ) -> Record {
         let reason = verdict.reason;
-        let streak = self.streaks.missed(minion, reason).unwrap_or_else(|| {
-            self.stats.minions_not_followed.inc();
-            1
-        });
+        let (streak, since) = self
+            .streaks
+            .missed_at(minion, reason, Some(job.published_at))
+            .unwrap_or_else(|| {
+                self.stats.minions_not_followed.inc();
+                (1, None)
+            });
         self.stats
             .minions_missing_repeatedly
             .set(self.streaks.repeatedly());
         self.records.make(
-            if verdict.evidence == MissingEvidence::NewEventMissing {
+            if at_publish {
                 job.published_at
             } else {
                 job.deadline
@@ -657,7 +725,9 @@ impl JobTracker {
                 reason,
                 evidence: verdict.evidence,
                 disconnected_at: verdict.disconnected_at,
+                address: verdict.address.map(|a| a.to_string()),
                 streak,
+                missing_since: since.filter(|_| streak > 1),
                 published_at: job.published_at,
                 deadline: job.deadline,
                 during_master_pressure: None,

@@ -25,6 +25,9 @@ pub struct SavingTracker<'a> {
     runners: Vec<(&'a str, &'a str, Stamp)>,
     last_gap_end: Option<Stamp>,
     streaks: Vec<(&'a str, u32)>,
+    /// When each streak began (added after the first checkpoints: read as
+    /// none when absent).
+    streak_since: Vec<(&'a str, Stamp)>,
     presence: SavingPresence<'a>,
 }
 
@@ -36,6 +39,8 @@ pub struct SavedTracker {
     runners: Vec<(Box<str>, Box<str>, Stamp)>,
     last_gap_end: Option<Stamp>,
     streaks: Vec<(Box<str>, u32)>,
+    #[serde(default)]
+    streak_since: Vec<(Box<str>, Stamp)>,
     presence: SavedPresence,
 }
 
@@ -72,6 +77,7 @@ impl JobTracker {
                 .collect(),
             last_gap_end: self.last_gap_end,
             streaks: self.streaks.saving(),
+            streak_since: self.streaks.saving_since(),
             presence: self.presence.saving(),
         }
     }
@@ -106,7 +112,7 @@ impl JobTracker {
             .map(|(jid, fun, at)| (jid, (fun, at)))
             .collect();
         self.last_gap_end = saved.last_gap_end;
-        self.streaks.restore(saved.streaks);
+        self.streaks.restore(saved.streaks, saved.streak_since);
         self.presence.restore(saved.presence);
         self.stats.open_jobs.set(self.open.len() as u64);
         self.stats

@@ -158,7 +158,10 @@ impl Scrub for MinionMissing {
             reason: _,
             evidence: _,
             disconnected_at: _,
+            // An IP address the master saw; not a secret.
+            address: _,
             streak: _,
+            missing_since: _,
             published_at: _,
             deadline: _,
             during_master_pressure,

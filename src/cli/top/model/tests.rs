@@ -57,6 +57,8 @@ fn missing(jid: &str, minion: &str) -> RecordBody {
         reason: MissingReason::NotConnected,
         evidence: MissingEvidence::NewEventMissing,
         disconnected_at: None,
+        address: None,
+        missing_since: None,
         streak: 1,
         published_at: at(0),
         deadline: at(8),
