@@ -125,7 +125,8 @@ pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
             outputs,
             redactor.clone(),
             Observer::unregistered(&config.metrics),
-        );
+        )
+        .with_presence(&config);
         tokio::spawn(async move { consumer.run(agent).await.map(|(summary, _)| summary) })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;

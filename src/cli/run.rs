@@ -169,7 +169,8 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
         .sample_processes
         .then(|| MasterProcesses::new(&config.pressure.pidfile));
     let mut agent = Agent::new(stages, Clock::Wall, outputs, redactor, metrics.observer)
-        .with_master_watch(processes, config.pressure.sample_interval);
+        .with_master_watch(processes, config.pressure.sample_interval)
+        .with_presence(&config);
     if let Some((checkpointer, restored)) = checkpoint {
         agent = agent.with_checkpoint(checkpointer, restored)?;
     }

@@ -127,6 +127,19 @@ update_every = "{inc_update}s"
 max_targets = {inc_targets}
 max_samples = {inc_samples}
 
+[presence]
+# A minion that did not return: down, or hung? saltsight reads which minions
+# hold a connection to the master's publish port, as Salt's own CLI does for
+# `[Not connected]`: the established TCP connections (/proc/net/tcp, tcp6),
+# mapped to minion ids by the ipv4/ipv6 grains in the master's minion data
+# cache. A minion with no connection when a job is published is judged
+# not_connected at once; one that keeps its connection and stays silent is
+# no_response (connected_silent). Minions sharing an address (NAT) are not
+# judged by it. Live only (a recording has no connections); docs/records.md.
+connections = true
+# publish_port = 4505                    # default: the master config's publish_port
+# cachedir = "/var/cache/salt/master"    # default: the master config's cachedir
+
 [pressure]
 # saltsight runs on the master, so it can see whether the master itself is
 # saturated: its request workers' (MWorker) CPU, read from /proc (the master's

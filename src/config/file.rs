@@ -28,6 +28,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub incidents: super::incidents::IncidentsSection,
     #[serde(default)]
+    pub presence: super::presence::PresenceSection,
+    #[serde(default)]
     pub pressure: super::pressure::PressureSection,
     #[serde(default)]
     pub rollouts: super::rollouts::RolloutsSection,
@@ -131,7 +133,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         table.remove(&key);
         found.push((key, of::<FileConfig>().join(", ")));
     }
-    let sections: [(&str, &[&str]); 13] = [
+    let sections: [(&str, &[&str]); 14] = [
         ("bus", of::<BusSection>()),
         ("jobs", of::<JobsSection>()),
         ("triage", of::<TriageSection>()),
@@ -140,6 +142,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         ("spool", of::<super::spool::SpoolSection>()),
         ("state", of::<super::state::StateSection>()),
         ("incidents", of::<super::incidents::IncidentsSection>()),
+        ("presence", of::<super::presence::PresenceSection>()),
         ("pressure", of::<super::pressure::PressureSection>()),
         ("rollouts", of::<super::rollouts::RolloutsSection>()),
         ("history", of::<super::history::HistorySection>()),

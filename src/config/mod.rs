@@ -13,6 +13,7 @@ pub mod incidents;
 pub mod master;
 pub mod metrics;
 pub mod model;
+pub mod presence;
 pub mod pressure;
 pub mod redact;
 pub mod resolve;

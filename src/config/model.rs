@@ -25,6 +25,7 @@ pub struct Config {
     pub spool: SpoolConfig,
     pub state: super::state::StateConfig,
     pub incidents: super::incidents::IncidentConfig,
+    pub presence: super::presence::PresenceConfig,
     pub pressure: super::pressure::PressureConfig,
     pub rollouts: super::rollouts::RolloutConfig,
     pub history: super::history::HistoryConfig,

@@ -86,6 +86,11 @@ pub struct LabOptions {
     pub extra_master: String,
     /// More settings for every minion (YAML lines).
     pub extra_minion: String,
+    /// Minions that connect from an address of their own, as on a real
+    /// fleet: `(id, 127.0.0.N)` gives that minion `source_address` and a
+    /// static `ipv4` grain of that address (several may share one, as
+    /// behind NAT).
+    pub minion_addresses: Vec<(String, String)>,
 }
 
 impl Default for LabOptions {
@@ -97,6 +102,7 @@ impl Default for LabOptions {
             state_events: false,
             extra_master: String::new(),
             extra_minion: String::new(),
+            minion_addresses: Vec::new(),
         }
     }
 }
@@ -475,9 +481,15 @@ fn write_configs(root: &Path, options: &LabOptions, ports: &[u16]) -> anyhow::Re
             dir.display(),
             dir.display()
         );
+        let address = options
+            .minion_addresses
+            .iter()
+            .find(|(m, _)| m == id)
+            .map(|(_, a)| format!("source_address: {a}\ngrains:\n  ipv4: [{a}]\n  ipv6: []\n"))
+            .unwrap_or_default();
         fs::write(
             dir.join("minion"),
-            format!("{minion}{}", options.extra_minion),
+            format!("{minion}{address}{}", options.extra_minion),
         )?;
     }
     for (name, text) in states::FILES {

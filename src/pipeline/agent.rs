@@ -13,7 +13,8 @@ use super::stages::Stages;
 use crate::bus::{BusGap, Endpoint, Frame, GapReason};
 use crate::counter::Counts;
 use crate::event::tag::ParsedTag;
-use crate::event::{self, Event, TagClass};
+use crate::event::{self, Body, Event, TagClass};
+use crate::master_connections::ConnectionWatch;
 use crate::master_processes::MasterProcesses;
 use crate::metrics::Observer;
 use crate::record::redact::Redactor;
@@ -44,7 +45,22 @@ pub struct Agent {
     /// The master's pressure is judged every `interval` (`run` only), from its
     /// processes when they can be read.
     master: Option<MasterWatch>,
+    /// Which minions hold a connection to the master (live only).
+    connections: Option<ConnectionsWatch>,
 }
+
+/// The master's connections, sampled when a job is published and before
+/// verdicts are given, at most once per [`CONNECTIONS_FRESH`]: nothing is
+/// read while no job is open.
+struct ConnectionsWatch {
+    watch: ConnectionWatch,
+    last: Option<Instant>,
+    /// The last sample failed (logged once until it works again).
+    failing: bool,
+}
+
+/// A sample younger than this is fresh enough for a publish or a verdict.
+const CONNECTIONS_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The master's processes, sampled on the agent's timer.
 struct MasterWatch {
@@ -75,6 +91,81 @@ impl Agent {
             restart_gap_from: None,
             gap_since: None,
             master: None,
+            connections: None,
+        }
+    }
+
+    /// Reads the master's connections where `[presence]` has them on (live
+    /// subcommands: `run`, `demo`, `top`).
+    pub fn with_presence(self, config: &crate::config::Config) -> Self {
+        use crate::config::presence::ConnectionsSource;
+        match &config.presence.connections {
+            ConnectionsSource::On {
+                publish_port,
+                cachedir,
+                ..
+            } => {
+                debug!(publish_port, cachedir = %cachedir.display(), "Reading the master's connections for presence.");
+                self.with_connection_watch(ConnectionWatch::new(
+                    *publish_port,
+                    cachedir.clone(),
+                    config.jobs.max_minions,
+                ))
+            }
+            ConnectionsSource::Off { why } => {
+                info!(why = %why, "Presence from the master's connections is off: a minion that did not return is told down from hung only by presence events.");
+                self
+            }
+        }
+    }
+
+    /// Reads which minions hold a connection to the master's publish port
+    /// (live only: a recording has no connections).
+    pub fn with_connection_watch(mut self, watch: ConnectionWatch) -> Self {
+        self.connections = Some(ConnectionsWatch {
+            watch,
+            last: None,
+            failing: false,
+        });
+        self
+    }
+
+    /// The deadline of the verdicts due at `now`, if any: the connections as
+    /// they are then decide between a hung minion and a gone one.
+    fn verdicts_due(&self, now: Stamp) -> Option<Stamp> {
+        self.stages.tracker().next_deadline().filter(|d| *d <= now)
+    }
+
+    /// Samples the master's connections (unless a sample is fresh) and hands
+    /// them to the stages, as of `as_of` (a verdict's deadline: the sample
+    /// taken for it speaks for the deadline) or of now.
+    fn sample_connections(&mut self, now: Instant, as_of: Option<Stamp>) {
+        let Some(c) = &mut self.connections else {
+            return;
+        };
+        if c.last
+            .is_some_and(|last| now.duration_since(last) < CONNECTIONS_FRESH)
+        {
+            return;
+        }
+        c.last = Some(now);
+        match c.watch.sample() {
+            Ok(view) => {
+                if std::mem::replace(&mut c.failing, false) {
+                    info!(
+                        minions = view.seen.len(),
+                        "Reading the master's connections again."
+                    );
+                }
+                let now = self.clock.master_time(now);
+                let at = as_of.map_or(now, |d| d.min(now));
+                self.stages.on_connections(&view, at);
+            }
+            Err(error) => {
+                if !std::mem::replace(&mut c.failing, true) {
+                    warn!(%error, "Cannot read which minions are connected; a minion that did not return is not told down from hung until it can.");
+                }
+            }
         }
     }
 
@@ -247,6 +338,15 @@ impl Handler for Agent {
             let lag = Stamp::from_system_time(received).micros_since(stamp);
             self.stages.on_lag(lag as f64 / 1e6, stamp);
         }
+        let published = matches!(&event.body, Body::JobNew(p)
+            if !p.fun.as_ref().is_some_and(|f| crate::event::args::is_internal(f.as_str())));
+        if self.connections.is_some() {
+            let due = self.verdicts_due(self.clock.now());
+            if published || due.is_some() {
+                let received = frame.received_mono.unwrap_or_else(Instant::now);
+                self.sample_connections(received, due);
+            }
+        }
         let records = self.stages.on_event(event, self.clock.now());
         self.queue(records)
     }
@@ -363,7 +463,11 @@ impl Handler for Agent {
     }
 
     fn tick(&mut self, now: Instant) -> anyhow::Result<()> {
-        let records = self.stages.advance(self.clock.master_time(now));
+        let master_now = self.clock.master_time(now);
+        if let Some(deadline) = self.verdicts_due(master_now) {
+            self.sample_connections(now, Some(deadline));
+        }
+        let records = self.stages.advance(master_now);
         self.write(records)?;
         self.outputs.seal(now, false);
         self.timed_work(now)

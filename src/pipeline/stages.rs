@@ -178,6 +178,11 @@ impl Stages {
         out
     }
 
+    /// What the master's connections say (live only).
+    pub fn on_connections(&mut self, view: &crate::master_connections::ConnectionView, at: Stamp) {
+        self.tracker.on_connections(view, at);
+    }
+
     /// One event's bus lag (seconds), live.
     pub fn on_lag(&mut self, lag: f64, at: Stamp) {
         self.pressure.on_lag(lag, at);

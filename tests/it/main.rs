@@ -13,6 +13,7 @@ mod jobs;
 mod jobs_live;
 mod metrics_live;
 mod mutations;
+mod presence_live;
 mod pressure_live;
 mod redact_live;
 mod rollouts_live;

@@ -92,7 +92,8 @@ pub async fn run(args: TopArgs, session: Session, log_level: LogLevel) -> anyhow
         outputs,
         redactor,
         Observer::unregistered(&config.metrics),
-    );
+    )
+    .with_presence(&config);
     let source = Source::live(&config.bus, Delivery::Frames);
     let consumer = Consumer::new(source, config.bus.queue_frames, cancel.clone());
     let handler = feed::Watched::new(agent, watch.clone());
