@@ -81,6 +81,7 @@ pub async fn run(
         config.bus.queue_frames, config.bus.queue_bytes
     )?;
     write_jobs(config, out)?;
+    write_presence(config, args.no_environment, out)?;
     write_checkouts(config, out)?;
     write_metrics(config, out)?;
     if config.state.checkpoint {
@@ -160,6 +161,70 @@ fn write_jobs(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
         "late returns: taken for {} after a job closes",
         format_duration(jobs.late_window)
     )
+}
+
+/// Which presence source tells down from hung, and what it sees now.
+fn write_presence(
+    config: &Config,
+    no_environment: bool,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    use crate::config::presence::ConnectionsSource;
+    use crate::master_connections::{ConnectionWatch, Seen};
+    let (publish_port, cachedir, origin) = match &config.presence.connections {
+        ConnectionsSource::On {
+            publish_port,
+            cachedir,
+            origin,
+        } => (*publish_port, cachedir, origin),
+        ConnectionsSource::Off { why } => {
+            return writeln!(
+                out,
+                "presence: salt/presence events only, when the master fires them (connections off: {why})"
+            );
+        }
+    };
+    writeln!(
+        out,
+        "presence: the master's connections to port {publish_port}, minions by the grains in {} (from {origin}); and salt/presence events when the master fires them",
+        cachedir.display()
+    )?;
+    if no_environment {
+        return writeln!(out, "  not read (--no-environment)");
+    }
+    let mut watch = ConnectionWatch::new(publish_port, cachedir.clone(), config.jobs.max_minions);
+    match watch.sample() {
+        Ok(view) => {
+            let layout = match watch.cache().layout() {
+                Some(crate::master_connections::Layout::GrainsBank) => "grains/ (Salt 3007+)",
+                Some(crate::master_connections::Layout::MinionsData) => "minions/ (Salt 3006)",
+                None => "none",
+            };
+            let counts = watch.cache().counts;
+            writeln!(
+                out,
+                "  now: {} connections; {} minions in the cache ({layout}): {} connected, {} not connected, {} not told (an address shared by several minions: {}){}",
+                view.connections,
+                counts.minions,
+                view.count(|s| matches!(s, Seen::Connected { .. })),
+                view.count(|s| *s == Seen::NotConnected),
+                view.count(|s| *s == Seen::Unclear),
+                view.shared_addresses,
+                if counts.unreadable + counts.refused > 0 {
+                    format!(
+                        "; {} cache files unreadable, {} refused",
+                        counts.unreadable, counts.refused
+                    )
+                } else {
+                    String::new()
+                }
+            )
+        }
+        Err(error) => writeln!(
+            out,
+            "  cannot read it now: {error} (verdicts fall back to presence events and find_job)"
+        ),
+    }
 }
 
 fn write_checkouts(config: &Config, out: &mut impl Write) -> std::io::Result<()> {

@@ -55,6 +55,17 @@ pub struct MasterPresence {
     pub transport: String,
 }
 
+impl From<&super::master::MasterBusSettings> for MasterPresence {
+    fn from(m: &super::master::MasterBusSettings) -> Self {
+        Self {
+            publish_port: m.publish_port,
+            cachedir: m.cachedir.clone(),
+            minion_data_cache: m.minion_data_cache,
+            transport: m.transport.clone(),
+        }
+    }
+}
+
 /// `[presence]`, with the master's settings (`None` when its config could not
 /// be read: then only explicit keys turn the source on).
 pub fn resolve(section: &PresenceSection, master: Option<MasterPresence>) -> PresenceConfig {

@@ -96,15 +96,7 @@ pub fn load_with<T>(
     let history = super::history::resolve(&file.history, &state.dir, &mut errors);
     let incidents = super::incidents::resolve(&file.incidents, &mut errors);
     let master = master_settings(&file, overrides);
-    let presence = super::presence::resolve(
-        &file.presence,
-        master.as_ref().map(|m| super::presence::MasterPresence {
-            publish_port: m.publish_port,
-            cachedir: m.cachedir.clone(),
-            minion_data_cache: m.minion_data_cache,
-            transport: m.transport.clone(),
-        }),
-    );
+    let presence = super::presence::resolve(&file.presence, master.as_ref().map(Into::into));
     let pressure = super::pressure::resolve(
         &file.pressure,
         master.as_ref().map(|m| m.pidfile.clone()),
