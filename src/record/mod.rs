@@ -331,6 +331,9 @@ crate::label_set! {
         StateUnavailable = "state_unavailable",
         /// The run was refused: the minion was already running a state run.
         AlreadyRunning = "already_running",
+        /// A service that failed to start, stop, reload or enable (Salt's
+        /// `service.*` comments, systemd's own words through any state).
+        Service = "service",
         Other = "other",
     }
 }

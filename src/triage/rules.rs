@@ -267,9 +267,9 @@ pub const RULES: &[Rule] = rules! {
         r"^(?:Failed to install packages: |Error installing ')([A-Za-z0-9_.\[\]-]+)|^Could not install gem\.";
 
     // Services and commands that ran and failed: Salt's own words first.
-    "service_failed": Command, Comment, Nothing, Local,
+    "service_failed": Service, Comment, Nothing, Local,
         r"^(?:Service \S+ failed to (?:start|die)|Service \S+ (?:has been|is already) enabled, and is dead|Failed to reload the service|Failed when setting service \S+ to (?:not )?start at boot)";
-    "systemd_job_failed": Command, Any, Nothing, Local,
+    "systemd_job_failed": Service, Any, Nothing, Local,
         r"Job for \S+ failed|Unit \S+ not found\.|Failed to (?:start|restart|reload|stop|enable) \S+: ";
     "command_not_found": Command, Any, Nothing, Local,
         r"(?m)(?:line \d+: |: \d+: |^)[A-Za-z0-9_./-]+: (?:command )?not found$";
