@@ -1,0 +1,200 @@
+//! A minion's return: counted against its job (a success, a failure, or a
+//! late return after the verdict), a find_job answer taken as evidence, and a
+//! return that could not be read.
+
+use super::{JobClosed, JobTracker, context_of_return, millis_between};
+use crate::event::args::is_internal;
+use crate::event::args::is_state_run;
+use crate::event::states::{count_states, trimmed};
+use crate::event::{JobReturn, Text};
+use crate::jobs::verdict::{Evidence, MinionState};
+use crate::record::{MinionReturn, MissingReason, Record, RecordBody, Trimmed};
+use crate::time::Stamp;
+
+impl JobTracker {
+    pub(super) fn on_return(&mut self, r: &JobReturn<'_>, at: Stamp, out: &mut Vec<Record>) {
+        let (jid, minion) = (r.jid.as_str(), r.minion.as_str());
+        if let Some((_, watched)) = self.find_jobs.get(jid) {
+            // A find_job answer: `{}` means the minion no longer runs the job.
+            let running = r.ret.is_some_and(|raw| !matches!(raw.0, [0x80] | [0xc0]));
+            let evidence = if running {
+                Evidence::StillRunning
+            } else {
+                Evidence::NotRunning
+            };
+            let watched = watched.clone();
+            self.note_evidence(&watched, minion, evidence);
+            return;
+        }
+        let fun = r.fun.as_ref().map_or("", Text::as_str);
+        if is_internal(fun) {
+            return;
+        }
+        self.stats.returns.inc();
+        self.streaks.returned(minion);
+        self.stats
+            .minions_missing_repeatedly
+            .set(self.streaks.repeatedly());
+        let states = r.ret.and_then(|raw| count_states(raw.0));
+        let trimmed = r.ret.and_then(|raw| trimmed(raw.0));
+        if trimmed.is_some() {
+            self.stats.trimmed_returns.inc();
+        }
+        // A state run Salt trimmed whole or by state hides its failed states.
+        let hidden =
+            is_state_run(fun) && matches!(trimmed, Some(Trimmed::Return | Trimmed::States));
+        let succeeded = r.retcode.unwrap_or(0) == 0
+            && r.success != Some(false)
+            && states.as_ref().is_none_or(|s| s.failed == 0)
+            && !hidden;
+        let mut record = MinionReturn {
+            jid: jid.to_owned(),
+            minion: minion.to_owned(),
+            fun: r.fun.as_ref().map(|f| f.as_str().to_owned()),
+            retcode: r.retcode,
+            salt_success: r.success,
+            succeeded,
+            context: context_of_return(r),
+            schedule: r.schedule.as_ref().map(|s| s.as_str().to_owned()),
+            duration_ms: None,
+            states,
+            trimmed,
+        };
+        if let Some(job) = self.open.get_mut(jid) {
+            record.context = job.context.clone();
+            record.duration_ms = Some(millis_between(job.published_at, at));
+            match job.minions.get_mut(minion) {
+                Some(state @ MinionState::Pending { .. }) => {
+                    *state = MinionState::Returned;
+                    job.pending -= 1;
+                    job.returned += 1;
+                    if succeeded {
+                        job.succeeded += 1
+                    } else {
+                        job.failed += 1
+                    }
+                    job.first_return.get_or_insert(at);
+                    job.last_return = Some(at);
+                    self.expected_total -= 1;
+                }
+                Some(state @ MinionState::NotConnected) => {
+                    // Judged not connected at publish, yet it answered: a
+                    // late return of a job still open.
+                    *state = MinionState::Returned;
+                    job.returned += 1;
+                    if succeeded {
+                        job.succeeded += 1
+                    } else {
+                        job.failed += 1
+                    }
+                    if let Some(n) = job.missing.get_mut(&MissingReason::NotConnected) {
+                        *n -= 1;
+                        if *n == 0 {
+                            job.missing.remove(&MissingReason::NotConnected);
+                        }
+                    }
+                    job.first_return.get_or_insert(at);
+                    job.last_return = Some(at);
+                    out.push(
+                        self.records
+                            .make(at, &[jid, minion], RecordBody::LateReturn(record)),
+                    );
+                    return;
+                }
+                Some(MinionState::Returned | MinionState::Unreadable) => {
+                    self.stats.duplicate_returns.inc();
+                    return;
+                }
+                None => {} // not targeted: reported, not counted
+            }
+            let done = job.pending == 0;
+            out.push(
+                self.records
+                    .make(at, &[jid, minion], RecordBody::MinionReturn(record)),
+            );
+            if done {
+                if let Some(job) = self.open.remove(jid) {
+                    self.deadlines.remove(job.deadline, jid);
+                    self.close(jid.into(), job, at, false, out);
+                }
+            }
+            return;
+        }
+        if let Some(closed) = self.closed.get_mut(jid) {
+            let Some(reason) = closed.missing.remove(minion) else {
+                self.stats.duplicate_returns.inc();
+                return;
+            };
+            self.closed_missing -= 1;
+            record.duration_ms = Some(millis_between(closed.summary.published_at, at));
+            record.context = closed.summary.context.clone();
+            let summary = &mut closed.summary;
+            summary.returned += 1;
+            if succeeded {
+                summary.succeeded += 1
+            } else {
+                summary.failed += 1
+            }
+            if let Some(n) = summary.missing.get_mut(&reason) {
+                *n -= 1;
+                if *n == 0 {
+                    summary.missing.remove(&reason);
+                }
+            }
+            summary.revision += 1;
+            summary.duration_ms = millis_between(summary.published_at, at);
+            summary.first_return_ms.get_or_insert(summary.duration_ms);
+            let amended = summary.clone();
+            let revision = amended.revision.to_string();
+            self.closed_now.push(JobClosed {
+                jid: jid.to_owned(),
+                revision: amended.revision,
+                context: amended.context.clone(),
+                at,
+            });
+            out.push(
+                self.records
+                    .make(at, &[jid, minion], RecordBody::LateReturn(record)),
+            );
+            out.push(
+                self.records
+                    .make(at, &[jid, &revision], RecordBody::JobCompleted(amended)),
+            );
+            return;
+        }
+        self.on_unpublished_return(record, at, out);
+    }
+
+    /// A return that came but could not be read (`salt/job/<jid>/ret/<minion>`
+    /// undecodable, or over the frame cap): the minion answered, so it is not
+    /// waited for, and its verdict is `unknown_gap`, never a false `no_response`.
+    pub fn on_unreadable_return(
+        &mut self,
+        jid: &str,
+        minion: &str,
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) {
+        self.stats.unreadable_returns.inc();
+        if self.find_jobs.contains_key(jid) {
+            return;
+        }
+        let Some(job) = self.open.get_mut(jid) else {
+            return;
+        };
+        let Some(state @ MinionState::Pending { .. }) = job.minions.get_mut(minion) else {
+            return;
+        };
+        *state = MinionState::Unreadable;
+        job.pending -= 1;
+        job.last_return = Some(at);
+        self.expected_total -= 1;
+        if job.pending == 0 {
+            if let Some(job) = self.open.remove(jid) {
+                self.deadlines.remove(job.deadline, jid);
+                self.close(jid.into(), job, at, false, out);
+            }
+        }
+        self.stats.open_jobs.set(self.open.len() as u64);
+    }
+}
