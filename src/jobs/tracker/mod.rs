@@ -361,6 +361,12 @@ impl JobTracker {
     pub fn on_connections(&mut self, view: &crate::master_connections::ConnectionView, at: Stamp) {
         let refused = self.presence.refused;
         self.presence.observe(view, at);
+        self.count_presence(refused);
+    }
+
+    /// Presence's figures after it took something in (`refused` minions not
+    /// followed before).
+    fn count_presence(&mut self, refused: u64) {
         self.stats
             .presence_not_followed
             .add(self.presence.refused - refused);
@@ -381,12 +387,7 @@ impl JobTracker {
             let lost = p.lost.iter().flat_map(|l| l.0.iter().map(Text::as_str));
             self.presence.change(new, lost, at);
         }
-        self.stats
-            .presence_not_followed
-            .add(self.presence.refused - refused);
-        self.stats
-            .minions_connected
-            .set(self.presence.connected() as u64);
+        self.count_presence(refused);
     }
 
     fn on_minion_start(&mut self, minion: &str, at: Stamp) {
