@@ -116,8 +116,12 @@ pub fn show(r: &JobRecap, style: Style, out: &mut dyn Write) -> std::io::Result<
             t.row(vec![
                 format!("  {}", style.paint(Tone::Warn, &m.minion)),
                 m.reason.clone(),
-                m.evidence.clone(),
-                m.streak.to_string(),
+                super::present::missing_evidence(
+                    &m.evidence,
+                    m.disconnected_at.as_deref(),
+                    m.address.as_deref(),
+                ),
+                super::present::streak(m.streak, m.missing_since.as_deref()),
             ]);
         }
         t.write(style, out)?;

@@ -58,7 +58,14 @@ pub fn run(args: &MinionArgs, config: &Config, out: &mut dyn Write) -> Result<Ou
                     "  {}; recent misses: {}",
                     style.paint(
                         Tone::Warn,
-                        &format!("missed its last {} job(s) in a row", view.streak)
+                        &match &view.missing_since {
+                            Some(since) if view.streak > 1 => format!(
+                                "missed its last {} jobs in a row, since {}",
+                                view.streak,
+                                super::present::when(since)
+                            ),
+                            _ => format!("missed its last {} job(s) in a row", view.streak),
+                        }
                     ),
                     reasons.join(", ")
                 )?;

@@ -133,6 +133,30 @@ pub fn when(at: &str) -> String {
         .map_or_else(|| at.to_owned(), |t| t.replace('T', " "))
 }
 
+/// What decided a missing verdict, said with what presence saw: "no
+/// connection since 16:41:07", "connection gone at 16:42:10", "connected from
+/// 10.1.2.3, no return"; otherwise the evidence's name.
+pub fn missing_evidence(
+    evidence: &str,
+    disconnected_at: Option<&str>,
+    address: Option<&str>,
+) -> String {
+    match (evidence, disconnected_at, address) {
+        ("presence_absent", Some(at), _) => format!("no connection since {}", when(at)),
+        ("presence_lost", Some(at), _) => format!("connection gone at {}", when(at)),
+        ("connected_silent", _, Some(address)) => format!("connected from {address}, no return"),
+        (evidence, _, _) => evidence.to_owned(),
+    }
+}
+
+/// A missing streak: "3", or "3 since 2026-11-25 16:41:07".
+pub fn streak(streak: u64, since: Option<&str>) -> String {
+    match since {
+        Some(since) if streak > 1 => format!("{streak} since {}", when(since)),
+        _ => streak.to_string(),
+    }
+}
+
 /// Milliseconds as a person reads them: `850ms`, `12.3s`, `4m05s`.
 pub fn took(ms: u64) -> String {
     match ms {
@@ -164,6 +188,29 @@ mod tests {
         t.write(Style::plain(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text, "A     B\n\x1b[31mxx\x1b[0m    y\nlong  z\n");
+    }
+
+    #[test]
+    fn a_missing_verdict_says_what_presence_saw() {
+        let at = Some("2026-11-25T16:41:07.123456Z");
+        assert_eq!(
+            missing_evidence("presence_absent", at, None),
+            "no connection since 2026-11-25 16:41:07"
+        );
+        assert_eq!(
+            missing_evidence("presence_lost", at, None),
+            "connection gone at 2026-11-25 16:41:07"
+        );
+        assert_eq!(
+            missing_evidence("connected_silent", None, Some("10.1.2.3")),
+            "connected from 10.1.2.3, no return"
+        );
+        assert_eq!(
+            missing_evidence("connected_silent", None, None),
+            "connected_silent"
+        );
+        assert_eq!(streak(3, at), "3 since 2026-11-25 16:41:07");
+        assert_eq!(streak(1, at), "1");
     }
 
     #[test]

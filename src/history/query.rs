@@ -65,7 +65,13 @@ pub struct Missing {
     pub minion: String,
     pub reason: String,
     pub evidence: String,
+    /// When presence saw it go (or first saw it not connected).
+    pub disconnected_at: Option<String>,
+    /// Where its connection came from, when it was connected and silent.
+    pub address: Option<String>,
     pub streak: u64,
+    /// When its streak began (a streak of 2 or more).
+    pub missing_since: Option<String>,
 }
 
 /// A root cause across the job's minions.
@@ -163,8 +169,10 @@ pub struct MinionView {
     pub jobs: Vec<MinionJob>,
     /// Per function, its last successful return.
     pub last_success: BTreeMap<String, String>,
-    /// Its latest missing streak and the reasons of its recent misses.
+    /// Its latest missing streak (and since when) and the reasons of its
+    /// recent misses.
     pub streak: u64,
+    pub missing_since: Option<String>,
     pub missing_reasons: BTreeMap<String, u64>,
     /// Its recent root causes: fingerprint → (sls:id, category, count).
     pub failures: Vec<MinionFailure>,
@@ -259,7 +267,10 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
             minion: text(m, "minion"),
             reason: text(m, "reason"),
             evidence: text(m, "evidence"),
+            disconnected_at: m["disconnected_at"].as_str().map(str::to_owned),
+            address: m["address"].as_str().map(str::to_owned),
             streak: number(m, "streak"),
+            missing_since: m["missing_since"].as_str().map(str::to_owned),
         })
         .collect();
     let groups: Vec<Group> = latest_by(of("failure_group"), |g| text(g, "fingerprint"))
@@ -524,6 +535,7 @@ pub fn minion(
         jobs: Vec::new(),
         last_success: BTreeMap::new(),
         streak: 0,
+        missing_since: None,
         missing_reasons: BTreeMap::new(),
         failures: Vec::new(),
     };
@@ -554,6 +566,7 @@ pub fn minion(
                 *view.missing_reasons.entry(reason.clone()).or_default() += 1;
                 if !streak_known {
                     view.streak = number(r, "streak");
+                    view.missing_since = r["missing_since"].as_str().map(str::to_owned);
                     streak_known = true;
                 }
                 if view.jobs.len() < limit && seen_jobs.insert(jid.clone()) {

@@ -62,10 +62,10 @@ fn describe(body: &RecordBody, out: &mut String) {
             m.minion,
             m.fun,
             m.reason.as_str(),
-            if m.streak > 1 {
-                format!(" ({} jobs in a row)", m.streak)
-            } else {
-                String::new()
+            match (m.streak, m.missing_since) {
+                (0 | 1, _) => String::new(),
+                (n, Some(since)) => format!(" ({n} jobs in a row, since {since})"),
+                (n, None) => format!(" ({n} jobs in a row)"),
             },
             m.during_master_pressure
                 .as_deref()

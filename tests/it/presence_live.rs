@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use saltsight::lab::{Lab, LabOptions};
 
-use crate::support::{Received, Saltsight, lab_lock, read_records, salt_bg};
+use crate::support::{Received, Saltsight, bin, lab_lock, read_records, salt_bg};
 
 const MINIONS: [(&str, &str); 6] = [
     ("web1", "127.0.0.11"),
@@ -72,13 +72,18 @@ fn down_hung_gone_slow_and_shared_minions_on_a_default_master() {
         ),
     )
     .expect("write config");
-    let mut run = Saltsight::spawn_connected(&[
-        "--config",
-        config.to_str().expect("utf-8"),
-        "--log-format",
-        "json",
-        "run",
-    ]);
+    let state = dir.path().join("state");
+    let state_env = state.to_str().expect("utf-8");
+    let mut run = Saltsight::spawn_connected_with_env(
+        &[
+            "--config",
+            config.to_str().expect("utf-8"),
+            "--log-format",
+            "json",
+            "run",
+        ],
+        &[("SALTSIGHT_STATE_DIR", state_env)],
+    );
     let mut seen = Vec::new();
 
     let published = Instant::now();
@@ -148,6 +153,30 @@ fn down_hung_gone_slow_and_shared_minions_on_a_default_master() {
     );
     // web1 and nat1 were slow (4 s), and answered.
     assert_eq!(reasons.len(), 4, "{reasons:?}");
+    // `saltsight job` says what presence saw, from the history (written in
+    // batches of at most a second: wait on the answer).
+    let job = |args: &[&str]| {
+        let out = std::process::Command::new(bin())
+            .args(["--config", config.to_str().expect("utf-8")])
+            .args(args)
+            .env("SALTSIGHT_STATE_DIR", &state)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("saltsight job runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let asked = Instant::now();
+    let mut table = job(&["job", &jid]);
+    while !table.contains("connected from 127.0.0.12, no return") {
+        assert!(
+            asked.elapsed() < Duration::from_secs(20),
+            "saltsight job does not say what presence saw:\n{table}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        table = job(&["job", &jid]);
+    }
+    assert!(table.contains("no connection since"), "{table}");
+    assert!(table.contains("connection gone at"), "{table}");
     lab.signal_minion("web2", Signal::SIGCONT)
         .expect("continue web2");
     let mut cli = cli;

@@ -222,7 +222,11 @@ impl Model {
                     fun: m.fun.clone(),
                     kind: VerdictKind::Missing {
                         reason: m.reason.as_str().to_owned(),
-                        evidence: m.evidence.as_str().to_owned(),
+                        evidence: crate::cli::present::missing_evidence(
+                            m.evidence.as_str(),
+                            m.disconnected_at.map(|t| t.to_string()).as_deref(),
+                            m.address.as_deref(),
+                        ),
                     },
                 });
             }

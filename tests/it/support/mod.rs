@@ -99,7 +99,12 @@ impl Saltsight {
 
     /// Spawns and waits (10 s at most) until it has connected to the bus.
     pub fn spawn_connected(args: &[&str]) -> Saltsight {
-        let run = Saltsight::spawn(args);
+        Saltsight::spawn_connected_with_env(args, &[])
+    }
+
+    /// As [`Saltsight::spawn_connected`], with more environment variables.
+    pub fn spawn_connected_with_env(args: &[&str], env: &[(&str, &str)]) -> Saltsight {
+        let run = Saltsight::spawn_with_env(args, env);
         let mut log = Vec::new();
         wait_line(&run.stderr, &mut log, Duration::from_secs(10), |l| {
             l.contains(CONNECTED)
