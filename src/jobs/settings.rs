@@ -82,7 +82,7 @@ crate::counts! {
         counter presence_not_followed = "saltsight_presence_not_followed",
             "Minions named by presence but not followed: jobs.max_minions was reached (their verdicts ignore presence)";
         gauge minions_connected = "saltsight_minions_connected",
-            "Minions the master has connected, as presence last said (0 until it speaks: presence_events, or transport tcp)";
+            "Minions the master has connected, as presence last said (its connections to the publish port, read at each publish; presence_events; transport tcp)";
         gauge minions_missing_repeatedly = "saltsight_minions_missing_repeatedly",
             "Minions that missed their last 3 or more jobs in a row (minion_missing records say which: streak)";
         gauge open_jobs = "saltsight_jobs_tracked",

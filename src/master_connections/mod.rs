@@ -22,6 +22,7 @@ pub mod proc_net;
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use cache::{CacheCounts, CacheError, Layout, MinionCache};
 pub use mapping::{AddressBook, Seen};
@@ -54,6 +55,26 @@ impl ConnectionView {
     }
 }
 
+crate::counts! {
+    /// The connections source's own figures, read at scrape.
+    pub struct ConnectionCounts {
+        counter samples = "saltsight_presence_connection_samples",
+            "Looks at the master's connections to its publish port (at a publish, or before verdicts; at most one a second)";
+        counter failures = "saltsight_presence_connection_sample_failures",
+            "Looks that failed (/proc or the minion data cache unreadable): verdicts then fall back to presence events and find_job";
+        counter lines_unreadable = "saltsight_presence_proc_lines_unreadable",
+            "Lines of /proc/net/tcp{,6} that could not be read (skipped)";
+        gauge cache_minions = "saltsight_presence_cache_minions",
+            "Minions the master's data cache maps to addresses (the connections source judges these)";
+        gauge cache_refused = "saltsight_presence_cache_refused",
+            "Minions of the data cache not read at the last refresh: past jobs.max_minions, or a file over 16 MiB";
+        gauge cache_unreadable = "saltsight_presence_cache_unreadable",
+            "Files of the data cache that could not be read or decoded at the last refresh";
+        gauge minions_unclear = "saltsight_presence_minions_unclear",
+            "Minions the connections cannot speak for: an address shared with others (NAT) holds a connection, or no address but loopback";
+    }
+}
+
 /// Reads the master's connections to its publish port.
 #[derive(Debug)]
 pub struct ConnectionWatch {
@@ -64,8 +85,7 @@ pub struct ConnectionWatch {
     /// The host's own non-loopback addresses (what a loopback connection
     /// stands for), read with the cache.
     host: Vec<IpAddr>,
-    /// Lines of /proc/net/tcp* that could not be read, in all.
-    pub unreadable_lines: u64,
+    pub counts: Arc<ConnectionCounts>,
 }
 
 impl ConnectionWatch {
@@ -77,7 +97,7 @@ impl ConnectionWatch {
             cache: MinionCache::new(cachedir, max_minions),
             book: AddressBook::default(),
             host: Vec::new(),
-            unreadable_lines: 0,
+            counts: Arc::default(),
         }
     }
 
@@ -106,6 +126,15 @@ impl ConnectionWatch {
 
     /// Reads the cache where it changed, then the connections.
     pub fn sample(&mut self) -> Result<ConnectionView, SampleError> {
+        self.counts.samples.inc();
+        let view = self.look();
+        if view.is_err() {
+            self.counts.failures.inc();
+        }
+        view
+    }
+
+    fn look(&mut self) -> Result<ConnectionView, SampleError> {
         if self.cache.refresh()? {
             self.book = AddressBook::new(
                 self.cache
@@ -113,20 +142,30 @@ impl ConnectionWatch {
                     .map(|(id, addrs)| (Box::from(id), addrs.to_vec())),
             );
             self.host = host_addresses();
+            let c = self.cache.counts;
+            self.counts.cache_minions.set(c.minions as u64);
+            self.counts.cache_refused.set(c.refused);
+            self.counts.cache_unreadable.set(c.unreadable);
         }
         let established = self.established()?;
-        self.unreadable_lines += established.unreadable_lines;
+        self.counts
+            .lines_unreadable
+            .add(established.unreadable_lines);
         let remotes: HashSet<IpAddr> = established.by_remote.keys().copied().collect();
         let seen = self
             .book
             .judge(&remotes, &self.host)
             .map(|(id, seen)| (Box::from(id), seen))
             .collect();
-        Ok(ConnectionView {
+        let view = ConnectionView {
             seen,
             connections: established.total(),
             shared_addresses: self.book.shared_addresses(),
-        })
+        };
+        self.counts
+            .minions_unclear
+            .set(view.count(|s| *s == Seen::Unclear) as u64);
+        Ok(view)
     }
 }
 
@@ -150,4 +189,69 @@ fn host_addresses() -> Vec<IpAddr> {
     out.sort_unstable();
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One whole look, over a /proc/net and a cache made here: the
+    /// connections' addresses mapped through the grains, and its figures.
+    #[test]
+    #[cfg(target_endian = "little")]
+    fn a_look_maps_connections_through_the_cache_and_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_net = dir.path().join("net");
+        std::fs::create_dir_all(&proc_net).unwrap();
+        // 4505 = 0x1199; peers 127.0.0.11 (web1) and 127.0.0.15 (nat1/nat2).
+        std::fs::write(
+            proc_net.join("tcp"),
+            "  sl  local_address rem_address   st\n\
+             0: 0100007F:1199 0B00007F:D001 01 0\n\
+             1: 0100007F:1199 0F00007F:D002 01 0\n\
+             2: 0100007F:1199 0C00007F:D003 06 0\n",
+        )
+        .unwrap();
+        let grains = dir.path().join("cache/grains");
+        std::fs::create_dir_all(&grains).unwrap();
+        for (id, ip) in [
+            ("web1", "127.0.0.11"),
+            ("web2", "127.0.0.12"),
+            ("nat1", "127.0.0.15"),
+            ("nat2", "127.0.0.15"),
+        ] {
+            let bytes =
+                rmp_serde::to_vec_named(&serde_json::json!({"ipv4": ["127.0.0.1", ip]})).unwrap();
+            std::fs::write(grains.join(format!("{id}.p")), bytes).unwrap();
+        }
+        let mut watch = ConnectionWatch::new(4505, dir.path().join("cache"), 100);
+        watch.proc_net = proc_net;
+        let mut view = watch.sample().unwrap();
+        view.seen.sort_by(|a, b| a.0.cmp(&b.0));
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            view.seen,
+            vec![
+                (Box::from("nat1"), Seen::Unclear),
+                (Box::from("nat2"), Seen::Unclear),
+                (
+                    Box::from("web1"),
+                    Seen::Connected {
+                        from: ip("127.0.0.11")
+                    }
+                ),
+                // Its only connection is TIME_WAIT (06): gone.
+                (Box::from("web2"), Seen::NotConnected),
+            ]
+        );
+        assert_eq!(view.connections, 2);
+        assert_eq!(watch.counts.samples.get(), 1);
+        assert_eq!(watch.counts.cache_minions.get(), 4);
+        assert_eq!(watch.counts.minions_unclear.get(), 2);
+        // A /proc that cannot be read is a failure, counted.
+        watch.proc_net = dir.path().join("nowhere");
+        let error = watch.sample().unwrap_err().to_string();
+        assert!(error.contains("the master's connections"), "{error}");
+        assert_eq!(watch.counts.failures.get(), 1);
+    }
 }

@@ -275,6 +275,9 @@ impl Agent {
     pub fn counts(&self) -> Vec<Arc<dyn Counts>> {
         let mut counts = self.stages.counts();
         counts.push(self.outputs.counts());
+        if let Some(c) = &self.connections {
+            counts.push(c.watch.counts.clone());
+        }
         counts
     }
 
