@@ -16,15 +16,13 @@ use clap::Args;
 use super::present::Style;
 use super::tail::{TailArgs, TailHandler};
 use super::{Outcome, Session};
-use crate::bus::reader::Delivery;
-use crate::config::history::HistoryConfig;
 use crate::config::{BusConfig, RepoSpec};
 use crate::history::Store;
 use crate::history::query::{self, JobFilter};
 use crate::lab::{Lab, LabOptions};
 use crate::metrics::Observer;
-use crate::pipeline::{Agent, Clock, Consumer, OutputChoice, Source, Stages, open_outputs};
-use crate::sink::history::HistoryOutput;
+use crate::pipeline::assembly::consumer;
+use crate::pipeline::{AgentOptions, Assembly, HistoryChoice, OutputChoice, SourceChoice};
 use crate::sink::stdout::StdoutFormat;
 
 #[derive(Debug, Args)]
@@ -89,9 +87,8 @@ pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
         }
     };
     let history_path = lab.root().join("history.db");
-    let source = Source::live(&config.bus, Delivery::Frames);
-    let consumer = Consumer::new(source, config.bus.queue_frames, cancel.clone());
     let pipeline = if args.events {
+        let consumer = consumer(&config, &SourceChoice::Live, cancel.clone());
         let tail_args = TailArgs {
             bus: Default::default(),
             wait: false,
@@ -104,29 +101,30 @@ pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
         let handler = TailHandler::new(std::io::stdout(), &tail_args, cancel.clone(), &redactor);
         tokio::spawn(async move { consumer.run(handler).await.map(|(summary, _)| summary) })
     } else {
-        // Stdout only: no spool, so no senders to start.
-        let (mut outputs, _) = open_outputs(
+        // Stdout only (no spool, so no senders to start), and a history of
+        // its own, in the lab, for the recap at the end.
+        let assembly = Assembly::open(
+            &config,
             &[],
-            &config.spool,
-            OutputChoice::Stdout,
-            args.format.stdout_format(),
-            Clock::Wall,
+            AgentOptions {
+                source: SourceChoice::Live,
+                outputs: OutputChoice::Stdout,
+                stdout_format: args.format.stdout_format(),
+                history: HistoryChoice::At {
+                    path: history_path.clone(),
+                    batch_max_age: None,
+                },
+                checkpoint: false,
+                master_processes: false,
+                presence: true,
+            },
         )?;
-        // A history of its own, in the lab, for the recap at the end.
-        let (history, _) = HistoryOutput::open(&HistoryConfig {
-            enabled: true,
-            path: history_path.clone(),
-            ..config.history.clone()
-        })?;
-        outputs.add(Box::new(history));
-        let agent = Agent::new(
-            Stages::from_config(&config),
-            Clock::Wall,
-            outputs,
+        let consumer = assembly.consumer(&config, cancel.clone());
+        let (agent, _) = assembly.agent(
+            &config,
             redactor.clone(),
             Observer::unregistered(&config.metrics),
-        )
-        .with_presence(&config);
+        )?;
         tokio::spawn(async move { consumer.run(agent).await.map(|(summary, _)| summary) })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;

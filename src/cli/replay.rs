@@ -9,7 +9,7 @@ use super::flags::{FrameArgs, MasterArgs};
 use super::run::Output;
 use super::{Outcome, Session};
 use crate::metrics::Observer;
-use crate::pipeline::{Agent, Clock, Consumer, Source, Stages, Summary, open_outputs};
+use crate::pipeline::{AgentOptions, Assembly, HistoryChoice, SourceChoice, Summary};
 use crate::shutdown;
 
 #[derive(Debug, Args)]
@@ -34,27 +34,25 @@ pub async fn run(args: ReplayArgs, session: Session) -> anyhow::Result<Outcome> 
         redactor,
         cancel,
     } = session;
-    let (outputs, senders) = open_outputs(
+    let assembly = Assembly::open(
+        &config,
         &outputs,
-        &config.spool,
-        args.output.into(),
-        args.format.stdout_format(),
-        Clock::EventTime,
+        AgentOptions {
+            source: SourceChoice::Recording {
+                path: args.file.clone(),
+            },
+            outputs: args.output.into(),
+            stdout_format: args.format.stdout_format(),
+            history: HistoryChoice::Off,
+            checkpoint: false,
+            master_processes: false,
+            presence: false,
+        },
     )?;
+    let consumer = assembly.consumer(&config, cancel.clone());
+    let (agent, senders) =
+        assembly.agent(&config, redactor, Observer::unregistered(&config.metrics))?;
     let sending = senders.spawn();
-    let agent = Agent::new(
-        Stages::from_config(&config),
-        Clock::EventTime,
-        outputs,
-        redactor,
-        Observer::unregistered(&config.metrics),
-    );
-    let source = Source::Recording {
-        path: args.file.clone(),
-        max_frame_bytes: config.bus.max_frame_bytes,
-        progress: true,
-    };
-    let consumer = Consumer::new(source, config.bus.queue_frames, cancel.clone());
     let result = shutdown::within_grace(&cancel, consumer.run(agent)).await;
     // A replay into an HTTP output ends when upstream has it all (or on a
     // signal: the spool keeps the rest for the next start).

@@ -12,17 +12,12 @@ use super::log::LogLevel;
 use super::reload::Reloader;
 use super::{Outcome, Session};
 use crate::bus::ReaderStats;
-use crate::bus::reader::Delivery;
 use crate::config::Overrides;
-use crate::master_processes::MasterProcesses;
 use crate::metrics::Metrics;
 use crate::metrics::server::MetricsServer;
-use crate::pipeline::{
-    Agent, Checkpointer, Clock, Consumer, OutputChoice, Source, Stages, open_outputs,
-};
+use crate::pipeline::{AgentOptions, Assembly, OutputChoice};
 use crate::service::ServiceManager;
 use crate::shutdown;
-use crate::sink::history::HistoryOutput;
 
 /// Where records go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -79,44 +74,17 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
         redactor,
         cancel,
     } = session;
-    let (mut outputs, senders) = open_outputs(
+    let assembly = Assembly::open(
+        &config,
         &outputs,
-        &config.spool,
-        args.output.into(),
-        args.format.stdout_format(),
-        Clock::Wall,
+        AgentOptions::service(args.output.into(), args.format.stdout_format()),
     )?;
-    let stages = Stages::from_config(&config);
-    let mut counts = stages.counts();
-    counts.push(outputs.counts());
-    if config.history.enabled {
-        // Without its history the agent still watches: said once, not fatal.
-        match HistoryOutput::open(&config.history) {
-            Ok((history, stats)) => {
-                outputs.add(Box::new(history));
-                counts.push(stats);
-            }
-            Err(error) => tracing::error!(%error, "Cannot open the history; running without it."),
-        }
-    }
-    let checkpoint = config.state.checkpoint.then(|| {
-        let checkpointer = Checkpointer::new(
-            &config.state.dir,
-            &config.master_id,
-            config.state.checkpoint_interval,
-        );
-        let restored = checkpointer.read();
-        (checkpointer, restored)
-    });
-    if let Some((checkpointer, _)) = &checkpoint {
-        counts.push(checkpointer.stats.clone());
-    }
     let reader_stats = Arc::new(ReaderStats::default());
     let metrics = Metrics::new(
         &config.metrics,
         reader_stats.clone(),
-        senders.spools(),
-        counts,
+        assembly.senders().spools(),
+        assembly.counts(),
         redactor.clone(),
     );
     metrics
@@ -163,25 +131,13 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
         stop_signal.cancelled().await;
         stopping.stopping("Stopping: draining the pipeline and flushing the outputs.");
     });
+    let consumer = assembly
+        .consumer(&config, cancel.clone())
+        .reader_stats(reader_stats)
+        .metrics(metrics.events.clone())
+        .watchdog(service.watchdog());
+    let (agent, senders) = assembly.agent(&config, redactor, metrics.observer)?;
     let sending = senders.spawn();
-    let processes = config
-        .pressure
-        .sample_processes
-        .then(|| MasterProcesses::new(&config.pressure.pidfile));
-    let mut agent = Agent::new(stages, Clock::Wall, outputs, redactor, metrics.observer)
-        .with_master_watch(processes, config.pressure.sample_interval)
-        .with_presence(&config);
-    if let Some((checkpointer, restored)) = checkpoint {
-        agent = agent.with_checkpoint(checkpointer, restored)?;
-    }
-    let consumer = Consumer::new(
-        Source::live(&config.bus, Delivery::Frames),
-        config.bus.queue_frames,
-        cancel.clone(),
-    )
-    .reader_stats(reader_stats)
-    .metrics(metrics.events.clone())
-    .watchdog(service.watchdog());
     let result = shutdown::within_grace(&cancel, consumer.run(agent)).await;
     sending.stop().await;
     if let Some(server) = server {

@@ -95,30 +95,6 @@ impl Agent {
         }
     }
 
-    /// Reads the master's connections where `[presence]` has them on (live
-    /// subcommands: `run`, `demo`, `top`).
-    pub fn with_presence(self, config: &crate::config::Config) -> Self {
-        use crate::config::presence::ConnectionsSource;
-        match &config.presence.connections {
-            ConnectionsSource::On {
-                publish_port,
-                cachedir,
-                ..
-            } => {
-                debug!(publish_port, cachedir = %cachedir.display(), "Reading the master's connections for presence.");
-                self.with_connection_watch(ConnectionWatch::new(
-                    *publish_port,
-                    cachedir.clone(),
-                    config.jobs.max_minions,
-                ))
-            }
-            ConnectionsSource::Off { why } => {
-                info!(why = %why, "Presence from the master's connections is off: a minion that did not return is told down from hung only by presence events.");
-                self
-            }
-        }
-    }
-
     /// Reads which minions hold a connection to the master's publish port
     /// (live only: a recording has no connections).
     pub fn with_connection_watch(mut self, watch: ConnectionWatch) -> Self {

@@ -10,10 +10,12 @@
 //!                                                                 ─▶ redact ─▶ log, metrics, outputs
 //! ```
 //!
-//! `tail` and `capture` are handlers too (in `cli`); `run`, `replay` and `demo`
-//! use the [`Agent`].
+//! `tail` and `capture` are handlers too (in `cli`); `run`, `replay`, `demo`
+//! and `top` build the [`Agent`] one way ([`assembly`]), each choosing its
+//! [`AgentOptions`].
 
 pub mod agent;
+pub mod assembly;
 pub mod checkpoint;
 pub mod clock;
 pub mod consumer;
@@ -22,6 +24,7 @@ pub mod source;
 pub mod stages;
 
 pub use agent::Agent;
+pub use assembly::{AgentOptions, Assembly, HistoryChoice, SourceChoice};
 pub use checkpoint::Checkpointer;
 pub use clock::Clock;
 pub use consumer::{Consumer, Handler, Summary};

@@ -18,12 +18,9 @@ use clap::Args;
 use super::flags::BusArgs;
 use super::log::LogLevel;
 use super::{Outcome, Session};
-use crate::bus::reader::Delivery;
-use crate::config::history::HistoryConfig;
 use crate::metrics::Observer;
-use crate::pipeline::{Agent, Clock, Consumer, OutputChoice, Source, Stages, open_outputs};
+use crate::pipeline::{AgentOptions, Assembly, HistoryChoice, OutputChoice, SourceChoice};
 use crate::shutdown;
-use crate::sink::history::HistoryOutput;
 use crate::sink::stdout::StdoutFormat;
 
 #[derive(Debug, Args)]
@@ -69,33 +66,27 @@ pub async fn run(args: TopArgs, session: Session, log_level: LogLevel) -> anyhow
         .tempdir()
         .context("cannot make a temporary directory for the history")?;
     let history = dir.path().join("history.db");
-    let (mut outputs, _) = open_outputs(
+    let mut assembly = Assembly::open(
+        &config,
         &[],
-        &config.spool,
-        OutputChoice::None,
-        StdoutFormat::Json,
-        Clock::Wall,
+        AgentOptions {
+            source: SourceChoice::Live,
+            outputs: OutputChoice::None,
+            stdout_format: StdoutFormat::Json,
+            history: HistoryChoice::At {
+                path: history.clone(),
+                batch_max_age: Some(HISTORY_BATCH_AGE),
+            },
+            checkpoint: false,
+            master_processes: false,
+            presence: true,
+        },
     )?;
-    let (store, _) = HistoryOutput::open(&HistoryConfig {
-        enabled: true,
-        path: history.clone(),
-        batch_max_age: HISTORY_BATCH_AGE,
-        ..config.history.clone()
-    })?;
-    outputs.add(Box::new(store));
     let watch = Arc::new(feed::BusWatch::default());
     let (screen_output, records) = feed::channel(watch.clone());
-    outputs.add(Box::new(screen_output));
-    let agent = Agent::new(
-        Stages::from_config(&config),
-        Clock::Wall,
-        outputs,
-        redactor,
-        Observer::unregistered(&config.metrics),
-    )
-    .with_presence(&config);
-    let source = Source::live(&config.bus, Delivery::Frames);
-    let consumer = Consumer::new(source, config.bus.queue_frames, cancel.clone());
+    assembly.add_output(Box::new(screen_output));
+    let consumer = assembly.consumer(&config, cancel.clone());
+    let (agent, _) = assembly.agent(&config, redactor, Observer::unregistered(&config.metrics))?;
     let handler = feed::Watched::new(agent, watch.clone());
     let pipeline_cancel = cancel.clone();
     let pipeline = tokio::spawn(async move {
