@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, params};
 
-use crate::record::{Correlation, Record, RecordBody};
+use crate::record::Record;
 use crate::time::Stamp;
 
 /// The schema's version (`PRAGMA user_version`).
@@ -61,74 +61,20 @@ pub struct Row {
 impl Row {
     /// The columns of `record`; `json` is its ndjson line.
     pub fn of(record: &Record, json: &[u8]) -> Row {
-        let text = String::from_utf8_lossy(json).trim_end().to_owned();
-        let mut row = Row {
+        let keys = record.keys();
+        let column = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        Row {
             id: record.id.clone(),
             kind: record.kind.as_str(),
             at: record.at.0,
-            jid: None,
-            minion: None,
-            fingerprint: None,
-            commit: None,
-            fun: None,
-            json: text,
-        };
-        let own = |s: &str| Some(s.to_owned());
-        match &record.body {
-            RecordBody::JobPublished(p) => {
-                row.jid = own(&p.jid);
-                row.fun = own(&p.fun);
-                row.commit = p.commits.values().next().cloned();
-            }
-            RecordBody::MinionReturn(r) | RecordBody::LateReturn(r) => {
-                row.jid = own(&r.jid);
-                row.minion = own(&r.minion);
-                row.fun = r.fun.clone();
-            }
-            RecordBody::MinionMissing(m) => {
-                row.jid = own(&m.jid);
-                row.minion = own(&m.minion);
-                row.fun = own(&m.fun);
-            }
-            RecordBody::JobCompleted(c) => {
-                row.jid = own(&c.jid);
-                row.fun = own(&c.fun);
-            }
-            RecordBody::StateFailure(f) => {
-                row.jid = own(&f.jid);
-                row.minion = own(&f.minion);
-                row.fun = own(&f.fun);
-                row.fingerprint = own(&f.fingerprint);
-                row.commit = introduced_commit(&f.correlation);
-            }
-            RecordBody::RenderFailure(f) => {
-                row.jid = own(&f.jid);
-                row.minion = own(&f.minion);
-                row.fun = own(&f.fun);
-                row.fingerprint = own(&f.fingerprint);
-                row.commit = introduced_commit(&f.correlation);
-            }
-            RecordBody::FailureGroup(g) => {
-                row.jid = own(&g.jid);
-                row.fingerprint = own(&g.fingerprint);
-                row.commit = introduced_commit(&g.correlation);
-            }
-            RecordBody::ConfigChange(c) => row.commit = c.new.clone(),
-            RecordBody::ExternalIncident(i) => row.fingerprint = own(&i.incident),
-            RecordBody::MasterPressure(p) => row.fingerprint = own(&p.pressure),
-            RecordBody::Rollout(r) => row.commit = own(&r.commit),
-            RecordBody::BusGap(_) => {}
+            jid: column(keys.jid),
+            minion: column(keys.minion),
+            fingerprint: column(keys.fingerprint),
+            commit: column(keys.commit),
+            fun: column(keys.fun),
+            json: String::from_utf8_lossy(json).trim_end().to_owned(),
         }
-        row
     }
-}
-
-/// The commit column of a failure: the commit that introduced it, once found.
-fn introduced_commit(correlation: &Correlation) -> Option<String> {
-    correlation
-        .introduced_by
-        .as_ref()
-        .map(|i| i.commit.id.clone())
 }
 
 /// The store, opened to write (the agent) or to read (the query commands).

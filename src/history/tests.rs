@@ -3,7 +3,7 @@ use super::query::{JobFilter, failures, job, jobs, minion};
 use super::*;
 use crate::record::{
     JobCompleted, JobContext, JobPublished, MinionMissing, MinionReturn, MissingEvidence,
-    MissingReason, RecordFactory,
+    MissingReason, RecordBody, RecordFactory,
 };
 use std::collections::BTreeMap;
 

@@ -23,6 +23,9 @@ pub mod outputs;
 pub mod source;
 pub mod stages;
 
+#[cfg(test)]
+mod keys_agree;
+
 pub use agent::Agent;
 pub use assembly::{AgentOptions, Assembly, HistoryChoice, SourceChoice};
 pub use checkpoint::Checkpointer;

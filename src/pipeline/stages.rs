@@ -435,7 +435,7 @@ impl Stages {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::event::{decode, encode_frame};
     use crate::record::RecordKind;
@@ -446,7 +446,7 @@ mod tests {
     }
 
     /// The defaults, with no master config or git checkout to read.
-    pub(super) fn config() -> Config {
+    pub(in crate::pipeline) fn config() -> Config {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("saltsight.toml");
         std::fs::write(

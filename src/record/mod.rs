@@ -4,6 +4,7 @@
 //! passes before any output.
 
 pub mod episodes;
+pub mod keys;
 mod missing;
 pub mod redact;
 pub mod text;

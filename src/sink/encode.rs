@@ -13,7 +13,7 @@
 
 use serde::Serialize;
 
-use crate::record::{Classification, Correlation, JobContext, Record, RecordBody};
+use crate::record::Record;
 use crate::time::Stamp;
 
 /// How records are written into a batch (a spool keeps it in its header).
@@ -89,154 +89,42 @@ struct Row<'a> {
     record: &'a str,
 }
 
-fn run_kind(context: &JobContext) -> &'static str {
-    context.run_kind.as_str()
-}
-
-fn metadata(context: &JobContext) -> String {
-    context
-        .metadata
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default()
-}
-
-/// Fills the commit columns from a failure's correlation.
-fn correlate<'a>(row: &mut Row<'a>, correlation: &'a Correlation) {
-    if let Some(introduced) = &correlation.introduced_by {
-        row.commit = &introduced.commit.id;
-        row.commit_subject = &introduced.commit.subject;
-    }
-    if let Some(suspects) = &correlation.suspect_commits {
-        row.suspect_last_ok = &suspects.last_ok;
-        row.suspect_first_failed = &suspects.first_failed;
-    }
-}
-
-fn target(cause: &Classification) -> &str {
-    [&cause.host, &cause.url, &cause.package]
-        .into_iter()
-        .find_map(|t| t.as_deref())
-        .unwrap_or("")
-}
-
 fn clickhouse_row(record: &Record, json: &[u8], out: &mut Vec<u8>) {
     let text = std::str::from_utf8(json)
         .unwrap_or("")
         .trim_end_matches('\n');
-    let mut row = Row {
+    let keys = record.keys();
+    let row = Row {
         id: &record.id,
         kind: record.kind.as_str(),
         schema_version: record.schema_version,
         master: &record.master,
         at_micros: record.at.0,
         at: Some(record.at),
+        jid: keys.jid,
+        minion: keys.minion,
+        fun: keys.fun,
+        run_kind: keys.run_kind,
+        reason: keys.reason,
+        sls: keys.sls,
+        state_id: keys.state_id,
+        state_function: keys.state_function,
+        category: keys.category,
+        fingerprint: keys.fingerprint,
+        count: keys.count,
+        revision: keys.revision,
+        commit: keys.commit,
+        commit_subject: keys.commit_subject,
+        suspect_last_ok: keys.suspect_last_ok,
+        suspect_first_failed: keys.suspect_first_failed,
+        target: keys.target,
+        metadata: keys
+            .context
+            .and_then(|c| c.metadata.as_ref())
+            .map(|m| m.to_string())
+            .unwrap_or_default(),
         record: text,
-        ..Row::default()
     };
-    match &record.body {
-        RecordBody::JobPublished(p) => {
-            row.jid = &p.jid;
-            row.fun = &p.fun;
-            row.run_kind = run_kind(&p.context);
-            row.count = u32::try_from(p.expected.len()).unwrap_or(u32::MAX);
-            row.metadata = metadata(&p.context);
-        }
-        RecordBody::MinionReturn(r) | RecordBody::LateReturn(r) => {
-            row.jid = &r.jid;
-            row.minion = &r.minion;
-            row.fun = r.fun.as_deref().unwrap_or("");
-            row.run_kind = run_kind(&r.context);
-            row.reason = if r.succeeded { "succeeded" } else { "failed" };
-            row.count = r.states.as_ref().map_or(0, |s| s.failed);
-            row.metadata = metadata(&r.context);
-        }
-        RecordBody::MinionMissing(m) => {
-            row.jid = &m.jid;
-            row.minion = &m.minion;
-            row.fun = &m.fun;
-            row.run_kind = run_kind(&m.context);
-            row.reason = m.reason.as_str();
-            row.metadata = metadata(&m.context);
-        }
-        RecordBody::JobCompleted(c) => {
-            row.jid = &c.jid;
-            row.fun = &c.fun;
-            row.run_kind = run_kind(&c.context);
-            row.count = c.failed;
-            row.revision = c.revision;
-            row.metadata = metadata(&c.context);
-        }
-        RecordBody::BusGap(g) => row.reason = g.reason,
-        RecordBody::StateFailure(f) => {
-            row.jid = &f.jid;
-            row.minion = &f.minion;
-            row.fun = &f.fun;
-            row.run_kind = run_kind(&f.context);
-            row.sls = &f.sls;
-            row.state_id = &f.state_id;
-            row.state_function = &f.function;
-            row.category = f.cause.category.as_str();
-            row.fingerprint = &f.fingerprint;
-            row.count = f.fallout;
-            row.target = target(&f.cause);
-            correlate(&mut row, &f.correlation);
-            row.metadata = metadata(&f.context);
-        }
-        RecordBody::RenderFailure(f) => {
-            row.jid = &f.jid;
-            row.minion = &f.minion;
-            row.fun = &f.fun;
-            row.run_kind = run_kind(&f.context);
-            row.sls = f.sls.as_deref().unwrap_or("");
-            row.category = f.cause.category.as_str();
-            row.fingerprint = &f.fingerprint;
-            row.target = target(&f.cause);
-            correlate(&mut row, &f.correlation);
-            row.metadata = metadata(&f.context);
-        }
-        RecordBody::FailureGroup(g) => {
-            row.jid = &g.jid;
-            row.run_kind = run_kind(&g.context);
-            row.sls = g.sls.as_deref().unwrap_or("");
-            row.state_id = g.state_id.as_deref().unwrap_or("");
-            row.state_function = g.function.as_deref().unwrap_or("");
-            row.category = g.cause.category.as_str();
-            row.fingerprint = &g.fingerprint;
-            row.count = g.count;
-            row.revision = g.revision;
-            row.target = target(&g.cause);
-            correlate(&mut row, &g.correlation);
-            row.metadata = metadata(&g.context);
-        }
-        RecordBody::ConfigChange(c) => {
-            row.reason = &c.repo;
-            row.commit = c.new.as_deref().unwrap_or("");
-            row.count = u32::try_from(c.commits.len()).unwrap_or(u32::MAX);
-        }
-        // An episode's id goes in `fingerprint`: the key its revisions share.
-        RecordBody::ExternalIncident(i) => {
-            row.reason = i.status.as_str();
-            row.category = i.category.as_str();
-            row.target = &i.target;
-            row.fingerprint = &i.incident;
-            row.count = i.minions;
-            row.revision = i.revision;
-        }
-        RecordBody::Rollout(r) => {
-            row.reason = r.status.as_str();
-            row.commit = &r.commit;
-            row.commit_subject = &r.subject;
-            row.count = r.applied;
-            row.revision = r.revision;
-        }
-        RecordBody::MasterPressure(p) => {
-            row.reason = p.status.as_str();
-            row.fingerprint = &p.pressure;
-            row.count = p.missing_verdicts;
-            row.revision = p.revision;
-        }
-    }
     let _ = serde_json::to_writer(&mut *out, &row);
     out.push(b'\n');
 }
@@ -249,7 +137,10 @@ pub fn clickhouse_query(table: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{MinionMissing, MissingReason, RecordFactory};
+    use crate::record::{
+        Classification, Correlation, JobContext, MinionMissing, MissingReason, RecordBody,
+        RecordFactory,
+    };
     use crate::time::Stamp;
 
     fn missing() -> Record {
