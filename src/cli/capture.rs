@@ -96,7 +96,7 @@ impl Handler for CaptureHandler {
 pub async fn run(args: CaptureArgs, session: Session) -> anyhow::Result<Outcome> {
     let Session { config, cancel, .. } = session;
     if !args.wait {
-        super::tail::reachable_or_exit(&config.bus.endpoint).await?;
+        super::reach::reachable_or_exit(&config.bus.endpoint).await?;
     }
     let handler = CaptureHandler::create(&args.file)
         .with_context(|| format!("cannot create capture file {}", args.file.display()))?;

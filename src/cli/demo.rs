@@ -195,7 +195,7 @@ fn recap_failing_job(history: &std::path::Path, records: StdoutFormat) -> anyhow
         StdoutFormat::Text => (Box::new(std::io::stdout().lock()), Style::for_stdout()),
         StdoutFormat::Json => (Box::new(std::io::stderr().lock()), Style::plain()),
     };
-    super::job::show(&recap, style, &mut out)?;
+    super::recap::show(&recap, style, &mut out)?;
     out.flush()?;
     Ok(())
 }

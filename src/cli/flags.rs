@@ -261,3 +261,24 @@ impl FormatArgs {
         }
     }
 }
+
+/// Where records go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// The config's `[[output]]`s (stdout when it has none).
+    Config,
+    /// Records as JSON lines on stdout only.
+    Stdout,
+    /// No records (logs and counters only).
+    None,
+}
+
+impl From<Output> for crate::pipeline::OutputChoice {
+    fn from(output: Output) -> Self {
+        match output {
+            Output::Config => Self::Config,
+            Output::Stdout => Self::Stdout,
+            Output::None => Self::None,
+        }
+    }
+}

@@ -14,6 +14,8 @@ pub mod manual;
 pub mod minion;
 pub mod present;
 pub mod privilege;
+pub mod reach;
+pub mod recap;
 pub mod reload;
 pub mod replay;
 pub mod run;
@@ -221,105 +223,153 @@ pub struct Session {
     pub cancel: CancellationToken,
 }
 
-/// Loads the config, sets up logging and runs the command; every error leaves
-/// here redacted.
+/// Runs the command: one arm per subcommand (the compiler checks that none
+/// is left out), each loading what it needs; every error leaves here redacted.
 pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
     let overrides = cli.overrides();
     let Cli { command, .. } = cli;
-    match &command {
-        Command::Generate(args) => return generate::run(args).map_err(runtime),
+    match command {
+        Command::Generate(args) => generate::run(&args).map_err(runtime),
         Command::CheckConfig(args) if args.example => {
             print!("{}", crate::config::example::example());
-            return Ok(Outcome::Ok);
+            Ok(Outcome::Ok)
         }
-        _ => {}
+        Command::CheckConfig(args) => {
+            let rt = async_runtime()?;
+            let loaded = Loaded::read(&overrides)?;
+            let report = rt.block_on(check_config::run(
+                &args,
+                &loaded.config,
+                &loaded.outputs,
+                &mut std::io::stdout().lock(),
+            ));
+            match report {
+                Ok(None) => Ok(Outcome::Ok),
+                Ok(Some(failure)) => Err(failure),
+                Err(e) => Err(Failure::runtime(e.to_string())),
+            }
+        }
+        // The query commands read the history and need no runtime.
+        Command::Job(args) => job::run(&args, &Loaded::read(&overrides)?.config, &mut stdout()),
+        Command::Jobs(args) => jobs::run(&args, &Loaded::read(&overrides)?.config, &mut stdout()),
+        Command::Failures(args) => {
+            failures::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
+        }
+        Command::Minion(args) => {
+            minion::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
+        }
+        Command::Run(args) => {
+            let rt = async_runtime()?;
+            // From here on a SIGHUP is a reload (handled once `run` runs),
+            // never the default's exit.
+            let hangups = {
+                let _runtime = rt.enter();
+                reload::listen_for_hangups()
+            };
+            let loaded = Loaded::read(&overrides)?;
+            if let Some(why) = privilege::refuse_root(&loaded.config.bus.endpoint, args.allow_root)
+            {
+                return Err(Failure::new(exit::NO_PERMISSION, why).log("Refusing to run."));
+            }
+            let reload = run::Reload {
+                overrides,
+                log_level: loaded.log_level.clone(),
+                hangups: Some(hangups),
+            };
+            loaded.serve(&rt, |session| run::run(args, session, reload))
+        }
+        Command::Tail(args) => {
+            let rt = async_runtime()?;
+            Loaded::read(&overrides)?.serve(&rt, |session| tail::run(args, session))
+        }
+        Command::Top(args) => {
+            let rt = async_runtime()?;
+            let loaded = Loaded::read(&overrides)?;
+            let log_level = loaded.log_level.clone();
+            loaded.serve(&rt, |session| top::run(args, session, log_level))
+        }
+        Command::Capture(args) => {
+            let rt = async_runtime()?;
+            Loaded::read(&overrides)?.serve(&rt, |session| capture::run(args, session))
+        }
+        Command::Replay(args) => {
+            let rt = async_runtime()?;
+            Loaded::read(&overrides)?.serve(&rt, |session| replay::run(args, session))
+        }
+        Command::Demo(args) => {
+            let rt = async_runtime()?;
+            Loaded::read(&overrides)?.serve(&rt, |session| demo::run(args, session))
+        }
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+}
+
+fn stdout() -> std::io::StdoutLock<'static> {
+    std::io::stdout().lock()
+}
+
+/// The runtime of the subcommands that read the bus (two workers: the agent
+/// is one consumer task, the reader, and the outputs' senders).
+fn async_runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| Failure::runtime(format!("cannot start the async runtime: {e}")))?;
-    // From here on a SIGHUP to `run` is a reload (handled once it runs), never
-    // the default's exit.
-    let hangups = matches!(command, Command::Run(_)).then(|| {
-        let _runtime = runtime.enter();
-        reload::listen_for_hangups()
-    });
-    let (config, outputs) = crate::pipeline::load_config(&overrides)
-        // A config error may quote a value (an upstream URL with its password).
-        .map_err(|errors| Failure::config(default_redactor().line(&errors.to_string())))?;
-    let redactor = Redactor::new(&config.redact).map_err(|e| Failure::config(e.to_string()))?;
-    let log_level = log::init(&config, &redactor);
-    if let Command::Run(args) = &command {
-        if let Some(why) = privilege::refuse_root(&config.bus.endpoint, args.allow_root) {
-            return Err(Failure::new(exit::NO_PERMISSION, why).log("Refusing to run."));
+        .map_err(|e| Failure::runtime(format!("cannot start the async runtime: {e}")))
+}
+
+/// The config read and checked, logging set up from it, its warnings said.
+struct Loaded {
+    config: Config,
+    outputs: Vec<OutputSpec>,
+    redactor: Redactor,
+    log_level: log::LogLevel,
+}
+
+impl Loaded {
+    fn read(overrides: &Overrides) -> Result<Self, Failure> {
+        let (config, outputs) = crate::pipeline::load_config(overrides)
+            // A config error may quote a value (an upstream URL with its password).
+            .map_err(|errors| Failure::config(default_redactor().line(&errors.to_string())))?;
+        let redactor = Redactor::new(&config.redact).map_err(|e| Failure::config(e.to_string()))?;
+        let log_level = log::init(&config, &redactor);
+        for warning in &config.warnings {
+            tracing::warn!("{warning}");
         }
-    }
-    for warning in &config.warnings {
-        tracing::warn!("{warning}");
-    }
-    // The query commands read the history and need no runtime.
-    let mut stdout = std::io::stdout().lock();
-    let answered = match &command {
-        Command::Job(args) => Some(job::run(args, &config, &mut stdout)),
-        Command::Jobs(args) => Some(jobs::run(args, &config, &mut stdout)),
-        Command::Failures(args) => Some(failures::run(args, &config, &mut stdout)),
-        Command::Minion(args) => Some(minion::run(args, &config, &mut stdout)),
-        _ => None,
-    };
-    drop(stdout);
-    if let Some(answer) = answered {
-        return answer;
-    }
-    if let Command::CheckConfig(args) = &command {
-        let report = runtime.block_on(check_config::run(
-            args,
-            &config,
-            &outputs,
-            &mut std::io::stdout().lock(),
-        ));
-        return match report {
-            Ok(None) => Ok(Outcome::Ok),
-            Ok(Some(failure)) => Err(failure),
-            Err(e) => Err(Failure::runtime(e.to_string())),
-        };
-    }
-    let gate = redactor.clone();
-    let result = runtime.block_on(async move {
-        let cancel = shutdown::on_signals().context("cannot install signal handlers")?;
-        let session = Session {
+        Ok(Self {
             config,
             outputs,
             redactor,
-            cancel,
-        };
-        match command {
-            Command::Run(args) => {
-                let reload = run::Reload {
-                    overrides,
-                    log_level,
-                    hangups,
-                };
-                run::run(args, session, reload).await
-            }
-            Command::Tail(args) => tail::run(args, session).await,
-            Command::Top(args) => top::run(args, session, log_level).await,
-            Command::Capture(args) => capture::run(args, session).await,
-            Command::Replay(args) => replay::run(args, session).await,
-            Command::Demo(args) => demo::run(args, session).await,
-            Command::CheckConfig(_)
-            | Command::Generate(_)
-            | Command::Job(_)
-            | Command::Jobs(_)
-            | Command::Failures(_)
-            | Command::Minion(_) => Ok(Outcome::Ok),
-        }
-    });
-    result.map_err(|error| {
-        let status = status_of(&error);
-        let text = gate.line(&format!("{error:#}")).into_owned();
-        Failure::new(status, text).log("Exiting on error.")
-    })
+            log_level,
+        })
+    }
+
+    /// Runs a subcommand that reads the bus on `rt`, with SIGINT/SIGTERM
+    /// cancelling it.
+    fn serve<F>(
+        self,
+        rt: &tokio::runtime::Runtime,
+        command: impl FnOnce(Session) -> F,
+    ) -> Result<Outcome, Failure>
+    where
+        F: std::future::Future<Output = anyhow::Result<Outcome>>,
+    {
+        let gate = self.redactor.clone();
+        let result = rt.block_on(async move {
+            let cancel = shutdown::on_signals().context("cannot install signal handlers")?;
+            command(Session {
+                config: self.config,
+                outputs: self.outputs,
+                redactor: self.redactor,
+                cancel,
+            })
+            .await
+        });
+        result.map_err(|error| {
+            let status = status_of(&error);
+            let text = gate.line(&format!("{error:#}")).into_owned();
+            Failure::new(status, text).log("Exiting on error.")
+        })
+    }
 }
 
 /// The exit code an error calls for, from the first typed cause in its chain

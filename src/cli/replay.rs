@@ -5,8 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::flags::{FrameArgs, MasterArgs};
-use super::run::Output;
+use super::flags::{FrameArgs, MasterArgs, Output};
 use super::{Outcome, Session};
 use crate::metrics::Observer;
 use crate::pipeline::{AgentOptions, Assembly, HistoryChoice, SourceChoice, Summary};

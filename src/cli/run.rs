@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use tokio::signal::unix::Signal;
 
-use super::flags::{BusArgs, FormatArgs, StateArgs, WebArgs};
+use super::flags::{BusArgs, FormatArgs, Output, StateArgs, WebArgs};
 use super::log::LogLevel;
 use super::reload::Reloader;
 use super::{Outcome, Session};
@@ -15,30 +15,9 @@ use crate::bus::ReaderStats;
 use crate::config::Overrides;
 use crate::metrics::Metrics;
 use crate::metrics::server::MetricsServer;
-use crate::pipeline::{AgentOptions, Assembly, OutputChoice};
+use crate::pipeline::{AgentOptions, Assembly};
 use crate::service::ServiceManager;
 use crate::shutdown;
-
-/// Where records go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    /// The config's `[[output]]`s (stdout when it has none).
-    Config,
-    /// Records as JSON lines on stdout only.
-    Stdout,
-    /// No records (logs and counters only).
-    None,
-}
-
-impl From<Output> for OutputChoice {
-    fn from(output: Output) -> Self {
-        match output {
-            Output::Config => OutputChoice::Config,
-            Output::Stdout => OutputChoice::Stdout,
-            Output::None => OutputChoice::None,
-        }
-    }
-}
 
 #[derive(Debug, Args)]
 pub struct RunArgs {

@@ -5,7 +5,6 @@
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
@@ -135,17 +134,6 @@ impl<W: Write> Handler for TailHandler<W> {
     }
 }
 
-/// Connects once (and closes): a bus this user may not open, or with no master
-/// behind it, ends `tail` and `capture` with the reason (exit 77 or 69) instead
-/// of retrying for ever, unless `--wait`.
-pub async fn reachable_or_exit(endpoint: &Endpoint) -> anyhow::Result<()> {
-    endpoint
-        .connect()
-        .await
-        .map(drop)
-        .context("the event bus cannot be reached (--wait waits for it)")
-}
-
 /// `saltsight tail`: the bus (or `--from` a recording) shown until interrupted.
 pub async fn run(args: TailArgs, session: Session) -> anyhow::Result<Outcome> {
     let Session {
@@ -155,7 +143,7 @@ pub async fn run(args: TailArgs, session: Session) -> anyhow::Result<Outcome> {
         ..
     } = session;
     if args.from.is_none() && !args.wait {
-        reachable_or_exit(&config.bus.endpoint).await?;
+        super::reach::reachable_or_exit(&config.bus.endpoint).await?;
     }
     let handler = TailHandler::new(std::io::stdout(), &args, cancel.clone(), &redactor);
     let source = match &args.from {

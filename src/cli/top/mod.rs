@@ -47,7 +47,7 @@ pub async fn run(args: TopArgs, session: Session, log_level: LogLevel) -> anyhow
         ..
     } = session;
     if !args.wait {
-        super::tail::reachable_or_exit(&config.bus.endpoint).await?;
+        super::reach::reachable_or_exit(&config.bus.endpoint).await?;
     }
     // A hangup (the terminal closed) ends it as SIGTERM does.
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())

@@ -427,7 +427,7 @@ fn recap(history: &std::path::Path, jid: &str) -> String {
     match answer {
         Ok(Some(recap)) => {
             let mut text = Vec::new();
-            match crate::cli::job::show(&recap, Style::plain(), &mut text) {
+            match crate::cli::recap::show(&recap, Style::plain(), &mut text) {
                 Ok(()) => String::from_utf8_lossy(&text).into_owned(),
                 Err(e) => format!("cannot show job {jid}: {e}"),
             }

@@ -1,0 +1,170 @@
+//! A job's recap as a person reads it: `saltsight job`, the demo's last
+//! answer and `top`'s drill-down all show it this one way.
+
+use std::io::Write;
+
+use super::present::{Style, Table, Tone, cut, names, took, when};
+use crate::history::query::JobRecap;
+
+/// The recap as a person reads it.
+pub fn show(r: &JobRecap, style: Style, out: &mut dyn Write) -> std::io::Result<()> {
+    let b = |t: &str| style.paint(Tone::Bold, t);
+    let by = if r.user.is_empty() {
+        String::new()
+    } else {
+        format!(", by {}", r.user)
+    };
+    let call = std::iter::once(r.fun.as_str())
+        .chain(r.args.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    writeln!(
+        out,
+        "{} {} {}  ({}{by})",
+        b("Job"),
+        b(&r.jid),
+        b(&cut(&call, 80)),
+        r.run_kind
+    )?;
+    let mut facts = Vec::new();
+    if !r.target.is_empty() {
+        facts.push(format!("target {}", r.target));
+    }
+    if let Some(at) = &r.published_at {
+        facts.push(format!("published {}", when(at)));
+    }
+    match (r.open, r.duration_ms) {
+        (true, _) => facts.push(style.paint(Tone::Warn, "still running")),
+        (false, Some(ms)) => facts.push(format!("took {}", took(ms))),
+        _ => {}
+    }
+    for (repo, commit) in &r.commits {
+        facts.push(format!("{repo} {}", &commit[..commit.len().min(10)]));
+    }
+    if r.test {
+        facts.push("test=True".into());
+    }
+    if let Some(meta) = &r.metadata {
+        facts.push(format!("metadata {meta}"));
+    }
+    writeln!(out, "  {}", facts.join("   "))?;
+    let (ok, bad, gone) = (r.succeeded.len(), r.failed.len(), r.missing.len());
+    writeln!(
+        out,
+        "  {} expected: {}, {}, {}",
+        r.expected,
+        style.paint(Tone::Good, &format!("{ok} succeeded")),
+        style.paint(
+            if bad > 0 { Tone::Bad } else { Tone::Dim },
+            &format!("{bad} failed")
+        ),
+        style.paint(
+            if gone > 0 { Tone::Warn } else { Tone::Dim },
+            &format!("{gone} missing")
+        ),
+    )?;
+    if !r.failed.is_empty() {
+        writeln!(
+            out,
+            "  {}     {}",
+            style.paint(Tone::Bad, "failed"),
+            names(&r.failed, 20)
+        )?;
+    }
+    if !r.missing.is_empty() {
+        let mut t = Table::new(&["  missing", "reason", "evidence", "in a row"]);
+        for m in &r.missing {
+            t.row(vec![
+                format!("  {}", style.paint(Tone::Warn, &m.minion)),
+                m.reason.clone(),
+                super::present::missing_evidence(
+                    &m.evidence,
+                    m.disconnected_at.as_deref(),
+                    m.address.as_deref(),
+                ),
+                super::present::streak(m.streak, m.missing_since.as_deref()),
+            ]);
+        }
+        t.write(style, out)?;
+    }
+    if !r.groups.is_empty() {
+        writeln!(out, "{}", b("Root causes"))?;
+        for g in &r.groups {
+            writeln!(
+                out,
+                "  {}  {}:{}  {}  {}",
+                style.paint(
+                    Tone::Bad,
+                    &format!("{} minion{}", g.count, if g.count == 1 { "" } else { "s" })
+                ),
+                g.sls,
+                g.state_id,
+                g.function,
+                style.paint(Tone::Bold, &g.category)
+            )?;
+            writeln!(out, "      {}", cut(&g.comment, 160))?;
+            if let Some(stderr) = &g.stderr {
+                writeln!(out, "      stderr: {}", cut(stderr, 150))?;
+            }
+            if let Some(commit) = &g.introduced_by {
+                writeln!(out, "      introduced by {commit}")?;
+            }
+            if let Some(incident) = &g.incident {
+                writeln!(out, "      part of external incident {incident}")?;
+            }
+            writeln!(out, "      on {}", names(&g.minions, 10))?;
+        }
+    }
+    if !r.renders.is_empty() {
+        writeln!(out, "{}", b("Render failures"))?;
+        for f in &r.renders {
+            let line = f.line.map_or_else(String::new, |l| format!(" line {l}"));
+            writeln!(
+                out,
+                "  {}  {}{line}: {}",
+                f.minion,
+                f.sls,
+                cut(&f.message, 140)
+            )?;
+        }
+    }
+    for i in &r.incidents {
+        writeln!(
+            out,
+            "{} {} ({}): {} minions, {} jobs, {} since {}",
+            b("External incident"),
+            i["target"].as_str().unwrap_or_default(),
+            i["category"].as_str().unwrap_or_default(),
+            i["minions"],
+            i["jobs"],
+            i["status"].as_str().unwrap_or_default(),
+            when(i["first_seen"].as_str().unwrap_or_default()),
+        )?;
+    }
+    if let Some(p) = &r.pressure {
+        let signals: Vec<String> = p["signals"]
+            .as_array()
+            .map(|s| {
+                s.iter()
+                    .map(|f| {
+                        format!(
+                            "{} {:.2} (over {})",
+                            f["signal"].as_str().unwrap_or_default(),
+                            f["value"].as_f64().unwrap_or(0.0),
+                            f["threshold"]
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{} {} from {}: {}",
+            b("The master was saturated"),
+            p["pressure"].as_str().unwrap_or_default(),
+            when(p["opened_at"].as_str().unwrap_or_default()),
+            signals.join(", ")
+        )?;
+    }
+    Ok(())
+}
