@@ -243,11 +243,14 @@ impl Correlator {
         })
     }
 
-    /// One minion's findings → `state_failure` and `render_failure` records.
+    /// One minion's findings → `state_failure` and `render_failure` records;
+    /// `incidents` holds the external incident of each state failure, in
+    /// order (what the incident stage made of it, before the record exists).
     pub fn on_findings(
         &mut self,
         findings: &Findings,
         context: &JobContext,
+        incidents: &[Option<String>],
         at: Stamp,
     ) -> Vec<Record> {
         let mut out = Vec::new();
@@ -260,7 +263,7 @@ impl Correlator {
                 self.stats.history_refused.set(self.history.refused);
             }
         }
-        for f in &findings.state_failures {
+        for (i, f) in findings.state_failures.iter().enumerate() {
             let state = &f.state;
             let flip = self.flip(&heads, &findings.minion, state_hash(state.key.as_bytes()));
             let correlation =
@@ -282,7 +285,7 @@ impl Correlator {
                 fallout: f.fallout,
                 output: f.output.clone(),
                 fingerprint: f.fingerprint.clone(),
-                incident: None,
+                incident: incidents.get(i).cloned().flatten(),
                 first_failing: flip.map(|f| f.first_failing_now),
                 context: context.clone(),
                 correlation,
@@ -322,12 +325,15 @@ impl Correlator {
         out
     }
 
-    /// A job's failure groups (at its `job_completed` of `revision`) → records.
+    /// A job's failure groups (at its `job_completed` of `revision`) →
+    /// records; `incident_of` names the open external incident a group's
+    /// cause belongs to.
     pub fn on_groups(
         &mut self,
         groups: Vec<FailureGroup>,
         context: &JobContext,
         revision: u32,
+        incident_of: &dyn Fn(&crate::record::Classification) -> Option<String>,
         at: Stamp,
     ) -> Vec<Record> {
         let mut out = Vec::new();
@@ -344,6 +350,7 @@ impl Correlator {
             };
             let tree_sls = g.sls.as_deref().filter(|_| !g.pillar);
             let correlation = self.correlation(&heads, tree_sls, flip.as_ref(), &g.fingerprint);
+            let incident = incident_of(&g.classification);
             let revision_key = revision.to_string();
             let key = [
                 g.jid.as_str(),
@@ -367,7 +374,7 @@ impl Correlator {
                 first_seen_jid: g.first_seen_jid,
                 first_seen_at: g.first_seen_at,
                 revision,
-                incident: None,
+                incident,
                 context: context.clone(),
                 correlation,
             });

@@ -75,6 +75,8 @@ pub struct Stages {
     pressure: Pressure,
     /// The correlator wants every state's outcome (it watches a state tree).
     correlator_wants_outcomes: bool,
+    /// The pressure stage's change count the tracker's windows are of.
+    pressure_seen: u64,
 }
 
 impl Stages {
@@ -92,6 +94,7 @@ impl Stages {
             incidents: Incidents::new(config.incidents.clone(), records.clone()),
             pressure: Pressure::new(config.pressure.clone(), records),
             correlator_wants_outcomes,
+            pressure_seen: 0,
         }
     }
 
@@ -162,7 +165,7 @@ impl Stages {
         self.pressure.on_event(event, at);
         let triaged = self.triage(event, at, &mut out);
         let mut tracked = Vec::new();
-        self.tracker.on_event(event, now, &mut tracked);
+        self.synced_tracker().on_event(event, now, &mut tracked);
         self.after_tracker(tracked, &mut out);
         if let Body::JobReturn(r) = &event.body {
             self.follow_rollouts(r, triaged.as_ref(), at, &mut out);
@@ -170,8 +173,14 @@ impl Stages {
         if let Some((jid, context, _)) = triaged {
             if self.tracker.context(&jid).is_none() {
                 let groups = self.triage.close_job(&jid);
-                let mut records = self.correlator.on_groups(groups, &context, 0, at);
-                self.mark_groups(&mut records);
+                let incidents = &self.incidents;
+                let records = self.correlator.on_groups(
+                    groups,
+                    &context,
+                    0,
+                    &|cause| incidents.incident_of(cause),
+                    at,
+                );
                 out.extend(records);
             }
         }
@@ -200,7 +209,7 @@ impl Stages {
     /// verdict is `unknown_gap`.
     pub fn on_unreadable_return(&mut self, jid: &str, minion: &str, at: Stamp) -> Vec<Record> {
         let mut tracked = Vec::new();
-        self.tracker
+        self.synced_tracker()
             .on_unreadable_return(jid, minion, at, &mut tracked);
         let mut out = Vec::new();
         self.after_tracker(tracked, &mut out);
@@ -215,7 +224,7 @@ impl Stages {
             return None;
         }
         let mut tracked = Vec::new();
-        self.tracker.more(&mut tracked);
+        self.synced_tracker().more(&mut tracked);
         let mut out = Vec::new();
         self.after_tracker(tracked, &mut out);
         Some(out)
@@ -245,7 +254,7 @@ impl Stages {
     /// Verdicts (and incident revisions and closes) due at or before `now`.
     pub fn advance(&mut self, now: Stamp) -> Vec<Record> {
         let mut tracked = Vec::new();
-        self.tracker.advance(now, &mut tracked);
+        self.synced_tracker().advance(now, &mut tracked);
         let mut out = Vec::new();
         self.after_tracker(tracked, &mut out);
         self.incidents.advance(now, &mut out);
@@ -256,7 +265,7 @@ impl Stages {
     /// The end of a recording: every open job reaches its deadline.
     pub fn finish(&mut self) -> Vec<Record> {
         let mut tracked = Vec::new();
-        self.tracker.finish(&mut tracked);
+        self.synced_tracker().finish(&mut tracked);
         let mut out = Vec::new();
         self.after_tracker(tracked, &mut out);
         out
@@ -291,9 +300,11 @@ impl Stages {
             }
             _ => return None,
         };
-        let mut records = self.correlator.on_findings(&findings, &context, at);
         self.incidents.on_outcomes(&findings.outcomes, at, out);
-        self.attach_incidents(&findings, &mut records, at, out);
+        let incidents = self.incidents_of(&findings, at, out);
+        let records = self
+            .correlator
+            .on_findings(&findings, &context, &incidents, at);
         out.extend(records);
         let root_cause = findings
             .state_failures
@@ -319,22 +330,21 @@ impl Stages {
     ) {
         let (jid, minion) = (r.jid.as_str(), r.minion.as_str());
         self.correlator.saw_minion(minion, at);
-        let Some(returned) = out.iter().rev().find_map(|record| match &record.body {
-            RecordBody::MinionReturn(m) | RecordBody::LateReturn(m)
-                if m.jid == jid && m.minion == minion =>
-            {
-                Some(m)
-            }
-            _ => None,
-        }) else {
+        // The tracker's judgement of this very return.
+        let Some(returned) = self
+            .tracker
+            .last_return()
+            .filter(|seen| seen.jid == jid && seen.minion == minion)
+            .cloned()
+        else {
             return;
         };
-        let fun = returned.fun.as_deref().unwrap_or_default();
+        let fun = returned.fun.as_str();
         let args = match crate::event::args::raw_to_json(r.fun_args) {
             Some(serde_json::Value::Array(args)) => args,
             _ => Vec::new(),
         };
-        let test = returned.context.test || crate::event::args::test_kwarg(r.fun_args);
+        let test = returned.test || crate::event::args::test_kwarg(r.fun_args);
         let Some(coverage) = crate::correlate::applied::coverage_of(fun, &args, test) else {
             return;
         };
@@ -352,37 +362,36 @@ impl Stages {
         out.extend(records);
     }
 
-    /// Each root cause with an external target to the incident stage; the
-    /// `state_failure` records of those in an open incident carry its id. The
-    /// correlator made one record per root cause, in the findings' order.
-    fn attach_incidents(
+    /// Each root cause with an external target to the incident stage: the
+    /// open incident of each (in the findings' order), handed to the
+    /// correlator before it makes the `state_failure` records.
+    fn incidents_of(
         &mut self,
         findings: &Findings,
-        records: &mut [Record],
         at: Stamp,
         out: &mut Vec<Record>,
-    ) {
-        let state_records = records.iter_mut().filter_map(|r| match &mut r.body {
-            RecordBody::StateFailure(s) => Some(s),
-            _ => None,
-        });
-        for (finding, record) in findings.state_failures.iter().zip(state_records) {
-            let failure = Failure {
-                jid: &findings.jid,
-                minion: &findings.minion,
-                sls: &finding.state.sls,
-                state_id: &finding.state.state_id,
-                state_hash: Some(state_hash(finding.state.key.as_bytes())),
-                cause: &finding.classification,
-            };
-            record.incident = self.incidents.on_failure(&failure, at, out);
-        }
+    ) -> Vec<Option<String>> {
+        findings
+            .state_failures
+            .iter()
+            .map(|finding| {
+                let failure = Failure {
+                    jid: &findings.jid,
+                    minion: &findings.minion,
+                    sls: &finding.state.sls,
+                    state_id: &finding.state.state_id,
+                    state_hash: Some(state_hash(finding.state.key.as_bytes())),
+                    cause: &finding.classification,
+                };
+                self.incidents.on_failure(&failure, at, out)
+            })
+            .collect()
     }
 
     /// The tracker's records, stamped by the correlator, then the failure groups
     /// of every job it closed.
-    fn after_tracker(&mut self, mut tracked: Vec<Record>, out: &mut Vec<Record>) {
-        self.mark_pressure(&mut tracked);
+    fn after_tracker(&mut self, tracked: Vec<Record>, out: &mut Vec<Record>) {
+        self.count_pressure(&tracked);
         out.extend(self.correlator.on_job_records(tracked));
         for JobClosed {
             jid,
@@ -392,43 +401,36 @@ impl Stages {
         } in self.tracker.drain_closed()
         {
             let groups = self.triage.close_job(&jid);
-            let mut records = self.correlator.on_groups(groups, &context, revision, at);
-            self.mark_groups(&mut records);
+            let incidents = &self.incidents;
+            let records = self.correlator.on_groups(
+                groups,
+                &context,
+                revision,
+                &|cause| incidents.incident_of(cause),
+                at,
+            );
             out.extend(records);
         }
     }
 
-    /// Verdicts and jobs whose window overlaps a master pressure episode carry
-    /// its id; a verdict given during the open one is counted on it.
-    fn mark_pressure(&mut self, records: &mut [Record]) {
-        for record in records {
-            let at = record.at;
-            match &mut record.body {
-                RecordBody::MinionMissing(m) => {
-                    m.during_master_pressure = self
-                        .pressure
-                        .episode_during(m.published_at, m.deadline)
-                        .map(str::to_owned);
-                    if m.during_master_pressure.is_some() {
-                        self.pressure.note_missing();
-                    }
-                }
-                RecordBody::JobCompleted(c) => {
-                    c.during_master_pressure = self
-                        .pressure
-                        .episode_during(c.published_at, at)
-                        .map(str::to_owned);
-                }
-                _ => {}
-            }
+    /// The tracker, holding the pressure stage's episodes as they are now
+    /// (handed over only when one opened or closed), so that the records it
+    /// makes carry the episode they overlapped.
+    fn synced_tracker(&mut self) -> &mut JobTracker {
+        if self.pressure.changes() != self.pressure_seen {
+            self.pressure_seen = self.pressure.changes();
+            self.tracker.set_pressure(self.pressure.windows());
         }
+        &mut self.tracker
     }
 
-    /// A failure group whose target has an open incident carries its id.
-    fn mark_groups(&self, records: &mut [Record]) {
+    /// A verdict given while an episode lasts is counted on the open one.
+    fn count_pressure(&mut self, records: &[Record]) {
         for record in records {
-            if let RecordBody::FailureGroup(g) = &mut record.body {
-                g.incident = self.incidents.incident_of(&g.cause);
+            if let RecordBody::MinionMissing(m) = &record.body {
+                if m.during_master_pressure.is_some() {
+                    self.pressure.note_missing();
+                }
             }
         }
     }

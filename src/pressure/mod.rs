@@ -94,6 +94,9 @@ pub struct Pressure {
     open: Option<Episode>,
     /// Closed episodes: id, opened, closed.
     recent: VecDeque<(String, Stamp, Stamp)>,
+    /// Bumped whenever an episode opens or closes (or is restored): the
+    /// windows the tracker holds are refreshed only then.
+    changes: u64,
     pub stats: std::sync::Arc<PressureStats>,
 }
 
@@ -110,6 +113,7 @@ impl Pressure {
             calm_since: None,
             open: None,
             recent: VecDeque::new(),
+            changes: 0,
             stats: std::sync::Arc::default(),
         }
     }
@@ -272,6 +276,7 @@ impl Pressure {
                 };
                 out.push(self.emit(&mut record, at));
                 self.open = Some(Episode { record });
+                self.changes += 1;
                 self.calm_since = None;
             }
             (Some(_), _, true) => {
@@ -290,6 +295,7 @@ impl Pressure {
                             episode.record.opened_at,
                             at,
                         ));
+                        self.changes += 1;
                     }
                     self.calm_since = None;
                 }
@@ -306,6 +312,26 @@ impl Pressure {
             &[&record.pressure, &revision],
             RecordBody::MasterPressure(record.clone()),
         )
+    }
+
+    /// How many times an episode opened or closed: a change here means
+    /// [`Pressure::windows`] says something new.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// Every episode known, as windows (id, opened, closed; the open one
+    /// last, with no close), for the stages that mark what overlapped one.
+    pub fn windows(&self) -> Vec<(String, Stamp, Option<Stamp>)> {
+        self.recent
+            .iter()
+            .map(|(id, opened, closed)| (id.clone(), *opened, Some(*closed)))
+            .chain(
+                self.open
+                    .iter()
+                    .map(|e| (e.record.pressure.clone(), e.record.opened_at, None)),
+            )
+            .collect()
     }
 
     /// The episode whose life overlaps `from..=to`, if any (the open one first).

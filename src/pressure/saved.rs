@@ -33,5 +33,6 @@ impl Pressure {
     pub fn restore(&mut self, saved: SavedPressure) {
         self.open = saved.open;
         self.recent = saved.recent.into_iter().collect();
+        self.changes += 1;
     }
 }

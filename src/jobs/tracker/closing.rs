@@ -84,7 +84,9 @@ impl JobTracker {
 
     /// The next batch of verdicts of the jobs being closed.
     pub fn more(&mut self, out: &mut Vec<Record>) {
+        let start = out.len();
         self.emit_closing(out);
+        self.mark_pressure(&mut out[start..]);
     }
 
     fn emit_closing(&mut self, out: &mut Vec<Record>) {

@@ -66,6 +66,17 @@ pub struct JobClosed {
     pub at: Stamp,
 }
 
+/// A minion's return as the tracker judged it, for the stages after it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReturnSeen {
+    pub jid: String,
+    pub minion: String,
+    pub fun: String,
+    pub succeeded: bool,
+    /// Run with `test=True`.
+    pub test: bool,
+}
+
 /// A job past its verdict that still has missing minions, waiting for late returns.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct ClosedJob {
@@ -101,6 +112,11 @@ pub struct JobTracker {
     closing: VecDeque<closing::Closing>,
     /// Missing minions remembered by closed jobs, for their late returns.
     closed_missing: usize,
+    /// The master pressure episodes (id, opened, closed), as the pressure
+    /// stage last said: verdicts and jobs that overlapped one carry its id.
+    pressure: Vec<(String, Stamp, Option<Stamp>)>,
+    /// The return the last event was, as judged here.
+    last_return: Option<ReturnSeen>,
     pub stats: std::sync::Arc<TrackerStats>,
 }
 
@@ -142,6 +158,8 @@ impl JobTracker {
             streaks,
             presence,
             closed_missing: 0,
+            pressure: Vec::new(),
+            last_return: None,
             stats: std::sync::Arc::default(),
         }
     }
@@ -186,8 +204,70 @@ impl JobTracker {
 
     /// Takes one event observed at `now` (its own `_stamp` is preferred).
     pub fn on_event(&mut self, event: &Event<'_>, now: Stamp, out: &mut Vec<Record>) {
+        let start = out.len();
         self.take_event(event, now, out);
+        self.last_return = out[start..].iter().rev().find_map(|r| match &r.body {
+            RecordBody::MinionReturn(m) | RecordBody::LateReturn(m) => Some(ReturnSeen {
+                jid: m.jid.clone(),
+                minion: m.minion.clone(),
+                fun: m.fun.clone().unwrap_or_default(),
+                succeeded: m.succeeded,
+                test: m.context.test,
+            }),
+            _ => None,
+        });
+        self.mark_pressure(&mut out[start..]);
         self.stats.open_jobs.set(self.open.len() as u64);
+    }
+
+    /// The return the last event was (none when it was no return, or one
+    /// not counted: a duplicate, a find_job answer).
+    pub fn last_return(&self) -> Option<&ReturnSeen> {
+        self.last_return.as_ref()
+    }
+
+    /// The master pressure episodes as the pressure stage now says them.
+    pub fn set_pressure(&mut self, windows: Vec<(String, Stamp, Option<Stamp>)>) {
+        self.pressure = windows;
+    }
+
+    /// The episode whose life overlaps `from..=to` (the open one first).
+    fn pressure_during(&self, from: Stamp, to: Stamp) -> Option<&str> {
+        let open = self
+            .pressure
+            .iter()
+            .find(|(_, opened, closed)| closed.is_none() && *opened <= to);
+        open.or_else(|| {
+            self.pressure
+                .iter()
+                .rev()
+                .find(|(_, opened, closed)| *opened <= to && closed.is_some_and(|c| c >= from))
+        })
+        .map(|(id, _, _)| id.as_str())
+    }
+
+    /// Verdicts and jobs whose window overlapped a master pressure episode
+    /// carry its id: set here, on the tracker's own records, before they are
+    /// handed on.
+    fn mark_pressure(&self, records: &mut [Record]) {
+        if self.pressure.is_empty() {
+            return;
+        }
+        for record in records {
+            let at = record.at;
+            match &mut record.body {
+                RecordBody::MinionMissing(m) => {
+                    m.during_master_pressure = self
+                        .pressure_during(m.published_at, m.deadline)
+                        .map(str::to_owned);
+                }
+                RecordBody::JobCompleted(c) => {
+                    c.during_master_pressure =
+                        self.pressure_during(c.published_at, at).map(str::to_owned);
+                }
+                _ => {}
+            }
+        }
     }
 
     fn take_event(&mut self, event: &Event<'_>, now: Stamp, out: &mut Vec<Record>) {
@@ -454,6 +534,7 @@ impl JobTracker {
     /// Gives verdicts to every job whose deadline is at or before `now`, and forgets
     /// closed jobs past the late window.
     pub fn advance(&mut self, now: Stamp, out: &mut Vec<Record>) {
+        let start = out.len();
         while let Some((deadline, jid)) = self.deadlines.pop_due(now) {
             if let Some(job) = self.open.remove(&jid) {
                 self.close(jid, job, deadline, false, out);
@@ -469,16 +550,19 @@ impl JobTracker {
             window,
             cap,
         );
+        self.mark_pressure(&mut out[start..]);
     }
 
     /// End of a recording: every open job reaches its deadline.
     pub fn finish(&mut self, out: &mut Vec<Record>) {
+        let start = out.len();
         while let Some((deadline, jid)) = self.deadlines.pop_first() {
             if let Some(job) = self.open.remove(&jid) {
                 self.close(jid, job, deadline, false, out);
             }
         }
         self.stats.open_jobs.set(0);
+        self.mark_pressure(&mut out[start..]);
     }
 
     fn remember_find_job(&mut self, jid: &str, watched: String, at: Stamp) {

@@ -175,6 +175,12 @@ impl JobTracker {
         at: Stamp,
         out: &mut Vec<Record>,
     ) {
+        let start = out.len();
+        self.unreadable_return(jid, minion, at, out);
+        self.mark_pressure(&mut out[start..]);
+    }
+
+    fn unreadable_return(&mut self, jid: &str, minion: &str, at: Stamp, out: &mut Vec<Record>) {
         self.stats.unreadable_returns.inc();
         if self.find_jobs.contains_key(jid) {
             return;
