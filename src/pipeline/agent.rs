@@ -313,8 +313,8 @@ impl Handler for Agent {
     fn event(&mut self, event: &Event<'_>, frame: &Frame) -> anyhow::Result<()> {
         self.clock.observe(event.stamp, frame.received_mono);
         self.metrics.event(event);
-        if let (Some(stamp), Some(received)) = (event.stamp, frame.received_at) {
-            let lag = Stamp::from_system_time(received).micros_since(stamp);
+        if let (Some(lag), Some(stamp)) = (super::clock::bus_lag_micros(event, frame), event.stamp)
+        {
             self.stages.on_lag(lag as f64 / 1e6, stamp);
         }
         let published = matches!(&event.body, Body::JobNew(p)

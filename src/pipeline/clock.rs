@@ -109,3 +109,11 @@ mod tests {
         );
     }
 }
+
+/// Bus lag: when saltsight received an event minus its `_stamp`, in
+/// microseconds (both times are known live; a raw dump has no receipt time).
+/// Defined once: the metrics and the pressure stage read the same figure.
+pub fn bus_lag_micros(event: &crate::event::Event<'_>, frame: &crate::bus::Frame) -> Option<i64> {
+    let (stamp, received) = event.stamp.zip(frame.received_at)?;
+    Some(Stamp::from_system_time(received).micros_since(stamp))
+}

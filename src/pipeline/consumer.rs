@@ -21,7 +21,6 @@ use crate::event::{self, DecodeError, DecodeReason, Event};
 use crate::metrics::catalog::EventMetrics;
 use crate::ratelimit::LogLimiter;
 use crate::service::Watchdog;
-use crate::time::Stamp;
 use tokio::time::Instant;
 
 /// What the pipeline does with what comes off the source. Called from one task.
@@ -277,10 +276,7 @@ impl Frames {
                     .events_by_class
                     .entry(event.class.as_str())
                     .or_default() += 1;
-                let lag = event
-                    .stamp
-                    .zip(frame.received_at)
-                    .map(|(stamp, received)| Stamp::from_system_time(received).micros_since(stamp));
+                let lag = super::clock::bus_lag_micros(&event, frame);
                 self.metrics
                     .event(event.class, event.malformed_field.is_some(), lag);
                 if let Some(field) = event.malformed_field {
