@@ -84,6 +84,14 @@ fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
+/// Bus lag: when saltsight received an event minus its `_stamp`, in
+/// microseconds (both times are known live; a raw dump has no receipt time).
+/// Defined once: the metrics and the pressure stage read the same figure.
+pub fn bus_lag_micros(event: &crate::event::Event<'_>, frame: &crate::bus::Frame) -> Option<i64> {
+    let (stamp, received) = event.stamp.zip(frame.received_at)?;
+    Some(Stamp::from_system_time(received).micros_since(stamp))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,12 +116,4 @@ mod tests {
             "an older stamp does not go back"
         );
     }
-}
-
-/// Bus lag: when saltsight received an event minus its `_stamp`, in
-/// microseconds (both times are known live; a raw dump has no receipt time).
-/// Defined once: the metrics and the pressure stage read the same figure.
-pub fn bus_lag_micros(event: &crate::event::Event<'_>, frame: &crate::bus::Frame) -> Option<i64> {
-    let (stamp, received) = event.stamp.zip(frame.received_at)?;
-    Some(Stamp::from_system_time(received).micros_since(stamp))
 }
