@@ -195,22 +195,16 @@ impl Correlator {
         )
     }
 
-    /// The tracker's records, each `job_published` given the HEADs of the moment
-    /// (after a `config_change` for each checkout that moved).
-    pub fn on_job_records(&mut self, records: Vec<Record>) -> Vec<Record> {
+    /// The commits (tree → HEAD) a job published at `at` runs under, and
+    /// remembered for its later records; a HEAD that moved since the last
+    /// look is a `config_change` in `out` first.
+    pub fn commits_for_new_job(&mut self, jid: &str, at: Stamp, out: &mut Vec<Record>) -> Heads {
         if self.repos.is_empty() {
-            return records;
+            return Heads::new();
         }
-        let mut out = Vec::with_capacity(records.len());
-        for mut record in records {
-            if let RecordBody::JobPublished(p) = &mut record.body {
-                let heads = self.heads_now(record.at, &mut out);
-                p.commits = heads.clone();
-                self.remember_job(&p.jid, heads);
-            }
-            out.push(record);
-        }
-        out
+        let heads = self.heads_now(at, out);
+        self.remember_job(jid, heads.clone());
+        heads
     }
 
     fn remember_job(&mut self, jid: &str, heads: Heads) {

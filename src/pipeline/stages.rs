@@ -165,7 +165,18 @@ impl Stages {
         self.pressure.on_event(event, at);
         let triaged = self.triage(event, at, &mut out);
         let mut tracked = Vec::new();
-        self.synced_tracker().on_event(event, now, &mut tracked);
+        self.sync_pressure();
+        // A job it publishes is made whole with its commits, asked of the
+        // correlator then (a HEAD that moved is a config_change first).
+        let correlator = &mut self.correlator;
+        let mut changes = Vec::new();
+        self.tracker.on_event_with(
+            event,
+            now,
+            &mut |jid, at| correlator.commits_for_new_job(jid, at, &mut changes),
+            &mut tracked,
+        );
+        out.extend(changes);
         self.after_tracker(tracked, &mut out);
         if let Body::JobReturn(r) = &event.body {
             self.follow_rollouts(r, triaged.as_ref(), at, &mut out);
@@ -388,11 +399,10 @@ impl Stages {
             .collect()
     }
 
-    /// The tracker's records, stamped by the correlator, then the failure groups
-    /// of every job it closed.
+    /// The tracker's records, then the failure groups of every job it closed.
     fn after_tracker(&mut self, tracked: Vec<Record>, out: &mut Vec<Record>) {
         self.count_pressure(&tracked);
-        out.extend(self.correlator.on_job_records(tracked));
+        out.extend(tracked);
         for JobClosed {
             jid,
             revision,
@@ -417,11 +427,15 @@ impl Stages {
     /// (handed over only when one opened or closed), so that the records it
     /// makes carry the episode they overlapped.
     fn synced_tracker(&mut self) -> &mut JobTracker {
+        self.sync_pressure();
+        &mut self.tracker
+    }
+
+    fn sync_pressure(&mut self) {
         if self.pressure.changes() != self.pressure_seen {
             self.pressure_seen = self.pressure.changes();
             self.tracker.set_pressure(self.pressure.windows());
         }
-        &mut self.tracker
     }
 
     /// A verdict given while an episode lasts is counted on the open one.

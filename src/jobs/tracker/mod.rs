@@ -66,6 +66,9 @@ pub struct JobClosed {
     pub at: Stamp,
 }
 
+/// Which commit of each watched state tree a job runs under (tree → commit).
+pub type Commits = BTreeMap<String, String>;
+
 /// A minion's return as the tracker judged it, for the stages after it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReturnSeen {
@@ -204,8 +207,21 @@ impl JobTracker {
 
     /// Takes one event observed at `now` (its own `_stamp` is preferred).
     pub fn on_event(&mut self, event: &Event<'_>, now: Stamp, out: &mut Vec<Record>) {
+        self.on_event_with(event, now, &mut |_, _| Commits::new(), out);
+    }
+
+    /// [`JobTracker::on_event`], with `commits` asked, for a job it publishes
+    /// (jid, at), which commit of each watched tree the job runs under: the
+    /// `job_published` record is made whole, with its commits.
+    pub fn on_event_with(
+        &mut self,
+        event: &Event<'_>,
+        now: Stamp,
+        commits: &mut dyn FnMut(&str, Stamp) -> Commits,
+        out: &mut Vec<Record>,
+    ) {
         let start = out.len();
-        self.take_event(event, now, out);
+        self.take_event(event, now, commits, out);
         self.last_return = out[start..].iter().rev().find_map(|r| match &r.body {
             RecordBody::MinionReturn(m) | RecordBody::LateReturn(m) => Some(ReturnSeen {
                 jid: m.jid.clone(),
@@ -270,10 +286,16 @@ impl JobTracker {
         }
     }
 
-    fn take_event(&mut self, event: &Event<'_>, now: Stamp, out: &mut Vec<Record>) {
+    fn take_event(
+        &mut self,
+        event: &Event<'_>,
+        now: Stamp,
+        commits: &mut dyn FnMut(&str, Stamp) -> Commits,
+        out: &mut Vec<Record>,
+    ) {
         let at = event.stamp.unwrap_or(now);
         match &event.body {
-            Body::JobNew(p) => self.on_new(p, at, out),
+            Body::JobNew(p) => self.on_new(p, at, commits, out),
             Body::JobPublish(p) => {
                 if let (Some(job), Some(meta)) =
                     (self.open.get_mut(p.jid.as_str()), raw_to_json(p.metadata))
@@ -286,7 +308,7 @@ impl JobTracker {
                 self.note_evidence(p.jid.as_str(), p.minion.as_str(), Evidence::StillRunning)
             }
             Body::MinionStart(s) => self.on_minion_start(s.minion.as_str(), at),
-            Body::RunNew(r) => self.on_runner_new(r.jid.as_str(), r.fun.as_ref(), at, out),
+            Body::RunNew(r) => self.on_runner_new(r.jid.as_str(), r.fun.as_ref(), at, commits, out),
             Body::RunReturn(r) => {
                 self.on_runner_return(r.jid.as_str(), r.fun.as_ref(), r.success, at, out)
             }
@@ -296,7 +318,13 @@ impl JobTracker {
         }
     }
 
-    fn on_new(&mut self, p: &JobPublication<'_>, at: Stamp, out: &mut Vec<Record>) {
+    fn on_new(
+        &mut self,
+        p: &JobPublication<'_>,
+        at: Stamp,
+        commits: &mut dyn FnMut(&str, Stamp) -> Commits,
+        out: &mut Vec<Record>,
+    ) {
         let jid = p.jid.as_str();
         let fun = p.fun.as_ref().map_or("", Text::as_str);
         if is_internal(fun) {
@@ -352,7 +380,7 @@ impl JobTracker {
                         .collect(),
                     deadline,
                     context: context.clone(),
-                    commits: BTreeMap::new(),
+                    commits: commits(jid, at),
                 }),
             ),
         );

@@ -15,6 +15,7 @@ impl JobTracker {
         jid: &str,
         fun: Option<&Text<'_>>,
         at: Stamp,
+        commits: &mut dyn FnMut(&str, Stamp) -> super::Commits,
         out: &mut Vec<Record>,
     ) {
         let fun = fun.map_or("", Text::as_str);
@@ -49,7 +50,7 @@ impl JobTracker {
                     run_kind: RunKind::Runner,
                     ..JobContext::default()
                 },
-                commits: BTreeMap::new(),
+                commits: commits(jid, at),
             }),
         ));
     }
