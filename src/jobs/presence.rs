@@ -52,6 +52,9 @@ pub struct Presence {
     /// The address each connected minion's connection comes from (the
     /// connections source only).
     addresses: HashMap<Box<str>, IpAddr>,
+    /// Minions whose state the connections source set last (the master's
+    /// events take over a minion when they name it).
+    by_connections: HashSet<Box<str>>,
     /// New minions not followed: `max_minions` was reached.
     pub refused: u64,
 }
@@ -114,6 +117,9 @@ impl Presence {
     /// no longer followed: nothing is said of it.
     pub fn observe(&mut self, view: &ConnectionView, at: Stamp) {
         for (minion, seen) in &view.seen {
+            if *seen != Seen::Unclear {
+                self.by_connections.insert(minion.clone());
+            }
             match seen {
                 Seen::Connected { from } => {
                     self.connect(minion);
@@ -128,11 +134,14 @@ impl Presence {
                         self.followed.insert(minion.clone(), Some(at));
                     }
                 }
-                Seen::Unclear => {
+                // What the connections said before no longer holds; what the
+                // master's events said of it still does.
+                Seen::Unclear if self.by_connections.remove(&**minion) => {
                     self.connected.remove(&**minion);
                     self.followed.remove(&**minion);
                     self.addresses.remove(&**minion);
                 }
+                Seen::Unclear => {}
             }
         }
         self.known = true;
@@ -157,6 +166,7 @@ impl Presence {
     /// not in it are disconnected (at `at`, if they were connected).
     pub fn present<'a>(&mut self, minions: impl IntoIterator<Item = &'a str>, at: Stamp) {
         let now: HashSet<&str> = minions.into_iter().collect();
+        self.by_connections.clear();
         let gone: Vec<Box<str>> = self
             .connected
             .iter()
@@ -181,9 +191,11 @@ impl Presence {
         at: Stamp,
     ) {
         for minion in lost {
+            self.by_connections.remove(minion);
             self.disconnect(minion, at);
         }
         for minion in new {
+            self.by_connections.remove(minion);
             self.connect(minion);
         }
     }
@@ -239,6 +251,7 @@ impl Presence {
             .filter(|m| self.followed.contains_key(m))
             .collect();
         self.addresses.clear();
+        self.by_connections.clear();
         self.known = false;
     }
 
@@ -356,6 +369,25 @@ mod tests {
         // A minion that was followed and now shares its address: unknown.
         p.observe(&view(&[("web1", Seen::Unclear)]), Stamp(8 * S));
         assert_eq!(p.absent_now("web1"), None);
+    }
+
+    /// The master's events (transport tcp, presence_events) name a minion;
+    /// the connections cannot tell it apart (every lab minion shares the
+    /// host's addresses): what the events said stands.
+    #[test]
+    fn connections_that_cannot_tell_leave_what_the_events_said() {
+        let mut p = Presence::new(10);
+        p.present(["a", "b"], Stamp(S));
+        p.change([], ["a"], Stamp(2 * S));
+        p.observe(
+            &view(&[("a", Seen::Unclear), ("b", Seen::Unclear)]),
+            Stamp(3 * S),
+        );
+        assert_eq!(p.absent_now("a"), Some(Some(Stamp(2 * S))));
+        assert_eq!(
+            p.connection("b", Stamp(4 * S), Stamp(5 * S)),
+            Connection::Connected
+        );
     }
 
     #[test]
