@@ -3,24 +3,30 @@
 //! Data flows one way (see ARCHITECTURE.md):
 //!
 //! ```text
-//! bus (bytes → frames) → event (frames → typed events) → [jobs → triage → correlate → incident] → sink | metrics
+//! bus (bytes → frames) → event (frames → typed events)
+//!   → pipeline::Stages: pressure, triage → incident → correlate, jobs (with presence) → correlate, rollouts
+//!   → record (redacted) → sink | metrics | history
 //! ```
 //!
+//! - [`label`], [`counter`], [`time`], [`ratelimit`]: leaves: closed label sets, a stage's counts, `Stamp`, log rate limits.
 //! - [`bus`]: the publisher endpoint, the sans-IO frame splitter, the reader task, recordings.
 //! - [`event`]: frame → [`event::Event`], borrowed and selective; no IO, no clock.
 //! - [`jobs`]: job lifecycles and missing-return verdicts; a state machine fed events and time.
 //! - [`triage`]: failed state runs → root-cause states, categories, fingerprints, groups.
-//! - [`correlate`]: failures → the git commits of the state tree, and per-minion history.
+//! - [`correlate`]: failures → the git commits of the state tree, per-minion history, rollouts.
 //! - [`incident`]: external causes grouped by target across minions and jobs.
 //! - [`pressure`]: the master itself saturated (its workers, the bus, its requests).
 //! - [`master_processes`]: the salt-master's process tree from `/proc` (CPU, memory, by role).
 //! - [`master_connections`]: which minions hold a connection to the publish port, from `/proc` and the minion data cache.
 //! - [`history`]: the records kept on the master (SQLite), and the answers the query commands give.
-//! - [`record`]: the records emitted, with stable ids (docs/records.md).
+//! - [`record`]: the records emitted, with stable ids and their query columns (docs/records.md).
 //! - [`config`]: saltsight's TOML, the Salt master's YAML, resolved into one validated [`config::Config`].
+//! - [`sink`]: the outputs (stdout, file, http with its disk spool, the history) and their registry.
 //! - [`metrics`]: the Prometheus catalog and the `/metrics` endpoint (docs/metrics.md).
-//! - [`pipeline`]: the source, the consumer loop, the stages in order and the agent's handler.
-//! - [`cli`]: the subcommands (`run`, `tail`, `capture`, `replay`, `check-config`).
+//! - [`service`], [`shutdown`]: systemd's notify protocol and watchdog; signals and the grace deadline.
+//! - [`pipeline`]: the source, the consumer loop, the stages in order, the agent and the one way to build it.
+//! - [`lab`]: a real Salt master and minions on loopback, for the tests and the demo.
+//! - [`cli`]: the subcommands, one arm each in `cli::execute`.
 #![forbid(unsafe_code)]
 
 pub mod bus;

@@ -11,6 +11,7 @@ mod history_live;
 mod incidents_live;
 mod jobs;
 mod jobs_live;
+mod map;
 mod metrics_live;
 mod mutations;
 mod presence_live;
