@@ -16,6 +16,7 @@ use clap::Args;
 use super::present::Style;
 use super::tail::{TailArgs, TailHandler};
 use super::{Outcome, Session};
+use crate::config::master::MasterBusSettings;
 use crate::config::{BusConfig, RepoSpec};
 use crate::history::Store;
 use crate::history::query::{self, JobFilter};
@@ -72,6 +73,15 @@ pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
         endpoint_origin: "the demo lab".into(),
         ..template.bus.clone()
     };
+    // The lab's master is the one watched: its connections, its data cache
+    // and its accepted keys, not this machine's master's.
+    if let Ok(master) = MasterBusSettings::load(&lab.master_config(), false) {
+        config.presence = crate::config::presence::resolve(
+            &crate::config::presence::PresenceSection::default(),
+            Some((&master).into()),
+        );
+        config.rollouts.minions_dir = master.pki_dir.join("minions");
+    }
     // Only the lab's state tree is watched (not this machine's master's).
     let states = lab.root().join("states");
     config.correlate.repos = match commit_state_tree(&states) {
