@@ -8,7 +8,7 @@
 //!   → record (redacted) → sink | metrics | history
 //! ```
 //!
-//! - [`label`], [`counter`], [`time`], [`ratelimit`]: leaves: closed label sets, a stage's counts, `Stamp`, log rate limits.
+//! - [`label`], [`counter`], [`time`], [`ratelimit`], [`plain`]: leaves: closed label sets, a stage's counts, `Stamp`, log rate limits, how a duration, a time, a list or a cut text is said to a person.
 //! - [`bus`]: the publisher endpoint, the sans-IO frame splitter, the reader task, recordings.
 //! - [`event`]: frame → [`event::Event`], borrowed and selective; no IO, no clock.
 //! - [`jobs`]: job lifecycles and missing-return verdicts; a state machine fed events and time.
@@ -44,6 +44,7 @@ pub mod master_connections;
 pub mod master_processes;
 pub mod metrics;
 pub mod pipeline;
+pub mod plain;
 pub mod pressure;
 pub mod ratelimit;
 pub mod record;

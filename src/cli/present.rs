@@ -2,6 +2,7 @@
 //! and colour only on a terminal (and never with `NO_COLOR` set). `--json`
 //! prints the answer itself instead.
 
+pub use crate::plain::{cut, names, when};
 use std::io::{IsTerminal, Write};
 
 /// Colours and weights, or nothing.
@@ -117,22 +118,6 @@ impl Table {
     }
 }
 
-/// At most `max` characters of `text`'s first line, with `…` when cut.
-pub fn cut(text: &str, max: usize) -> String {
-    let first = text.lines().next().unwrap_or_default();
-    if first.chars().count() <= max && !text.contains('\n') {
-        return first.to_owned();
-    }
-    let kept: String = first.chars().take(max.saturating_sub(1)).collect();
-    format!("{kept}…")
-}
-
-/// `2026-11-24T03:10:00.123456Z` → `2026-11-24 03:10:00`.
-pub fn when(at: &str) -> String {
-    at.get(..19)
-        .map_or_else(|| at.to_owned(), |t| t.replace('T', " "))
-}
-
 /// What decided a missing verdict, said with what presence saw: "no
 /// connection since 16:41:07", "connection gone at 16:42:10", "connected from
 /// 10.1.2.3, no return"; otherwise the evidence's name.
@@ -154,24 +139,6 @@ pub fn streak(streak: u64, since: Option<&str>) -> String {
     match since {
         Some(since) if streak > 1 => format!("{streak} since {}", when(since)),
         _ => streak.to_string(),
-    }
-}
-
-/// Milliseconds as a person reads them: `850ms`, `12.3s`, `4m05s`.
-pub fn took(ms: u64) -> String {
-    match ms {
-        0..=999 => format!("{ms}ms"),
-        1_000..=59_999 => format!("{:.1}s", ms as f64 / 1e3),
-        _ => format!("{}m{:02}s", ms / 60_000, ms / 1_000 % 60),
-    }
-}
-
-/// A list of names, the first `max` and how many more.
-pub fn names(list: &[String], max: usize) -> String {
-    let shown: Vec<&str> = list.iter().take(max).map(String::as_str).collect();
-    match list.len().saturating_sub(max) {
-        0 => shown.join(", "),
-        more => format!("{} and {more} more", shown.join(", ")),
     }
 }
 
@@ -215,16 +182,6 @@ mod tests {
 
     #[test]
     fn small_helpers() {
-        assert_eq!(cut("abcdef", 4), "abc…");
-        assert_eq!(cut("ab\ncd", 10), "ab…");
-        assert_eq!(took(850), "850ms");
-        assert_eq!(took(12_345), "12.3s");
-        assert_eq!(took(245_000), "4m05s");
-        assert_eq!(
-            names(&["a".into(), "b".into(), "c".into()], 2),
-            "a, b and 1 more"
-        );
-        assert_eq!(when("2026-11-24T03:10:00.123456Z"), "2026-11-24 03:10:00");
         assert_eq!(Style::plain().paint(Tone::Bad, "x"), "x");
     }
 }

@@ -3,8 +3,9 @@
 
 use std::io::Write;
 
-use super::present::{Style, Table, Tone, cut, names, took, when};
+use super::present::{Style, Table, Tone, cut, names, when};
 use crate::history::query::JobRecap;
+use crate::plain::duration_ms;
 
 /// The recap as a person reads it.
 pub fn show(r: &JobRecap, style: Style, out: &mut dyn Write) -> std::io::Result<()> {
@@ -35,7 +36,7 @@ pub fn show(r: &JobRecap, style: Style, out: &mut dyn Write) -> std::io::Result<
     }
     match (r.open, r.duration_ms) {
         (true, _) => facts.push(style.paint(Tone::Warn, "still running")),
-        (false, Some(ms)) => facts.push(format!("took {}", took(ms))),
+        (false, Some(ms)) => facts.push(format!("took {}", duration_ms(ms))),
         _ => {}
     }
     for (repo, commit) in &r.commits {

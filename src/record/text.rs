@@ -29,7 +29,7 @@ fn describe(body: &RecordBody, out: &mut String) {
             "{} {} on {} ({} expected){}{}",
             j.jid,
             j.fun,
-            names(&j.tgt),
+            crate::plain::names(&j.tgt, MAX_NAMES),
             j.expected_count,
             j.user
                 .as_deref()
@@ -84,13 +84,13 @@ fn describe(body: &RecordBody, out: &mut String) {
                 j.succeeded,
                 j.failed,
                 missing,
-                took(j.duration_ms),
+                crate::plain::duration_ms(j.duration_ms),
             )
         }
         RecordBody::BusGap(g) => write!(
             out,
             "events may be missing for {} ({}, {} frames dropped)",
-            took(g.duration_ms),
+            crate::plain::duration_ms(g.duration_ms),
             g.reason,
             g.dropped_frames
         ),
@@ -102,7 +102,7 @@ fn describe(body: &RecordBody, out: &mut String) {
             f.sls,
             f.state_id,
             f.cause.category.as_str(),
-            cut(&f.comment),
+            crate::plain::cut(&f.comment, MAX_TEXT),
             introduced(&f.correlation),
         ),
         RecordBody::RenderFailure(f) => write!(
@@ -112,7 +112,7 @@ fn describe(body: &RecordBody, out: &mut String) {
             f.minion,
             f.sls.as_deref().unwrap_or("?"),
             f.line.map(|l| format!(" line {l}")).unwrap_or_default(),
-            cut(&f.message),
+            crate::plain::cut(&f.message, MAX_TEXT),
             introduced(&f.correlation),
         ),
         RecordBody::FailureGroup(g) => write!(
@@ -121,11 +121,11 @@ fn describe(body: &RecordBody, out: &mut String) {
             g.jid,
             g.fingerprint,
             g.count,
-            names(&g.minions),
+            crate::plain::names(&g.minions, MAX_NAMES),
             g.sls.as_deref().unwrap_or("?"),
             g.state_id.as_deref().unwrap_or("?"),
             g.cause.category.as_str(),
-            cut(&g.comment),
+            crate::plain::cut(&g.comment, MAX_TEXT),
         ),
         RecordBody::ConfigChange(c) => write!(
             out,
@@ -173,7 +173,7 @@ fn describe(body: &RecordBody, out: &mut String) {
             r.repo,
             short(Some(&r.commit)),
             r.status.as_str(),
-            cut(&r.subject),
+            crate::plain::cut(&r.subject, MAX_TEXT),
             r.applied,
             r.known,
             r.failed,
@@ -184,15 +184,6 @@ fn describe(body: &RecordBody, out: &mut String) {
 
 fn test_flag(test: bool) -> &'static str {
     if test { " test=True" } else { "" }
-}
-
-fn names(list: &[String]) -> String {
-    let shown: Vec<&str> = list.iter().take(MAX_NAMES).map(String::as_str).collect();
-    let mut text = shown.join(",");
-    if list.len() > MAX_NAMES {
-        let _ = write!(text, " +{}", list.len() - MAX_NAMES);
-    }
-    text
 }
 
 fn short(commit: Option<&str>) -> &str {
@@ -207,56 +198,8 @@ fn introduced(correlation: &super::Correlation) -> String {
             format!(
                 " (since {} \"{}\")",
                 short(Some(&i.commit.id)),
-                cut(&i.commit.subject)
+                crate::plain::cut(&i.commit.subject, MAX_TEXT)
             )
         })
         .unwrap_or_default()
-}
-
-/// The first line of `text`, at most [`MAX_TEXT`] characters.
-fn cut(text: &str) -> String {
-    let first = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    match first.char_indices().nth(MAX_TEXT) {
-        Some((at, _)) => format!("{}…", &first[..at]),
-        None => first.to_owned(),
-    }
-}
-
-fn took(ms: u64) -> String {
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else {
-        humantime::format_duration(std::time::Duration::from_secs(ms / 1000)).to_string()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_long_comment_is_cut_to_its_first_line() {
-        let long = format!("\n  {}\nsecond line", "x".repeat(300));
-        let shown = cut(&long);
-        assert_eq!(shown.chars().count(), MAX_TEXT + 1);
-        assert!(shown.ends_with('…') && !shown.contains("second"));
-        assert_eq!(cut("short"), "short");
-    }
-
-    #[test]
-    fn lists_of_names_end_with_how_many_more() {
-        let many: Vec<String> = (0..8).map(|i| format!("web{i}")).collect();
-        assert_eq!(names(&many), "web0,web1,web2,web3,web4 +3");
-        assert_eq!(names(&many[..2]), "web0,web1");
-    }
-
-    #[test]
-    fn durations_read_as_a_person_says_them() {
-        assert_eq!(took(250), "250ms");
-        assert_eq!(took(61_500), "1m 1s");
-    }
 }

@@ -14,6 +14,7 @@ const ORDER: &[&str] = &[
     "counter",
     "time",
     "ratelimit",
+    "plain",
     "bus",
     "master_processes",
     "master_connections",

@@ -252,7 +252,7 @@ impl Screen {
                 returned(j),
                 j.failed.to_string(),
                 missing(j),
-                duration(j.age_micros(now)),
+                crate::plain::duration_micros(j.age_micros(now)),
                 state.to_owned(),
             ])
             .style(look)
@@ -328,11 +328,16 @@ fn bus_line(master: &str, bus: &BusState, model: &Model, now: Stamp) -> String {
     };
     let quiet = bus.last_event.map_or_else(
         || "no event yet".to_owned(),
-        |t| format!("last event {} ago", duration(now.micros_since(t))),
+        |t| {
+            format!(
+                "last event {} ago",
+                crate::plain::duration_micros(now.micros_since(t))
+            )
+        },
     );
-    let lag = bus
-        .lag_micros
-        .map_or_else(String::new, |l| format!("   lag {}", duration(l)));
+    let lag = bus.lag_micros.map_or_else(String::new, |l| {
+        format!("   lag {}", crate::plain::duration_micros(l))
+    });
     let gaps = match &model.last_gap {
         Some(g) => format!(
             "   gaps {} (last {}, {} ms)",
@@ -407,19 +412,6 @@ fn first_line(text: &str) -> &str {
     text.trim().lines().next().unwrap_or_default()
 }
 
-/// `1h02m`, `3m05s`, `12.3s`, `45ms`.
-fn duration(micros: i64) -> String {
-    let micros = micros.max(0);
-    let ms = micros / 1000;
-    let s = ms / 1000;
-    match s {
-        0 => format!("{ms}ms"),
-        1..60 => format!("{}.{}s", s, ms % 1000 / 100),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-    }
-}
-
 /// `saltsight job JID`'s text, from the history the view writes (in batches:
 /// a job just published may not be there yet).
 fn recap(history: &std::path::Path, jid: &str) -> String {
@@ -467,19 +459,5 @@ fn wait_for_keys(wait: Duration) -> Keys {
         },
         // A signal (SIGWINCH: ratatui resizes on the next draw).
         Err(_) => Keys::None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_at_a_glance() {
-        assert_eq!(duration(45_000), "45ms");
-        assert_eq!(duration(12_345_000), "12.3s");
-        assert_eq!(duration(185_000_000), "3m05s");
-        assert_eq!(duration(3_720_000_000), "1h02m");
-        assert_eq!(duration(-5), "0ms");
     }
 }

@@ -1,0 +1,86 @@
+//! How saltsight says a duration, a time, a list of names and a cut text to a
+//! person: once, for every command's tables, `top`, the readable `run` lines
+//! and the demo. Machine-readable output (JSON, metrics) never goes through
+//! here.
+
+/// Milliseconds as a person reads them: `850ms`, `12.3s`, `4m05s`, `1h02m`.
+pub fn duration_ms(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms}ms"),
+        1..60 => format!("{}.{}s", s, ms % 1000 / 100),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// [`duration_ms`] of microseconds (a negative span reads `0ms`).
+pub fn duration_micros(micros: i64) -> String {
+    duration_ms(u64::try_from(micros.max(0) / 1000).unwrap_or(0))
+}
+
+/// A record's time (`2026-11-24T03:10:00.123456Z`) as `2026-11-24 03:10:00`.
+pub fn when(at: &str) -> String {
+    at.get(..19)
+        .map_or_else(|| at.to_owned(), |t| t.replace('T', " "))
+}
+
+/// A list of names, the first `max` and how many more: `a, b and 3 more`.
+pub fn names(list: &[String], max: usize) -> String {
+    let shown: Vec<&str> = list.iter().take(max).map(String::as_str).collect();
+    match list.len().saturating_sub(max) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
+/// The first line of `text` that says something, trimmed, at most `max`
+/// characters, with `…` when anything was left out (the rest of the line, or
+/// lines after it).
+pub fn cut(text: &str, max: usize) -> String {
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let more_lines = text.trim().lines().count() > 1;
+    if first.chars().count() <= max && !more_lines {
+        return first.to_owned();
+    }
+    let kept: String = first.chars().take(max.saturating_sub(1)).collect();
+    format!("{kept}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_at_a_glance() {
+        assert_eq!(duration_ms(45), "45ms");
+        assert_eq!(duration_ms(12_345), "12.3s");
+        assert_eq!(duration_ms(61_500), "1m01s");
+        assert_eq!(duration_ms(185_000), "3m05s");
+        assert_eq!(duration_ms(3_720_000), "1h02m");
+        assert_eq!(duration_micros(-5), "0ms");
+        assert_eq!(duration_micros(12_345_000), "12.3s");
+    }
+
+    #[test]
+    fn lists_of_names_end_with_how_many_more() {
+        let many: Vec<String> = (0..8).map(|i| format!("web{i}")).collect();
+        assert_eq!(names(&many, 5), "web0, web1, web2, web3, web4 and 3 more");
+        assert_eq!(names(&many[..2], 5), "web0, web1");
+    }
+
+    #[test]
+    fn a_long_text_is_cut_to_its_first_line() {
+        let long = format!("\n  {}\nsecond line", "x".repeat(300));
+        let shown = cut(&long, 100);
+        assert_eq!(shown.chars().count(), 100);
+        assert!(shown.ends_with('…') && !shown.contains("second"));
+        assert_eq!(cut("short", 10), "short");
+        assert_eq!(cut("one\ntwo", 10), "one…");
+        assert_eq!(when("2026-11-24T03:10:00.123456Z"), "2026-11-24 03:10:00");
+    }
+}
