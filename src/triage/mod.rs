@@ -12,6 +12,7 @@ pub mod category;
 pub mod evidence;
 pub mod failures;
 pub mod fingerprint;
+mod memo;
 pub mod render;
 pub mod rules;
 pub mod saved;
@@ -139,6 +140,10 @@ crate::counts! {
             "Failed states past the first 10,000 of one return: counted, not examined";
         counter evicted_jobs = "saltsight_triage_jobs_evicted",
             "Jobs whose failure groups were dropped to respect the job bound";
+        counter texts_recalled = "saltsight_triage_texts_recalled",
+            "Failed states whose text was classified before (the same failure on another minion): read from the memo";
+        counter texts_forgotten = "saltsight_triage_texts_forgotten",
+            "Distinct failure texts forgotten to keep the memo within its bound (4,096)";
     }
 }
 
@@ -148,6 +153,8 @@ pub struct Triage {
     jobs_order: VecDeque<Box<str>>,
     first_seen: HashMap<String, (String, Stamp)>,
     first_seen_order: VecDeque<String>,
+    /// Classifications and normalised comments of the texts seen lately.
+    memo: memo::Memo,
     pub stats: std::sync::Arc<TriageStats>,
 }
 
@@ -161,6 +168,7 @@ impl Triage {
             jobs_order: VecDeque::new(),
             first_seen: HashMap::new(),
             first_seen_order: VecDeque::new(),
+            memo: memo::Memo::default(),
             stats: std::sync::Arc::default(),
         }
     }
@@ -228,19 +236,23 @@ impl Triage {
             for RootCause { state, fallout } in causes {
                 // The command's own words count too: stderr, then stdout (Salt's
                 // "Timed out after N seconds" is only there).
-                let classification = classify(&FailureText {
+                let (hits, forgotten) = (self.memo.hits, self.memo.forgotten);
+                let (classification, normalised) = self.memo.read(&FailureText {
                     function: &state.function,
                     comment: &state.comment,
                     stderr: state.stderr.as_deref(),
                     stdout: state.stdout.as_deref(),
                     exit_code: state.exit_code,
                 });
+                self.stats.texts_recalled.add(self.memo.hits - hits);
+                self.stats
+                    .texts_forgotten
+                    .add(self.memo.forgotten - forgotten);
                 let output = CommandOutput {
                     retcode: state.exit_code,
                     stderr: state.stderr.clone(),
                     stdout: state.stdout.clone(),
                 };
-                let normalised = normalise(&state.comment);
                 let fingerprint = fingerprint::of_state(
                     &StateKey {
                         function: &state.function,
