@@ -62,11 +62,15 @@ struct ConnectionsWatch {
 /// A sample younger than this is fresh enough for a publish or a verdict.
 const CONNECTIONS_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The master's processes, sampled on the agent's timer.
+/// The master's processes, sampled on the agent's timer while there is
+/// something to judge: events since the last sample, jobs waiting for their
+/// returns, or an open episode to close. An idle master wakes nothing.
 struct MasterWatch {
     processes: Option<MasterProcesses>,
     interval: std::time::Duration,
     next: Instant,
+    /// Events came since the last sample.
+    busy: bool,
     /// The last sample failed (logged once until it works again).
     failing: bool,
 }
@@ -156,6 +160,7 @@ impl Agent {
             processes,
             interval,
             next: Instant::now() + interval,
+            busy: false,
             failing: false,
         });
         self
@@ -185,6 +190,7 @@ impl Agent {
             return Ok(());
         };
         watch.next = now + watch.interval;
+        watch.busy = false;
         let sample = match watch.processes.as_ref().map(MasterProcesses::sample) {
             Some(Ok(sample)) => {
                 if std::mem::replace(&mut watch.failing, false) {
@@ -312,6 +318,9 @@ impl Agent {
 impl Handler for Agent {
     fn event(&mut self, event: &Event<'_>, frame: &Frame) -> anyhow::Result<()> {
         self.clock.observe(event.stamp, frame.received_mono);
+        if let Some(watch) = &mut self.master {
+            watch.busy = true;
+        }
         self.metrics.event(event);
         if let (Some(lag), Some(stamp)) = (super::clock::bus_lag_micros(event, frame), event.stamp)
         {
@@ -432,7 +441,14 @@ impl Handler for Agent {
             .map(|d| self.clock.instant_of(d));
         let seal = self.outputs.next_seal_at();
         let checkpoint = self.checkpoint.as_ref().and_then(|(_, next)| *next);
-        let master = self.master.as_ref().map(|m| m.next);
+        // Something to judge: traffic, jobs waiting for their returns (a
+        // drowning master can be silent), or an episode to close.
+        let watching = self.stages.under_pressure() || self.stages.tracker().open_jobs() > 0;
+        let master = self
+            .master
+            .as_ref()
+            .filter(|m| m.busy || watching)
+            .map(|m| m.next);
         deadline
             .into_iter()
             .chain(seal)

@@ -198,6 +198,11 @@ impl Stages {
         out
     }
 
+    /// Whether the master is under pressure now (an episode is open).
+    pub fn under_pressure(&self) -> bool {
+        self.pressure.is_open()
+    }
+
     /// What the master's connections say (live only).
     pub fn on_connections(&mut self, view: &crate::master_connections::ConnectionView, at: Stamp) {
         self.tracker.on_connections(view, at);

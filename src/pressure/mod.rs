@@ -314,6 +314,11 @@ impl Pressure {
         )
     }
 
+    /// Whether an episode is open (the master is under load now).
+    pub fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
     /// How many times an episode opened or closed: a change here means
     /// [`Pressure::windows`] says something new.
     pub fn changes(&self) -> u64 {
