@@ -346,16 +346,12 @@ impl Stages {
     ) {
         let (jid, minion) = (r.jid.as_str(), r.minion.as_str());
         self.correlator.saw_minion(minion, at);
-        // The tracker's judgement of this very return.
-        let Some(returned) = self
-            .tracker
-            .last_return()
-            .filter(|seen| seen.jid == jid && seen.minion == minion)
-            .cloned()
-        else {
+        // The tracker's judgement of this very return (the event it judged
+        // last); none when it did not count it (a duplicate).
+        let Some(returned) = self.tracker.last_return() else {
             return;
         };
-        let fun = returned.fun.as_str();
+        let fun = r.fun.as_ref().map_or("", |f| f.as_str());
         let args = match crate::event::args::raw_to_json(r.fun_args) {
             Some(serde_json::Value::Array(args)) => args,
             _ => Vec::new(),

@@ -69,14 +69,12 @@ pub struct JobClosed {
 /// Which commit of each watched state tree a job runs under (tree → commit).
 pub type Commits = BTreeMap<String, String>;
 
-/// A minion's return as the tracker judged it, for the stages after it.
-#[derive(Debug, Clone, PartialEq)]
+/// How the tracker judged the return the last event was, for the stages
+/// after it (who and what ran are the event's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReturnSeen {
-    pub jid: String,
-    pub minion: String,
-    pub fun: String,
     pub succeeded: bool,
-    /// Run with `test=True`.
+    /// Run with `test=True` (its job's context).
     pub test: bool,
 }
 
@@ -224,9 +222,6 @@ impl JobTracker {
         self.take_event(event, now, commits, out);
         self.last_return = out[start..].iter().rev().find_map(|r| match &r.body {
             RecordBody::MinionReturn(m) | RecordBody::LateReturn(m) => Some(ReturnSeen {
-                jid: m.jid.clone(),
-                minion: m.minion.clone(),
-                fun: m.fun.clone().unwrap_or_default(),
                 succeeded: m.succeeded,
                 test: m.context.test,
             }),
@@ -238,8 +233,8 @@ impl JobTracker {
 
     /// The return the last event was (none when it was no return, or one
     /// not counted: a duplicate, a find_job answer).
-    pub fn last_return(&self) -> Option<&ReturnSeen> {
-        self.last_return.as_ref()
+    pub fn last_return(&self) -> Option<ReturnSeen> {
+        self.last_return
     }
 
     /// The master pressure episodes as the pressure stage now says them.
