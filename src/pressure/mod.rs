@@ -23,6 +23,7 @@ use crate::event::Event;
 use crate::event::json::to_json;
 use crate::event::states::fields;
 use crate::master_processes::MasterSample;
+use crate::record::episodes::EpisodeWindow;
 use crate::record::{
     EpisodeStatus, MasterPressure, PressureSignal, Record, RecordBody, RecordFactory, SignalFigure,
     stable_hash,
@@ -325,32 +326,22 @@ impl Pressure {
         self.changes
     }
 
-    /// Every episode known, as windows (id, opened, closed; the open one
-    /// last, with no close), for the stages that mark what overlapped one.
-    pub fn windows(&self) -> Vec<(String, Stamp, Option<Stamp>)> {
+    /// Every episode known, as windows (the open one last), for the stages
+    /// that mark what overlapped one (`record::episodes::episode_during`).
+    pub fn windows(&self) -> Vec<EpisodeWindow> {
         self.recent
             .iter()
-            .map(|(id, opened, closed)| (id.clone(), *opened, Some(*closed)))
-            .chain(
-                self.open
-                    .iter()
-                    .map(|e| (e.record.pressure.clone(), e.record.opened_at, None)),
-            )
+            .map(|(id, opened, closed)| EpisodeWindow {
+                id: id.clone(),
+                opened: *opened,
+                closed: Some(*closed),
+            })
+            .chain(self.open.iter().map(|e| EpisodeWindow {
+                id: e.record.pressure.clone(),
+                opened: e.record.opened_at,
+                closed: None,
+            }))
             .collect()
-    }
-
-    /// The episode whose life overlaps `from..=to`, if any (the open one first).
-    pub fn episode_during(&self, from: Stamp, to: Stamp) -> Option<&str> {
-        if let Some(open) = &self.open {
-            if open.record.opened_at <= to {
-                return Some(&open.record.pressure);
-            }
-        }
-        self.recent
-            .iter()
-            .rev()
-            .find(|(_, opened, closed)| *opened <= to && *closed >= from)
-            .map(|(id, _, _)| id.as_str())
     }
 
     /// A missing-return verdict given while the open episode lasts.

@@ -1,6 +1,7 @@
 //! Tests of master pressure: sustain, hysteresis, one slow report, overlap.
 use super::*;
 use crate::master_processes::RoleFigures;
+use crate::record::episodes::episode_during;
 
 const S: i64 = 1_000_000;
 
@@ -65,7 +66,7 @@ fn busy_workers_for_the_sustain_open_an_episode_and_calm_ones_close_it() {
     assert_eq!(open[0].signals[0].signal, PressureSignal::WorkerCpu);
     assert!((open[0].signals[0].value - 1.0).abs() < 1e-9);
     assert_eq!(
-        p.episode_during(Stamp(0), Stamp(40 * S)),
+        episode_during(&p.windows(), Stamp(0), Stamp(40 * S)),
         Some(open[0].pressure.as_str())
     );
     // 85% is under the threshold but over the release: still open.
@@ -83,8 +84,8 @@ fn busy_workers_for_the_sustain_open_an_episode_and_calm_ones_close_it() {
             .any(|f| f.signal == PressureSignal::WorkerCpu && f.value >= 1.0)
     );
     // After it: a job from before and during still sees it; one after does not.
-    assert!(p.episode_during(Stamp(10 * S), Stamp(50 * S)).is_some());
-    assert!(p.episode_during(Stamp(200 * S), Stamp(300 * S)).is_none());
+    assert!(episode_during(&p.windows(), Stamp(10 * S), Stamp(50 * S)).is_some());
+    assert!(episode_during(&p.windows(), Stamp(200 * S), Stamp(300 * S)).is_none());
 }
 
 fn stats_event(worker: &str, mean: f64, runs: u64) -> Vec<u8> {

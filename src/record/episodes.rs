@@ -7,6 +7,30 @@ use serde::Serialize;
 use super::Category;
 use crate::time::Stamp;
 
+/// An episode's life: its id, when it opened, and when it closed (none
+/// while it is open).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpisodeWindow {
+    pub id: String,
+    pub opened: Stamp,
+    pub closed: Option<Stamp>,
+}
+
+/// The episode among `windows` whose life overlaps `from..=to`, if any: the
+/// open one first, then the latest closed one.
+pub fn episode_during(windows: &[EpisodeWindow], from: Stamp, to: Stamp) -> Option<&str> {
+    let open = windows
+        .iter()
+        .find(|w| w.closed.is_none() && w.opened <= to);
+    open.or_else(|| {
+        windows
+            .iter()
+            .rev()
+            .find(|w| w.opened <= to && w.closed.is_some_and(|c| c >= from))
+    })
+    .map(|w| w.id.as_str())
+}
+
 crate::label_set! {
     /// Whether an incident or a pressure episode is still going on.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -32,6 +32,7 @@ use super::verdict::{Evidence, MinionState, Verdict};
 use crate::config::glob::Glob;
 use crate::event::args::{first_arg, is_internal, raw_to_json, texts, timeout_kwarg};
 use crate::event::{Body, Event, JobPublication, Raw, Text};
+use crate::record::episodes::{EpisodeWindow, episode_during};
 use crate::record::{
     BusGapRecord, JobCompleted, JobContext, JobPublished, MAX_LISTED_MINIONS, MinionMissing,
     MissingEvidence, MissingReason, Record, RecordBody, RecordFactory,
@@ -113,9 +114,9 @@ pub struct JobTracker {
     closing: VecDeque<closing::Closing>,
     /// Missing minions remembered by closed jobs, for their late returns.
     closed_missing: usize,
-    /// The master pressure episodes (id, opened, closed), as the pressure
-    /// stage last said: verdicts and jobs that overlapped one carry its id.
-    pressure: Vec<(String, Stamp, Option<Stamp>)>,
+    /// The master pressure episodes, as the pressure stage last said:
+    /// verdicts and jobs that overlapped one carry its id.
+    pressure: Vec<EpisodeWindow>,
     /// The return the last event was, as judged here.
     last_return: Option<ReturnSeen>,
     pub stats: std::sync::Arc<TrackerStats>,
@@ -238,23 +239,8 @@ impl JobTracker {
     }
 
     /// The master pressure episodes as the pressure stage now says them.
-    pub fn set_pressure(&mut self, windows: Vec<(String, Stamp, Option<Stamp>)>) {
+    pub fn set_pressure(&mut self, windows: Vec<EpisodeWindow>) {
         self.pressure = windows;
-    }
-
-    /// The episode whose life overlaps `from..=to` (the open one first).
-    fn pressure_during(&self, from: Stamp, to: Stamp) -> Option<&str> {
-        let open = self
-            .pressure
-            .iter()
-            .find(|(_, opened, closed)| closed.is_none() && *opened <= to);
-        open.or_else(|| {
-            self.pressure
-                .iter()
-                .rev()
-                .find(|(_, opened, closed)| *opened <= to && closed.is_some_and(|c| c >= from))
-        })
-        .map(|(id, _, _)| id.as_str())
     }
 
     /// Verdicts and jobs whose window overlapped a master pressure episode
@@ -268,13 +254,13 @@ impl JobTracker {
             let at = record.at;
             match &mut record.body {
                 RecordBody::MinionMissing(m) => {
-                    m.during_master_pressure = self
-                        .pressure_during(m.published_at, m.deadline)
-                        .map(str::to_owned);
+                    m.during_master_pressure =
+                        episode_during(&self.pressure, m.published_at, m.deadline)
+                            .map(str::to_owned);
                 }
                 RecordBody::JobCompleted(c) => {
                     c.during_master_pressure =
-                        self.pressure_during(c.published_at, at).map(str::to_owned);
+                        episode_during(&self.pressure, c.published_at, at).map(str::to_owned);
                 }
                 _ => {}
             }
