@@ -2,6 +2,8 @@
 //! late return after the verdict), a find_job answer taken as evidence, and a
 //! return that could not be read.
 
+use std::collections::BTreeMap;
+
 use super::{JobClosed, JobTracker, context_of_return, millis_between};
 use crate::event::args::is_internal;
 use crate::event::args::is_state_run;
@@ -63,10 +65,18 @@ impl JobTracker {
         if let Some(job) = self.open.get_mut(jid) {
             record.context = job.context.clone();
             record.duration_ms = Some(millis_between(job.published_at, at));
-            match job.minions.get_mut(minion) {
-                Some(state @ MinionState::Pending { .. }) => {
+            // Judged not connected at publish, yet it answered: a late return
+            // of a job still open.
+            let late = match job.minions.get_mut(minion) {
+                Some(state @ (MinionState::Pending { .. } | MinionState::NotConnected)) => {
+                    let late = *state == MinionState::NotConnected;
                     *state = MinionState::Returned;
-                    job.pending -= 1;
+                    if late {
+                        take_back(&mut job.missing, MissingReason::NotConnected);
+                    } else {
+                        job.pending -= 1;
+                        self.expected_total -= 1;
+                    }
                     job.returned += 1;
                     if succeeded {
                         job.succeeded += 1
@@ -75,37 +85,20 @@ impl JobTracker {
                     }
                     job.first_return.get_or_insert(at);
                     job.last_return = Some(at);
-                    self.expected_total -= 1;
-                }
-                Some(state @ MinionState::NotConnected) => {
-                    // Judged not connected at publish, yet it answered: a
-                    // late return of a job still open.
-                    *state = MinionState::Returned;
-                    job.returned += 1;
-                    if succeeded {
-                        job.succeeded += 1
-                    } else {
-                        job.failed += 1
-                    }
-                    if let Some(n) = job.missing.get_mut(&MissingReason::NotConnected) {
-                        *n -= 1;
-                        if *n == 0 {
-                            job.missing.remove(&MissingReason::NotConnected);
-                        }
-                    }
-                    job.first_return.get_or_insert(at);
-                    job.last_return = Some(at);
-                    out.push(
-                        self.records
-                            .make(at, &[jid, minion], RecordBody::LateReturn(record)),
-                    );
-                    return;
+                    late
                 }
                 Some(MinionState::Returned | MinionState::Unreadable) => {
                     self.stats.duplicate_returns.inc();
                     return;
                 }
-                None => {} // not targeted: reported, not counted
+                None => false, // not targeted: reported, not counted
+            };
+            if late {
+                out.push(
+                    self.records
+                        .make(at, &[jid, minion], RecordBody::LateReturn(record)),
+                );
+                return;
             }
             let done = job.pending == 0;
             out.push(
@@ -135,12 +128,7 @@ impl JobTracker {
             } else {
                 summary.failed += 1
             }
-            if let Some(n) = summary.missing.get_mut(&reason) {
-                *n -= 1;
-                if *n == 0 {
-                    summary.missing.remove(&reason);
-                }
-            }
+            take_back(&mut summary.missing, reason);
             summary.revision += 1;
             summary.duration_ms = millis_between(summary.published_at, at);
             summary.first_return_ms.get_or_insert(summary.duration_ms);
@@ -202,5 +190,16 @@ impl JobTracker {
             }
         }
         self.stats.open_jobs.set(self.open.len() as u64);
+    }
+}
+
+/// A missing verdict taken back (its minion answered after all): one fewer
+/// of `reason`, and the reason gone at none.
+fn take_back(missing: &mut BTreeMap<MissingReason, u32>, reason: MissingReason) {
+    if let Some(n) = missing.get_mut(&reason) {
+        *n -= 1;
+        if *n == 0 {
+            missing.remove(&reason);
+        }
     }
 }
