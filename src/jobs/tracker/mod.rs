@@ -609,7 +609,7 @@ impl JobTracker {
         let reason = verdict.reason;
         let (streak, since) = self
             .streaks
-            .missed_at(minion, reason, Some(job.published_at))
+            .missed(minion, reason, job.published_at)
             .unwrap_or_else(|| {
                 self.stats.minions_not_followed.inc();
                 (1, None)
