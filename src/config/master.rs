@@ -54,7 +54,8 @@ pub struct MasterBusSettings {
     /// (ZeroMQ's publisher; Salt's `connected_ids` reads connections to it).
     pub publish_port: u16,
     /// `minion_data_cache` (default on): the master keeps each minion's
-    /// grains under `<cachedir>/minions`, which maps a connection to a minion.
+    /// grains in its data cache (`<cachedir>/grains` on Salt 3007+,
+    /// `<cachedir>/minions` on 3006), which maps a connection to a minion.
     pub minion_data_cache: bool,
     /// `transport` (`zeromq`, `tcp`, `ws`), as written; `zeromq` when unset.
     pub transport: String,

@@ -52,16 +52,15 @@ pub fn encode(encoding: Encoding, record: &Record, json: &[u8], out: &mut Vec<u8
 /// One row of the `records` table. Empty strings and zeros where a kind has no
 /// such field (ClickHouse columns are not Nullable here: cheaper, and `''` reads
 /// as plainly as NULL in these queries).
-#[derive(Serialize, Default)]
+#[derive(Serialize)]
 struct Row<'a> {
     id: &'a str,
     kind: &'a str,
     schema_version: u32,
     master: &'a str,
     at_micros: i64,
-    /// The same time as RFC 3339 text, for `DateTime64(6)` columns (always set;
-    /// an `Option` only so the row has a `Default`).
-    at: Option<Stamp>,
+    /// The same time as RFC 3339 text, for `DateTime64(6)` columns.
+    at: Stamp,
     jid: &'a str,
     minion: &'a str,
     fun: &'a str,
@@ -100,7 +99,7 @@ fn clickhouse_row(record: &Record, json: &[u8], out: &mut Vec<u8>) {
         schema_version: record.schema_version,
         master: &record.master,
         at_micros: record.at.0,
-        at: Some(record.at),
+        at: record.at,
         jid: keys.jid,
         minion: keys.minion,
         fun: keys.fun,
