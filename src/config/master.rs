@@ -427,6 +427,51 @@ mod tests {
         assert!(MasterBusSettings::load(&dir.path().join("master"), false).is_err());
     }
 
+    /// What the connections presence reads: the publish port (quoted or
+    /// not), minion_data_cache (YAML 1.1 words too), the transport; Salt's
+    /// defaults when unset, and a clear error for a value that is not one.
+    #[test]
+    fn publish_port_minion_data_cache_and_transport() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("master");
+        let settings = MasterBusSettings::load(&path, true).unwrap();
+        assert_eq!(
+            (
+                settings.publish_port,
+                settings.minion_data_cache,
+                settings.transport.as_str()
+            ),
+            (4505, true, "zeromq")
+        );
+        std::fs::write(
+            &path,
+            "publish_port: \"14505\"\nminion_data_cache: no\ntransport: tcp\n",
+        )
+        .unwrap();
+        let settings = MasterBusSettings::load(&path, false).unwrap();
+        assert_eq!(
+            (
+                settings.publish_port,
+                settings.minion_data_cache,
+                settings.transport.as_str()
+            ),
+            (14505, false, "tcp")
+        );
+        std::fs::write(&path, "publish_port: 0\n").unwrap();
+        let error = MasterBusSettings::load(&path, false)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("`publish_port` 0 is not a port"), "{error}");
+        std::fs::write(&path, "minion_data_cache: sometimes\n").unwrap();
+        let error = MasterBusSettings::load(&path, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("`minion_data_cache` must be True or False"),
+            "{error}"
+        );
+    }
+
     #[test]
     fn root_dir_sock_dir_and_includes_in_order() {
         let dir = tempfile::tempdir().unwrap();
