@@ -129,41 +129,31 @@ pub fn show(r: &JobRecap, style: Style, out: &mut dyn Write) -> std::io::Result<
             )?;
         }
     }
-    for i in &r.incidents {
+    for i in r.incidents.iter().map(|i| &i.body) {
         writeln!(
             out,
             "{} {} ({}): {} minions, {} jobs, {} since {}",
             b("External incident"),
-            i["target"].as_str().unwrap_or_default(),
-            i["category"].as_str().unwrap_or_default(),
-            i["minions"],
-            i["jobs"],
-            i["status"].as_str().unwrap_or_default(),
-            when(i["first_seen"].as_str().unwrap_or_default()),
+            i.target,
+            i.category,
+            i.minions,
+            i.jobs,
+            i.status,
+            when(&i.first_seen.to_string()),
         )?;
     }
-    if let Some(p) = &r.pressure {
-        let signals: Vec<String> = p["signals"]
-            .as_array()
-            .map(|s| {
-                s.iter()
-                    .map(|f| {
-                        format!(
-                            "{} {:.2} (over {})",
-                            f["signal"].as_str().unwrap_or_default(),
-                            f["value"].as_f64().unwrap_or(0.0),
-                            f["threshold"]
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+    if let Some(p) = r.pressure.as_ref().map(|p| &p.body) {
+        let signals: Vec<String> = p
+            .signals
+            .iter()
+            .map(|f| format!("{} {:.2} (over {:?})", f.signal, f.value, f.threshold))
+            .collect();
         writeln!(
             out,
             "{} {} from {}: {}",
             b("The master was saturated"),
-            p["pressure"].as_str().unwrap_or_default(),
-            when(p["opened_at"].as_str().unwrap_or_default()),
+            p.pressure,
+            when(&p.opened_at.to_string()),
             signals.join(", ")
         )?;
     }

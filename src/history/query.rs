@@ -2,16 +2,24 @@
 //! jobs in a time range, failures across jobs, one minion's story. Each is a
 //! plain serialisable value (the `--json` form); `cli` draws the tables.
 //!
-//! Records are read back as their JSON; a record kind's revisions (a job
-//! amended by late returns, a group re-emitted) are collapsed to the latest.
+//! Rows are decoded into the record types that wrote them ([`Stored`]), so a
+//! renamed record field is renamed here too, and a field the writer no longer
+//! gives fails the round-trip test rather than an answer. A kind's revisions
+//! (a job amended by late returns, a group re-emitted) are collapsed to the
+//! latest.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use rusqlite::params_from_iter;
-use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{HistoryError, Store};
+use crate::record::{
+    ExternalIncident, FailureGroup, IntroducedBy, JobCompleted, JobPublished, MasterPressure,
+    MinionMissing, MinionReturn, RecordKind, RenderFailure, StateFailure,
+};
 use crate::time::Stamp;
 
 /// Jobs a `jobs` listing shows at most.
@@ -19,13 +27,49 @@ pub const MAX_JOBS: usize = 10_000;
 /// Records one query reads at most (a job of 100,000 minions has as many).
 pub const MAX_ROWS: usize = 2_000_000;
 
+/// A record read back from the history: what every kind carries, and its
+/// body as the type that wrote it. Serialises as the record did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stored<T> {
+    pub kind: RecordKind,
+    pub schema_version: u32,
+    pub id: String,
+    pub master: String,
+    pub at: Stamp,
+    #[serde(flatten)]
+    pub body: T,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
+}
+
+/// The rows of one query, their JSON kept by kind until a kind is decoded.
+struct Rows(Vec<(RecordKind, String)>);
+
+impl Rows {
+    /// The rows of `kind`, decoded, in the query's order. A row that does not
+    /// decode (written by another version, or damaged) is left out and logged.
+    fn of<T: DeserializeOwned>(&self, kind: RecordKind) -> Vec<Stored<T>> {
+        self.0
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .filter_map(|(_, json)| decode(kind, json))
+            .collect()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+fn decode<T: DeserializeOwned>(kind: RecordKind, json: &str) -> Option<Stored<T>> {
+    serde_json::from_str(json)
+        .inspect_err(|error| tracing::warn!(%kind, %error, "history row not read"))
+        .ok()
+}
+
 impl Store {
-    /// `(kind, record)` of the rows `sql` selects (its first two columns).
-    fn rows(
-        &self,
-        sql: &str,
-        args: &[&dyn rusqlite::ToSql],
-    ) -> Result<Vec<(String, Value)>, HistoryError> {
+    /// The rows `sql` selects (its first two columns: kind, record).
+    fn rows(&self, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Rows, HistoryError> {
         let sql_error = |source| HistoryError::Sql {
             path: self.path.clone(),
             source,
@@ -38,25 +82,58 @@ impl Store {
             .map_err(sql_error)?;
         let mut out = Vec::new();
         for row in rows.take(MAX_ROWS) {
-            let (kind, text) = row.map_err(sql_error)?;
-            if let Ok(value) = serde_json::from_str(&text) {
-                out.push((kind, value));
+            let (kind, json) = row.map_err(sql_error)?;
+            match kind.parse::<RecordKind>() {
+                Ok(kind) => out.push((kind, json)),
+                Err(_) => tracing::warn!(%kind, "history row of an unknown kind not read"),
             }
         }
-        Ok(out)
+        Ok(Rows(out))
     }
 }
 
-fn text(v: &Value, key: &str) -> String {
-    v[key].as_str().unwrap_or_default().to_owned()
+/// A record kind whose later revisions replace the earlier.
+trait Revised {
+    fn revision(&self) -> u32;
 }
 
-fn number(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or(0)
+impl Revised for JobCompleted {
+    fn revision(&self) -> u32 {
+        self.revision
+    }
+}
+impl Revised for FailureGroup {
+    fn revision(&self) -> u32 {
+        self.revision
+    }
+}
+impl Revised for ExternalIncident {
+    fn revision(&self) -> u32 {
+        self.revision
+    }
+}
+impl Revised for MasterPressure {
+    fn revision(&self) -> u32 {
+        self.revision
+    }
 }
 
-fn revision(v: &Value) -> u64 {
-    number(v, "revision")
+/// The latest revision of each record `key` names, in key order.
+fn latest_by<T: Revised, K: Ord>(
+    records: Vec<Stored<T>>,
+    key: impl Fn(&Stored<T>) -> K,
+) -> Vec<Stored<T>> {
+    let mut latest: BTreeMap<K, Stored<T>> = BTreeMap::new();
+    for r in records {
+        let k = key(&r);
+        if latest
+            .get(&k)
+            .is_none_or(|old| r.body.revision() >= old.body.revision())
+        {
+            latest.insert(k, r);
+        }
+    }
+    latest.into_values().collect()
 }
 
 /// One minion that did not return, and why.
@@ -125,9 +202,9 @@ pub struct JobRecap {
     pub groups: Vec<Group>,
     pub renders: Vec<Render>,
     /// The external incidents its failures are part of (their last revision).
-    pub incidents: Vec<Value>,
+    pub incidents: Vec<Stored<ExternalIncident>>,
     /// The master pressure episode it overlapped (its last revision).
-    pub pressure: Option<Value>,
+    pub pressure: Option<Stored<MasterPressure>>,
 }
 
 /// One line of `saltsight jobs`.
@@ -196,168 +273,152 @@ pub struct MinionFailure {
     pub last: String,
 }
 
-fn introduced(v: &Value) -> Option<String> {
-    let i = &v["introduced_by"];
-    i["id"]
-        .as_str()
-        .map(|id| format!("{} {}", &id[..id.len().min(10)], text(i, "subject")))
+/// `id subject` of the commit, the id cut to 10.
+fn introduced(by: Option<&IntroducedBy>) -> Option<String> {
+    by.map(|i| {
+        let id = &i.commit.id;
+        format!("{} {}", id.get(..10).unwrap_or(id), i.commit.subject)
+    })
 }
 
-/// The latest revision of each record `key` names.
-fn latest_by<'a>(
-    records: impl Iterator<Item = &'a Value>,
-    key: impl Fn(&Value) -> String,
-) -> Vec<&'a Value> {
-    let mut latest: BTreeMap<String, &Value> = BTreeMap::new();
-    for r in records {
-        let k = key(r);
-        if latest
-            .get(&k)
-            .is_none_or(|old| revision(r) >= revision(old))
-        {
-            latest.insert(k, r);
-        }
-    }
-    latest.into_values().collect()
+fn target_of(published: Option<&Stored<JobPublished>>) -> String {
+    published.map(|p| p.body.tgt.join(",")).unwrap_or_default()
 }
 
-fn target_of(published: Option<&Value>) -> String {
-    published
-        .map(|p| {
-            let tgt: Vec<&str> = p["tgt"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            tgt.join(",")
+/// The job's positional arguments as the recap shows them (kwargs left out).
+fn positional(arg: Option<&Value>) -> Vec<String> {
+    arg.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter(|v| !v.is_object())
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .collect()
         })
         .unwrap_or_default()
 }
 
 /// The job `jid` as the history has it (`None`: nothing of it).
 pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
-    let records = store.rows(
+    let rows = store.rows(
         "SELECT kind, record FROM records WHERE jid = ?1 ORDER BY at, rowid",
         &[&jid],
     )?;
-    if records.is_empty() {
+    if rows.is_empty() {
         return Ok(None);
     }
-    let of = |kind: &'static str| {
-        records
-            .iter()
-            .filter(move |(k, _)| k == kind)
-            .map(|(_, v)| v)
-    };
-    let published = of("job_published").next();
-    let completed = latest_by(of("job_completed"), |_| String::new()).pop();
+    let published = rows
+        .of::<JobPublished>(RecordKind::JobPublished)
+        .into_iter()
+        .next();
+    let completed = latest_by(rows.of::<JobCompleted>(RecordKind::JobCompleted), |_| ()).pop();
     let mut succeeded = BTreeSet::new();
     let mut failed = BTreeSet::new();
-    for r in of("minion_return").chain(of("late_return")) {
-        let minion = text(r, "minion");
-        if r["succeeded"] == true {
+    let returns = rows.of::<MinionReturn>(RecordKind::MinionReturn);
+    let late = rows.of::<MinionReturn>(RecordKind::LateReturn);
+    for r in returns.into_iter().chain(late) {
+        let minion = r.body.minion;
+        if r.body.succeeded {
             failed.remove(&minion);
             succeeded.insert(minion);
         } else {
             failed.insert(minion);
         }
     }
-    let missing: Vec<Missing> = of("minion_missing")
-        .filter(|m| !succeeded.contains(&text(m, "minion")) && !failed.contains(&text(m, "minion")))
+    let missing: Vec<Missing> = rows
+        .of::<MinionMissing>(RecordKind::MinionMissing)
+        .into_iter()
+        .map(|m| m.body)
+        .filter(|m| !succeeded.contains(&m.minion) && !failed.contains(&m.minion))
         .map(|m| Missing {
-            minion: text(m, "minion"),
-            reason: text(m, "reason"),
-            evidence: text(m, "evidence"),
-            disconnected_at: m["disconnected_at"].as_str().map(str::to_owned),
-            address: m["address"].as_str().map(str::to_owned),
-            streak: number(m, "streak"),
-            missing_since: m["missing_since"].as_str().map(str::to_owned),
+            reason: m.reason.to_string(),
+            evidence: m.evidence.to_string(),
+            disconnected_at: m.disconnected_at.map(|t| t.to_string()),
+            address: m.address,
+            streak: u64::from(m.streak),
+            missing_since: m.missing_since.map(|t| t.to_string()),
+            minion: m.minion,
         })
         .collect();
-    let groups: Vec<Group> = latest_by(of("failure_group"), |g| text(g, "fingerprint"))
-        .into_iter()
-        .filter(|g| g["state_id"].is_string())
-        .map(|g| Group {
-            fingerprint: text(g, "fingerprint"),
-            count: number(g, "count"),
-            minions: g["minions"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|m| m.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            sls: text(g, "sls"),
-            state_id: text(g, "state_id"),
-            function: text(g, "function"),
-            category: text(g, "category"),
-            comment: text(g, "comment"),
-            introduced_by: introduced(g),
-            incident: g["incident"].as_str().map(str::to_owned),
-            stderr: g["output"]["stderr"]
-                .as_str()
+    let groups: Vec<Group> = latest_by(rows.of::<FailureGroup>(RecordKind::FailureGroup), |g| {
+        g.body.fingerprint.clone()
+    })
+    .into_iter()
+    .map(|g| g.body)
+    .filter_map(|g| {
+        Some(Group {
+            state_id: g.state_id?,
+            introduced_by: introduced(g.correlation.introduced_by.as_ref()),
+            stderr: g
+                .output
+                .stderr
+                .as_deref()
                 .and_then(|e| e.lines().rev().find(|l| !l.trim().is_empty()))
                 .map(str::to_owned),
+            fingerprint: g.fingerprint,
+            count: u64::from(g.count),
+            minions: g.minions,
+            sls: g.sls.unwrap_or_default(),
+            function: g.function.unwrap_or_default(),
+            category: g.cause.category.to_string(),
+            comment: g.comment,
+            incident: g.incident,
         })
-        .collect();
-    let renders: Vec<Render> = of("render_failure")
+    })
+    .collect();
+    let renders: Vec<Render> = rows
+        .of::<RenderFailure>(RecordKind::RenderFailure)
+        .into_iter()
         .map(|r| Render {
-            minion: text(r, "minion"),
-            sls: text(r, "sls"),
-            line: r["line"].as_u64(),
-            message: text(r, "message"),
+            minion: r.body.minion,
+            sls: r.body.sls.unwrap_or_default(),
+            line: r.body.line.map(u64::from),
+            message: r.body.message,
         })
         .collect();
     let incident_ids: BTreeSet<String> = groups
         .iter()
         .filter_map(|g| g.incident.clone())
-        .chain(of("state_failure").filter_map(|f| f["incident"].as_str().map(str::to_owned)))
+        .chain(
+            rows.of::<StateFailure>(RecordKind::StateFailure)
+                .into_iter()
+                .filter_map(|f| f.body.incident),
+        )
         .collect();
-    let incidents = episodes(store, "external_incident", &incident_ids)?;
+    let incidents = episodes::<ExternalIncident>(store, RecordKind::ExternalIncident, &incident_ids)?;
     let pressure_id = completed
-        .and_then(|c| c["during_master_pressure"].as_str())
-        .map(str::to_owned);
-    let pressure = episodes(store, "master_pressure", &pressure_id.into_iter().collect())?.pop();
+        .as_ref()
+        .and_then(|c| c.body.during_master_pressure.clone());
+    let pressure = episodes::<MasterPressure>(
+        store,
+        RecordKind::MasterPressure,
+        &pressure_id.into_iter().collect(),
+    )?
+    .pop();
+    let p = published.as_ref().map(|p| &p.body);
+    let c = completed.as_ref().map(|c| &c.body);
+    let context = p.map(|p| &p.context).or(c.map(|c| &c.context));
     let mut recap = JobRecap {
         jid: jid.to_owned(),
-        fun: published
-            .or(completed)
-            .map(|p| text(p, "fun"))
+        fun: p
+            .map(|p| p.fun.clone())
+            .or(c.map(|c| c.fun.clone()))
             .unwrap_or_default(),
-        args: published
-            .and_then(|p| p["arg"].as_array())
-            .map(|a| {
-                a.iter()
-                    .filter(|v| !v.is_object())
-                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        target: target_of(published),
-        user: published.map(|p| text(p, "user")).unwrap_or_default(),
-        run_kind: published
-            .or(completed)
-            .map(|p| text(p, "run_kind"))
-            .unwrap_or_default(),
-        test: published.or(completed).is_some_and(|p| p["test"] == true),
-        metadata: completed
-            .and_then(|c| c.get("metadata").cloned())
-            .or_else(|| published.and_then(|p| p.get("metadata").cloned())),
-        commits: published
-            .and_then(|p| p["commits"].as_object())
-            .map(|c| {
-                c.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        published_at: published.map(|p| text(p, "at")),
-        duration_ms: completed.and_then(|c| c["duration_ms"].as_u64()),
-        expected: completed
-            .map(|c| number(c, "expected"))
-            .or_else(|| published.map(|p| number(p, "expected_count")))
-            .unwrap_or(0),
-        open: completed.is_none(),
+        args: positional(p.and_then(|p| p.arg.as_ref())),
+        target: target_of(published.as_ref()),
+        user: p.and_then(|p| p.user.clone()).unwrap_or_default(),
+        run_kind: context.map(|x| x.run_kind.to_string()).unwrap_or_default(),
+        test: context.is_some_and(|x| x.test),
+        metadata: c
+            .and_then(|c| c.context.metadata.clone())
+            .or_else(|| p.and_then(|p| p.context.metadata.clone())),
+        commits: p.map(|p| p.commits.clone()).unwrap_or_default(),
+        published_at: published.as_ref().map(|p| p.at.to_string()),
+        duration_ms: c.map(|c| c.duration_ms),
+        expected: c
+            .map(|c| c.expected)
+            .or(p.map(|p| p.expected_count))
+            .map_or(0, u64::from),
+        open: c.is_none(),
         succeeded: succeeded.into_iter().collect(),
         failed: failed.into_iter().collect(),
         missing,
@@ -375,16 +436,18 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
 }
 
 /// The last revision of each episode (`kind`, by id) of `ids`.
-fn episodes(store: &Store, kind: &str, ids: &BTreeSet<String>) -> Result<Vec<Value>, HistoryError> {
+fn episodes<T: Revised + DeserializeOwned>(
+    store: &Store,
+    kind: RecordKind,
+    ids: &BTreeSet<String>,
+) -> Result<Vec<Stored<T>>, HistoryError> {
     let mut out = Vec::new();
     for id in ids {
         let revisions = store.rows(
             "SELECT kind, record FROM records WHERE kind = ?1 AND fingerprint = ?2",
-            &[&kind, id],
+            &[&kind.as_str(), id],
         )?;
-        if let Some(last) = latest_by(revisions.iter().map(|(_, v)| v), |_| String::new()).pop() {
-            out.push(last.clone());
-        }
+        out.extend(latest_by(revisions.of::<T>(kind), |_| ()).pop());
     }
     Ok(out)
 }
@@ -401,54 +464,65 @@ pub struct JobFilter {
 /// Jobs published or completed since `filter.since`, newest first.
 pub fn jobs(store: &Store, filter: &JobFilter) -> Result<Vec<JobLine>, HistoryError> {
     let since = filter.since.map_or(i64::MIN, |s| s.0);
-    let records = store.rows(
+    let rows = store.rows(
         "SELECT kind, record FROM records WHERE kind IN ('job_published', 'job_completed') AND at >= ?1 ORDER BY at, rowid",
         &[&since],
     )?;
-    let mut published: HashMap<String, &Value> = HashMap::new();
-    let mut completed: HashMap<String, &Value> = HashMap::new();
+    // Each jid in the order it first appears, with its publication and its
+    // latest completion.
     let mut order: Vec<String> = Vec::new();
-    for (kind, r) in &records {
-        let jid = text(r, "jid");
-        let first = !published.contains_key(&jid) && !completed.contains_key(&jid);
-        if first {
-            order.push(jid.clone());
-        }
-        match kind.as_str() {
-            "job_published" => {
-                published.insert(jid, r);
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut published: HashMap<String, Stored<JobPublished>> = HashMap::new();
+    let mut completed: HashMap<String, JobCompleted> = HashMap::new();
+    for (kind, json) in &rows.0 {
+        let jid = match kind {
+            RecordKind::JobPublished => {
+                let Some(p) = decode::<JobPublished>(*kind, json) else {
+                    continue;
+                };
+                let jid = p.body.jid.clone();
+                published.insert(jid.clone(), p);
+                jid
             }
             _ => {
+                let Some(c) = decode::<JobCompleted>(*kind, json) else {
+                    continue;
+                };
+                let jid = c.body.jid.clone();
                 if completed
                     .get(&jid)
-                    .is_none_or(|c| revision(r) >= revision(c))
+                    .is_none_or(|old| c.body.revision >= old.revision)
                 {
-                    completed.insert(jid, r);
+                    completed.insert(jid.clone(), c.body);
                 }
+                jid
             }
+        };
+        if seen.insert(jid.clone()) {
+            order.push(jid);
         }
     }
     let mut lines = Vec::new();
     for jid in order.iter().rev() {
-        let (p, c) = (published.get(jid).copied(), completed.get(jid).copied());
-        let any = p.or(c).expect("every listed jid has a record");
-        let missing: u64 = c
-            .and_then(|c| c["missing"].as_object())
-            .map(|m| m.values().filter_map(Value::as_u64).sum())
-            .unwrap_or(0);
+        let (stored, c) = (published.get(jid), completed.get(jid));
+        let p = stored.map(|p| &p.body);
         let line = JobLine {
             jid: jid.clone(),
-            at: p.map_or_else(|| text(any, "published_at"), |p| text(p, "at")),
-            fun: text(any, "fun"),
-            user: p.map(|p| text(p, "user")).unwrap_or_default(),
-            target: target_of(p),
+            at: match (stored, c) {
+                (Some(p), _) => p.at.to_string(),
+                (None, Some(c)) => c.published_at.to_string(),
+                (None, None) => continue,
+            },
+            fun: p.map_or_else(|| c.map(|c| c.fun.clone()).unwrap_or_default(), |p| p.fun.clone()),
+            user: p.and_then(|p| p.user.clone()).unwrap_or_default(),
+            target: p.map(|p| p.tgt.join(",")).unwrap_or_default(),
             expected: c
-                .map(|c| number(c, "expected"))
-                .or_else(|| p.map(|p| number(p, "expected_count")))
-                .unwrap_or(0),
-            returned: c.map(|c| number(c, "returned")).unwrap_or(0),
-            failed: c.map(|c| number(c, "failed")).unwrap_or(0),
-            missing,
+                .map(|c| c.expected)
+                .or(p.map(|p| p.expected_count))
+                .map_or(0, u64::from),
+            returned: c.map_or(0, |c| u64::from(c.returned)),
+            failed: c.map_or(0, |c| u64::from(c.failed)),
+            missing: c.map_or(0, |c| c.missing.values().copied().map(u64::from).sum()),
             open: c.is_none(),
         };
         let keep = (!filter.failed_only || line.failed > 0 || line.missing > 0)
@@ -467,40 +541,40 @@ pub fn jobs(store: &Store, filter: &JobFilter) -> Result<Vec<JobLine>, HistoryEr
 /// Failure groups since `since`, by fingerprint, most minions first.
 pub fn failures(store: &Store, since: Option<Stamp>) -> Result<Vec<FailureLine>, HistoryError> {
     let since = since.map_or(i64::MIN, |s| s.0);
-    let records = store.rows(
+    let rows = store.rows(
         "SELECT kind, record FROM records WHERE kind = 'failure_group' AND at >= ?1 ORDER BY at, rowid",
         &[&since],
     )?;
-    let latest = latest_by(records.iter().map(|(_, v)| v), |g| {
-        format!("{} {}", text(g, "jid"), text(g, "fingerprint"))
+    let latest = latest_by(rows.of::<FailureGroup>(RecordKind::FailureGroup), |g| {
+        (g.body.jid.clone(), g.body.fingerprint.clone())
     });
     let mut by_fingerprint: BTreeMap<String, FailureLine> = BTreeMap::new();
     let mut jobs: HashMap<String, BTreeSet<String>> = HashMap::new();
     for g in latest {
-        let fingerprint = text(g, "fingerprint");
-        let at = text(g, "at");
+        let at = g.at.to_string();
+        let g = g.body;
         let line = by_fingerprint
-            .entry(fingerprint.clone())
+            .entry(g.fingerprint.clone())
             .or_insert_with(|| FailureLine {
-                fingerprint: fingerprint.clone(),
-                category: text(g, "category"),
-                sls: text(g, "sls"),
-                state_id: text(g, "state_id"),
-                function: text(g, "function"),
-                comment: text(g, "comment"),
+                fingerprint: g.fingerprint.clone(),
+                category: g.cause.category.to_string(),
+                sls: g.sls.clone().unwrap_or_default(),
+                state_id: g.state_id.clone().unwrap_or_default(),
+                function: g.function.clone().unwrap_or_default(),
+                comment: g.comment.clone(),
                 minions: 0,
                 jobs: 0,
                 first_seen: at.clone(),
                 last_seen: at.clone(),
                 introduced_by: None,
             });
-        line.minions += number(g, "count");
+        line.minions += u64::from(g.count);
         line.first_seen = line.first_seen.clone().min(at.clone());
         line.last_seen = line.last_seen.clone().max(at);
-        if let Some(i) = introduced(g) {
+        if let Some(i) = introduced(g.correlation.introduced_by.as_ref()) {
             line.introduced_by = Some(i);
         }
-        jobs.entry(fingerprint).or_default().insert(text(g, "jid"));
+        jobs.entry(g.fingerprint).or_default().insert(g.jid);
     }
     let mut lines: Vec<FailureLine> = by_fingerprint
         .into_values()
@@ -523,11 +597,11 @@ pub fn minion(
     minion: &str,
     limit: usize,
 ) -> Result<Option<MinionView>, HistoryError> {
-    let records = store.rows(
+    let rows = store.rows(
         "SELECT kind, record FROM records WHERE minion = ?1 ORDER BY at DESC, rowid DESC",
         &[&minion],
     )?;
-    if records.is_empty() {
+    if rows.is_empty() {
         return Ok(None);
     }
     let mut view = MinionView {
@@ -542,53 +616,64 @@ pub fn minion(
     let mut seen_jobs = BTreeSet::new();
     let mut streak_known = false;
     let mut failures: BTreeMap<String, MinionFailure> = BTreeMap::new();
-    for (kind, r) in &records {
-        let (jid, fun, at) = (text(r, "jid"), text(r, "fun"), text(r, "at"));
-        match kind.as_str() {
-            "minion_return" | "late_return" => {
-                let ok = r["succeeded"] == true;
-                if ok {
+    // Newest first, across kinds: the streak is the newest verdict's.
+    for (kind, json) in &rows.0 {
+        match kind {
+            RecordKind::MinionReturn | RecordKind::LateReturn => {
+                let Some(r) = decode::<MinionReturn>(*kind, json) else {
+                    continue;
+                };
+                let (at, fun) = (r.at.to_string(), r.body.fun.unwrap_or_default());
+                if r.body.succeeded {
                     view.last_success.entry(fun.clone()).or_insert(at.clone());
                 }
                 streak_known = true;
-                if view.jobs.len() < limit && seen_jobs.insert(jid.clone()) {
-                    let outcome = if ok { "succeeded" } else { "failed" };
+                if view.jobs.len() < limit && seen_jobs.insert(r.body.jid.clone()) {
+                    let outcome = if r.body.succeeded { "succeeded" } else { "failed" };
                     view.jobs.push(MinionJob {
-                        jid,
+                        jid: r.body.jid,
                         fun,
                         outcome: outcome.into(),
                         at,
                     });
                 }
             }
-            "minion_missing" => {
-                let reason = text(r, "reason");
+            RecordKind::MinionMissing => {
+                let Some(m) = decode::<MinionMissing>(*kind, json) else {
+                    continue;
+                };
+                let reason = m.body.reason.to_string();
                 *view.missing_reasons.entry(reason.clone()).or_default() += 1;
                 if !streak_known {
-                    view.streak = number(r, "streak");
-                    view.missing_since = r["missing_since"].as_str().map(str::to_owned);
+                    view.streak = u64::from(m.body.streak);
+                    view.missing_since = m.body.missing_since.map(|t| t.to_string());
                     streak_known = true;
                 }
-                if view.jobs.len() < limit && seen_jobs.insert(jid.clone()) {
+                if view.jobs.len() < limit && seen_jobs.insert(m.body.jid.clone()) {
                     view.jobs.push(MinionJob {
-                        jid,
-                        fun,
+                        jid: m.body.jid,
+                        fun: m.body.fun,
                         outcome: reason,
-                        at,
+                        at: m.at.to_string(),
                     });
                 }
             }
-            "state_failure" => {
-                let f = failures
-                    .entry(text(r, "fingerprint"))
+            RecordKind::StateFailure => {
+                let Some(f) = decode::<StateFailure>(*kind, json) else {
+                    continue;
+                };
+                let at = f.at.to_string();
+                let f = f.body;
+                let seen = failures
+                    .entry(f.fingerprint.clone())
                     .or_insert_with(|| MinionFailure {
-                        fingerprint: text(r, "fingerprint"),
-                        state: format!("{}:{}", text(r, "sls"), text(r, "state_id")),
-                        category: text(r, "category"),
+                        state: format!("{}:{}", f.sls, f.state_id),
+                        category: f.cause.category.to_string(),
+                        fingerprint: f.fingerprint,
                         times: 0,
-                        last: at.clone(),
+                        last: at,
                     });
-                f.times += 1;
+                seen.times += 1;
             }
             _ => {}
         }

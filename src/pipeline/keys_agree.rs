@@ -1,7 +1,8 @@
 //! One mapping per fact, checked: every record the captures replay to is
 //! written by the history and by the ClickHouse encoding with the same query
 //! columns (jid, minion, function, fingerprint, commit), since both read
-//! `Record::keys`.
+//! `Record::keys`; and every kind the history answers from reads back, typed,
+//! as the record that wrote it.
 
 use std::collections::BTreeSet;
 
@@ -10,7 +11,8 @@ use super::stages::tests::config;
 use crate::bus::BusMessage;
 use crate::bus::recording::RecordingReader;
 use crate::history::Row;
-use crate::record::Record;
+use crate::history::query::Stored;
+use crate::record::{Record, RecordBody};
 use crate::sink::encode::{Encoding, encode, ndjson};
 use crate::time::Stamp;
 
@@ -103,4 +105,46 @@ fn the_history_and_clickhouse_write_the_same_query_columns_for_every_record() {
     ] {
         assert!(kinds.contains(kind), "no {kind} in the captures: {kinds:?}");
     }
+}
+
+/// `json` read back as the history reads it, and compared with what wrote it.
+fn reads_back<T>(record: &Record, json: &[u8], body: &T)
+where
+    T: serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let stored: Stored<T> = serde_json::from_slice(json)
+        .unwrap_or_else(|e| panic!("{} {} does not read back: {e}", record.kind, record.id));
+    assert_eq!(&stored.body, body, "{} {}", record.kind, record.id);
+    assert_eq!(
+        (stored.kind, &stored.id, stored.at, &stored.redacted),
+        (record.kind, &record.id, record.at, &record.redacted)
+    );
+}
+
+#[test]
+fn every_record_the_history_answers_from_reads_back_as_it_was_written() {
+    let records = records_of_every_capture();
+    let mut read = BTreeSet::new();
+    for record in &records {
+        let mut json = Vec::new();
+        ndjson(record, &mut json);
+        match &record.body {
+            RecordBody::JobPublished(b) => reads_back(record, &json, b),
+            RecordBody::MinionReturn(b) | RecordBody::LateReturn(b) => {
+                reads_back(record, &json, b);
+            }
+            RecordBody::MinionMissing(b) => reads_back(record, &json, b),
+            RecordBody::JobCompleted(b) => reads_back(record, &json, b),
+            RecordBody::StateFailure(b) => reads_back(record, &json, b),
+            RecordBody::RenderFailure(b) => reads_back(record, &json, b),
+            RecordBody::FailureGroup(b) => reads_back(record, &json, b),
+            RecordBody::ExternalIncident(b) => reads_back(record, &json, b),
+            RecordBody::MasterPressure(b) => reads_back(record, &json, b),
+            RecordBody::BusGap(_)
+            | RecordBody::ConfigChange(_)
+            | RecordBody::Rollout(_) => continue,
+        }
+        read.insert(record.kind);
+    }
+    assert!(read.len() >= 7, "{read:?}");
 }

@@ -141,7 +141,7 @@ pub struct JobContext {
     pub test: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct JobPublished {
     pub jid: String,
     pub fun: String,
@@ -155,17 +155,19 @@ pub struct JobPublished {
     /// The minions targeted, the first [`MAX_LISTED_MINIONS`] of them.
     pub expected: Vec<String>,
     /// How many were targeted (`expected` may list fewer).
+    #[serde(default)]
     pub expected_count: u32,
+    #[serde(default)]
     pub not_connected: Vec<String>,
     pub deadline: Stamp,
     #[serde(flatten)]
     pub context: JobContext,
     /// HEAD of each watched git checkout when the job was published.
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub commits: std::collections::BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct StateCounts {
     pub ok: u32,
     pub changed: u32,
@@ -174,7 +176,7 @@ pub struct StateCounts {
     pub would_change: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct MinionReturn {
     pub jid: String,
     pub minion: String,
@@ -212,7 +214,7 @@ crate::label_set! {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct MinionMissing {
     pub jid: String,
     pub minion: String,
@@ -229,6 +231,7 @@ pub struct MinionMissing {
     pub address: Option<String>,
     /// Jobs in a row (this one included) this minion was expected in and did
     /// not answer; `unknown_gap` verdicts neither count nor break it.
+    #[serde(default)]
     pub streak: u32,
     /// When the first job of the streak was published (a streak of 2 or more).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -375,7 +378,7 @@ pub enum IntroducedBasis {
 
 /// The commits between the last HEAD a state passed under on a minion and the
 /// first HEAD it failed under.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct SuspectCommits {
     pub repo: String,
     pub last_ok: String,
@@ -387,10 +390,10 @@ pub struct SuspectCommits {
 }
 
 /// What the correlator attaches to a failure.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 pub struct Correlation {
     /// HEAD of each watched checkout when the job was published.
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub commits: std::collections::BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub introduced_by: Option<IntroducedBy>,
@@ -420,7 +423,7 @@ impl CommandOutput {
 }
 
 /// A root-cause state of a failed state run on one minion.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct StateFailure {
     pub jid: String,
     pub minion: String,
@@ -440,7 +443,7 @@ pub struct StateFailure {
     /// States that failed only because this one did.
     pub fallout: u32,
     /// The command's exit code and the ends of its stderr and stdout.
-    #[serde(skip_serializing_if = "CommandOutput::is_empty")]
+    #[serde(default, skip_serializing_if = "CommandOutput::is_empty")]
     pub output: CommandOutput,
     pub fingerprint: String,
     /// The open external incident this failure is part of (its target failing
@@ -458,7 +461,7 @@ pub struct StateFailure {
 }
 
 /// An SLS that did not render on one minion.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct RenderFailure {
     pub jid: String,
     pub minion: String,
@@ -468,7 +471,7 @@ pub struct RenderFailure {
     pub line: Option<u32>,
     pub column: Option<u32>,
     /// The SLS is a pillar's (the return said the pillar failed to render).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pillar: bool,
     pub message: String,
     pub message_len: usize,
@@ -482,13 +485,13 @@ pub struct RenderFailure {
 }
 
 /// One failure (a fingerprint) across the minions of one job.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct FailureGroup {
     pub jid: String,
     pub fingerprint: String,
     pub sls: Option<String>,
     /// The SLS is a pillar's (a render failure of the pillar).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pillar: bool,
     pub state_id: Option<String>,
     pub function: Option<String>,
@@ -500,7 +503,7 @@ pub struct FailureGroup {
     /// The comment as fingerprinted.
     pub normalised: String,
     /// The first minion's command output, when the state ran one.
-    #[serde(skip_serializing_if = "CommandOutput::is_empty")]
+    #[serde(default, skip_serializing_if = "CommandOutput::is_empty")]
     pub output: CommandOutput,
     pub count: u32,
     /// The first minions with it, sorted, at most `triage.example_minions`.
@@ -508,6 +511,7 @@ pub struct FailureGroup {
     pub first_seen_jid: String,
     pub first_seen_at: Stamp,
     /// The job's `job_completed` revision this group belongs to.
+    #[serde(default)]
     pub revision: u32,
     /// The external incident its target is part of, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
