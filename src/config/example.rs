@@ -176,6 +176,30 @@ stall_after = "{ro_stall}s"
 # Rollouts open at once per state tree.
 max_open = {ro_open}
 
+[drift]
+# Each change a non-test state run makes is told apart: intentional (the run
+# applied a commit, or an SLS, the minion had not applied yet), corrected (the
+# state had settled under the applied commit and the run changed it back: the
+# system had drifted), unsettled (it changed in the run before too), or
+# never_settles (a state judged non-idempotent). A test=True run that would
+# change a settled state is detected drift. Needs a watched state tree
+# ([correlate]): the commit each run applied.
+enabled = true
+# Runs in a row a state changes in, on one minion under one commit, before it
+# is judged non-idempotent (the first, intentional, counts).
+never_settles_after = 3
+# The share of a job's minions that changed a state again (after a change the
+# run before) at which those changes are unsettled rather than drift.
+fleet_share = 0.5
+# Drifted states a drift record lists; changed states of one return read whole;
+# bytes of a change's summary (a diff's first lines, a package's versions).
+max_states_listed = 20
+max_changed_read = 200
+summary_bytes = 400
+# (minion, state) pairs remembered; jobs whose drift waits for their close.
+max_remembered = 500000
+max_open_jobs = 1000
+
 [history]
 # Every record (redacted, as the outputs get it) is kept on the master in an
 # SQLite store, so that `saltsight job JID`, `jobs`, `failures` and `minion`

@@ -33,6 +33,7 @@ pub struct FileConfig {
     pub pressure: super::pressure::PressureSection,
     #[serde(default)]
     pub rollouts: super::rollouts::RolloutsSection,
+    pub drift: super::drift::DriftSection,
     #[serde(default)]
     pub history: super::history::HistorySection,
     /// `[[output]]`: where records go (default: stdout); each output kind
@@ -133,7 +134,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         table.remove(&key);
         found.push((key, of::<FileConfig>().join(", ")));
     }
-    let sections: [(&str, &[&str]); 14] = [
+    let sections: [(&str, &[&str]); 15] = [
         ("bus", of::<BusSection>()),
         ("jobs", of::<JobsSection>()),
         ("triage", of::<TriageSection>()),
@@ -145,6 +146,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         ("presence", of::<super::presence::PresenceSection>()),
         ("pressure", of::<super::pressure::PressureSection>()),
         ("rollouts", of::<super::rollouts::RolloutsSection>()),
+        ("drift", of::<super::drift::DriftSection>()),
         ("history", of::<super::history::HistorySection>()),
         ("metrics", of::<super::metrics::MetricsSection>()),
         ("redact", of::<super::redact::RedactSection>()),

@@ -3,6 +3,7 @@
 //! ([`master`]) into a validated [`Config`].
 
 pub mod defaults;
+pub mod drift;
 pub mod duration;
 pub mod example;
 pub mod fields;

@@ -28,6 +28,7 @@ pub struct Config {
     pub presence: super::presence::PresenceConfig,
     pub pressure: super::pressure::PressureConfig,
     pub rollouts: super::rollouts::RolloutConfig,
+    pub drift: super::drift::DriftConfig,
     pub history: super::history::HistoryConfig,
     /// `[[output]]` as written (each output kind checks its own; see `load_with`).
     pub outputs: Vec<RawOutput>,

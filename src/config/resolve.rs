@@ -103,6 +103,7 @@ pub fn load_with<T>(
         &mut errors,
     );
     let rollouts = super::rollouts::resolve(&file.rollouts, master.map(|m| m.pki_dir), &mut errors);
+    let drift = super::drift::resolve(&file.drift, &mut errors);
     let raw = raw_outputs(&file.output, &mut errors);
     let resolved = outputs(&raw, &spool, &mut errors);
     let metrics = super::metrics::resolve(
@@ -129,6 +130,7 @@ pub fn load_with<T>(
                 presence,
                 pressure,
                 rollouts,
+                drift,
                 history,
                 outputs: raw,
                 metrics,

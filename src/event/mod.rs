@@ -6,6 +6,7 @@
 //! common case (3008 writes every string as str, and those are borrowed).
 
 pub mod args;
+pub mod changes;
 pub mod cursor;
 pub mod json;
 pub mod payload;

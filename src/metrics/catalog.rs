@@ -22,7 +22,7 @@ use prometheus_client::registry::Registry;
 use crate::bus::GapReason;
 use crate::event::{DecodeReason, TagClass};
 use crate::record::{
-    Category, EpisodeStatus, MissingReason, PressureSignal, Record, RecordBody, RecordKind, RunKind,
+    Category, ChangeKind, EpisodeStatus, SettleStatus, MissingReason, PressureSignal, Record, RecordBody, RecordKind, RunKind,
 };
 
 /// Job durations: seconds to an hour (highstates are long).
@@ -249,6 +249,8 @@ pub struct RecordMetrics {
     pressure_open: Gauge,
     pressure_episodes: [Counter; PressureSignal::COUNT],
     missing_under_pressure: Counter,
+    drifted_states: [Counter; 2],
+    non_idempotent_now: Gauge,
 }
 
 impl RecordMetrics {
@@ -416,6 +418,22 @@ impl RecordMetrics {
                 );
                 counter
             },
+            drifted_states: closed(
+                registry,
+                "saltsight_drifted_states",
+                "States that drifted from the commit their minion had applied: corrected by a run, or detected by a test=True run",
+                "change",
+                ["corrected", "detected"],
+            ),
+            non_idempotent_now: {
+                let gauge = Gauge::default();
+                registry.register(
+                    "saltsight_non_idempotent_states",
+                    "States judged non-idempotent now (they change on every run under one commit; their changes are not drift)",
+                    gauge.clone(),
+                );
+                gauge
+            },
             pressure_open: {
                 let gauge = Gauge::default();
                 registry.register(
@@ -539,6 +557,20 @@ impl RecordMetrics {
                     self.gaps[reason.index()].inc();
                 }
             }
+            RecordBody::Drift(d) => {
+                for state in &d.states {
+                    let change = usize::from(state.change == ChangeKind::Detected);
+                    self.drifted_states[change].inc();
+                }
+            }
+            RecordBody::NonIdempotent(n) => match n.status {
+                SettleStatus::NeverSettles => {
+                    self.non_idempotent_now.inc();
+                }
+                SettleStatus::Settled => {
+                    self.non_idempotent_now.dec();
+                }
+            },
             // Rollouts have their own family set (`metrics::rollouts`).
             RecordBody::JobCompleted(_)
             | RecordBody::FailureGroup(_)

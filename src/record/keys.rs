@@ -160,6 +160,29 @@ impl Record {
                 revision: r.revision,
                 ..Keys::default()
             },
+            RecordBody::Drift(d) => Keys {
+                jid: &d.jid,
+                minion: &d.minion,
+                fun: &d.fun,
+                run_kind: d.context.run_kind.as_str(),
+                context: Some(&d.context),
+                reason: d.change.as_str(),
+                commit: &d.commit,
+                count: count(d.states.len()) + d.states_not_listed,
+                ..Keys::default()
+            },
+            // The state goes in `fingerprint`, `sls:id`: the key its judgements share.
+            RecordBody::NonIdempotent(n) => Keys {
+                jid: &n.jid,
+                minion: &n.minion,
+                reason: n.status.as_str(),
+                sls: &n.sls,
+                state_id: &n.state_id,
+                state_function: &n.function,
+                commit: &n.commit,
+                count: n.minions,
+                ..Keys::default()
+            },
             RecordBody::MasterPressure(p) => Keys {
                 reason: p.status.as_str(),
                 fingerprint: &p.pressure,

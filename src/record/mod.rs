@@ -3,11 +3,13 @@
 //! at-least-once delivery collapse upstream. [`redact`] is the gate every record
 //! passes before any output.
 
+pub mod drift;
 pub mod episodes;
 pub mod keys;
 mod missing;
 pub mod redact;
 pub mod text;
+pub use drift::{ChangeKind, Drift, DriftedState, NonIdempotent, SettleStatus};
 pub use missing::{MissingEvidence, MissingReason};
 
 pub use episodes::{
@@ -58,6 +60,8 @@ pub enum RecordBody {
     ExternalIncident(ExternalIncident),
     MasterPressure(MasterPressure),
     Rollout(Rollout),
+    Drift(Drift),
+    NonIdempotent(NonIdempotent),
 }
 
 crate::label_set! {
@@ -77,6 +81,8 @@ crate::label_set! {
         ExternalIncident = "external_incident",
         MasterPressure = "master_pressure",
         Rollout = "rollout",
+        Drift = "drift",
+        NonIdempotent = "non_idempotent",
     }
 }
 
@@ -96,6 +102,8 @@ impl RecordBody {
             RecordBody::ExternalIncident(_) => RecordKind::ExternalIncident,
             RecordBody::MasterPressure(_) => RecordKind::MasterPressure,
             RecordBody::Rollout(_) => RecordKind::Rollout,
+            RecordBody::Drift(_) => RecordKind::Drift,
+            RecordBody::NonIdempotent(_) => RecordKind::NonIdempotent,
         }
     }
 }

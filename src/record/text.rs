@@ -167,6 +167,40 @@ fn describe(body: &RecordBody, out: &mut String) {
                 String::new()
             }
         ),
+        RecordBody::Drift(d) => write!(
+            out,
+            "{} {} {}{}: {} drifted state(s) under {} {}{}",
+            d.jid,
+            d.minion,
+            d.change.as_str(),
+            test_flag(d.context.test),
+            d.states.len() as u32 + d.states_not_listed,
+            d.repo,
+            short(Some(&d.commit)),
+            d.states
+                .first()
+                .map(|s| format!(
+                    ", first {}:{} ({}) {}",
+                    s.sls,
+                    s.state_id,
+                    s.function,
+                    crate::plain::cut(s.summary.lines().next().unwrap_or_default(), MAX_TEXT)
+                ))
+                .unwrap_or_default()
+        ),
+        RecordBody::NonIdempotent(n) => write!(
+            out,
+            "{}:{} ({}) {}: changed in {} runs in a row on {} under {} {}; {}",
+            n.sls,
+            n.state_id,
+            n.function,
+            n.status.as_str(),
+            n.changed_runs,
+            n.minion,
+            n.repo,
+            short(Some(&n.commit)),
+            n.hint
+        ),
         RecordBody::Rollout(r) => write!(
             out,
             "{} {} {} \"{}\": {}/{} applied, {} failed, {} pending",

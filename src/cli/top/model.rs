@@ -332,7 +332,9 @@ impl Model {
             | RecordBody::ConfigChange(_)
             | RecordBody::ExternalIncident(_)
             | RecordBody::MasterPressure(_)
-            | RecordBody::Rollout(_) => {}
+            | RecordBody::Rollout(_)
+            | RecordBody::Drift(_)
+            | RecordBody::NonIdempotent(_) => {}
         }
     }
 

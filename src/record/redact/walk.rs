@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{Fired, Inner};
 use crate::record::{
-    BusGapRecord, Classification, CommandOutput, Commit, ConfigChange, Correlation,
+    BusGapRecord, Classification, Drift, DriftedState, NonIdempotent, CommandOutput, Commit, ConfigChange, Correlation,
     ExternalIncident, FailureGroup, IntroducedBy, JobCompleted, JobContext, JobPublished,
     MasterPressure, MinionMissing, MinionReturn, Record, RecordBody, RenderFailure, Rollout,
     RolloutFailure, SignalFigure, StateFailure, SuspectCommits,
@@ -94,6 +94,8 @@ impl Scrub for Record {
             RecordBody::ExternalIncident(b) => b.scrub(r, fired),
             RecordBody::MasterPressure(b) => b.scrub(r, fired),
             RecordBody::Rollout(b) => b.scrub(r, fired),
+            RecordBody::Drift(b) => b.scrub(r, fired),
+            RecordBody::NonIdempotent(b) => b.scrub(r, fired),
         }
     }
 }
@@ -441,5 +443,62 @@ impl Scrub for ConfigChange {
             truncated: _,
         } = self;
         scrub_all!(r, fired; repo, path, old, new, commits);
+    }
+}
+
+impl Scrub for DriftedState {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let DriftedState {
+            sls,
+            state_id,
+            function,
+            name,
+            change: _,
+            summary,
+        } = self;
+        scrub_all!(r, fired; sls, state_id, function, name, summary);
+    }
+}
+
+impl Scrub for Drift {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let Drift {
+            jid,
+            minion,
+            fun,
+            change: _,
+            repo: _,
+            commit,
+            states,
+            states_not_listed: _,
+            changed_not_read: _,
+            intentional: _,
+            unsettled: _,
+            never_settles: _,
+            trimmed: _,
+            context,
+        } = self;
+        scrub_all!(r, fired; jid, minion, fun, commit, states, context);
+    }
+}
+
+impl Scrub for NonIdempotent {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let NonIdempotent {
+            sls,
+            state_id,
+            function,
+            name,
+            status: _,
+            hint: _,
+            jid,
+            minion,
+            changed_runs: _,
+            minions: _,
+            repo: _,
+            commit,
+            since: _,
+        } = self;
+        scrub_all!(r, fired; sls, state_id, function, name, jid, minion, commit);
     }
 }
