@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! bus (bytes → frames) → event (frames → typed events)
-//!   → pipeline::Stages: pressure, triage → incident → correlate, jobs (with presence) → correlate, rollouts
+//!   → pipeline::Stages: pressure, triage → incident → correlate, jobs (with presence) → correlate, rollouts, drift
 //!   → record (redacted) → sink | metrics | history
 //! ```
 //!
@@ -16,6 +16,7 @@
 //! - [`correlate`]: failures → the git commits of the state tree, per-minion history, rollouts.
 //! - [`incident`]: external causes grouped by target across minions and jobs.
 //! - [`pressure`]: the master itself saturated (its workers, the bus, its requests).
+//! - [`drift`]: each change a state run makes: a commit's, drift put back or seen, or a state that never settles.
 //! - [`master_processes`]: the salt-master's process tree from `/proc` (CPU, memory, by role).
 //! - [`master_connections`]: which minions hold a connection to the publish port, from `/proc` and the minion data cache.
 //! - [`history`]: the records kept on the master (SQLite), and the answers the query commands give.
@@ -34,6 +35,7 @@ pub mod cli;
 pub mod config;
 pub mod correlate;
 pub mod counter;
+pub mod drift;
 pub mod event;
 pub mod history;
 pub mod incident;

@@ -73,10 +73,25 @@ pub fn resolve(section: &DriftSection, errors: &mut Vec<String>) -> DriftConfig 
         d.never_settles_after as usize,
         2,
     );
-    let max_states_listed = count("max_states_listed", section.max_states_listed, d.max_states_listed, 1);
-    let max_changed_read = count("max_changed_read", section.max_changed_read, d.max_changed_read, 1);
+    let max_states_listed = count(
+        "max_states_listed",
+        section.max_states_listed,
+        d.max_states_listed,
+        1,
+    );
+    let max_changed_read = count(
+        "max_changed_read",
+        section.max_changed_read,
+        d.max_changed_read,
+        1,
+    );
     let summary_bytes = count("summary_bytes", section.summary_bytes, d.summary_bytes, 16);
-    let max_remembered = count("max_remembered", section.max_remembered, d.max_remembered, 1);
+    let max_remembered = count(
+        "max_remembered",
+        section.max_remembered,
+        d.max_remembered,
+        1,
+    );
     let max_open_jobs = count("max_open_jobs", section.max_open_jobs, d.max_open_jobs, 1);
     let fleet_share = match section.fleet_share {
         None => d.fleet_share,
@@ -105,7 +120,10 @@ mod tests {
     #[test]
     fn defaults_and_every_bound_checked() {
         let mut errors = Vec::new();
-        assert_eq!(resolve(&DriftSection::default(), &mut errors), DriftConfig::default());
+        assert_eq!(
+            resolve(&DriftSection::default(), &mut errors),
+            DriftConfig::default()
+        );
         assert!(errors.is_empty());
         let wrong = DriftSection {
             never_settles_after: Some(1),
@@ -117,6 +135,9 @@ mod tests {
         let config = resolve(&wrong, &mut errors);
         assert_eq!(config, DriftConfig::default());
         assert_eq!(errors.len(), 4, "{errors:?}");
-        assert!(errors[0].contains("drift.never_settles_after"), "{errors:?}");
+        assert!(
+            errors[0].contains("drift.never_settles_after"),
+            "{errors:?}"
+        );
     }
 }

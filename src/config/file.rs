@@ -33,6 +33,7 @@ pub struct FileConfig {
     pub pressure: super::pressure::PressureSection,
     #[serde(default)]
     pub rollouts: super::rollouts::RolloutsSection,
+    #[serde(default)]
     pub drift: super::drift::DriftSection,
     #[serde(default)]
     pub history: super::history::HistorySection,

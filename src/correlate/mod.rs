@@ -78,6 +78,8 @@ pub struct Correlator {
     settled: HashMap<Box<str>, IntroducedBy>,
     settled_order: VecDeque<Box<str>>,
     ranges: HashMap<(usize, String, String), Option<Range>>,
+    /// (old, new, SLS file) → whether the file differs between the commits.
+    sls_changes: HashMap<(String, String, String), Option<bool>>,
     /// Each state tree's commits on their way to the fleet (`None`: off).
     rollouts: Option<applied::Following>,
     pub stats: std::sync::Arc<CorrelateStats>,
@@ -119,6 +121,7 @@ impl Correlator {
             settled: HashMap::new(),
             settled_order: VecDeque::new(),
             ranges: HashMap::new(),
+            sls_changes: HashMap::new(),
             rollouts: None,
             stats: std::sync::Arc::default(),
         }
@@ -225,6 +228,50 @@ impl Correlator {
             None if self.repos.is_empty() => Heads::new(),
             None => self.heads_now(at, out),
         }
+    }
+
+    /// The first watched state tree's name and the HEAD job `jid` ran under
+    /// (its HEADs at publish, or, published unseen, now).
+    pub fn state_tree_of(
+        &mut self,
+        jid: &str,
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) -> Option<(String, String)> {
+        let heads = self.heads_of(jid, at, out);
+        let (repo, head) = self.states_head(&heads)?;
+        Some((self.repos[repo].spec.name.clone(), head))
+    }
+
+    /// Whether the SLS `sls` differs between commits `old` and `new` of the
+    /// first watched state tree: a commit between them (either way, so a
+    /// rollback counts) touched its file. `None`: git cannot say, or the file
+    /// is not in the checkout. Cached.
+    pub fn sls_changed(&mut self, old: &str, new: &str, sls: &str) -> Option<bool> {
+        let repo = self.repos.iter().position(|r| r.spec.states)?;
+        let base = sls.replace('.', "/");
+        let dir = &self.repos[repo].spec.dir;
+        let path = [format!("{base}.sls"), format!("{base}/init.sls")]
+            .into_iter()
+            .find(|c| dir.join(c).is_file())?;
+        let key = (old.to_owned(), new.to_owned(), path.clone());
+        if let Some(cached) = self.sls_changes.get(&key) {
+            return *cached;
+        }
+        let touched = |this: &mut Self, range: String| {
+            this.git_log(repo, &range, &[&path], 1)
+                .map(|commits| !commits.is_empty())
+        };
+        let changed = match touched(self, format!("{old}..{new}")) {
+            Some(true) => Some(true),
+            Some(false) => touched(self, format!("{new}..{old}")),
+            None => None,
+        };
+        if self.sls_changes.len() >= MAX_CACHED {
+            self.sls_changes.clear();
+        }
+        self.sls_changes.insert(key, changed);
+        changed
     }
 
     /// The watched state tree's HEAD among `heads` (the first state tree).

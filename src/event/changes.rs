@@ -152,12 +152,20 @@ mod tests {
         assert_eq!(run.changed.len(), 2, "{:?}", run.changed);
         let motd = &run.changed[0];
         assert_eq!(
-            (motd.sls.as_str(), motd.state_id.as_str(), motd.function.as_str(), motd.name.as_str()),
+            (
+                motd.sls.as_str(),
+                motd.state_id.as_str(),
+                motd.function.as_str(),
+                motd.name.as_str()
+            ),
             ("base.motd", "motd", "file.managed", "/etc/motd")
         );
         assert_eq!(motd.summary.lines().count(), DIFF_LINES);
         assert!(motd.summary.contains("-hand edit"), "{}", motd.summary);
-        assert_eq!(run.changed[1].summary, r#"{"htop":{"new":"3.2.2","old":""}}"#);
+        assert_eq!(
+            run.changed[1].summary,
+            r#"{"htop":{"new":"3.2.2","old":""}}"#
+        );
         assert_eq!(run.changed_not_read, 0);
     }
 
@@ -186,7 +194,12 @@ mod tests {
     fn keys_split_into_module_id_name_and_function() {
         assert_eq!(
             key_parts(b"file_|-motd_|-/etc/motd_|-managed"),
-            ("file".into(), "motd".into(), "/etc/motd".into(), "managed".into())
+            (
+                "file".into(),
+                "motd".into(),
+                "/etc/motd".into(),
+                "managed".into()
+            )
         );
     }
 }

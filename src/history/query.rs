@@ -384,7 +384,8 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
                 .filter_map(|f| f.body.incident),
         )
         .collect();
-    let incidents = episodes::<ExternalIncident>(store, RecordKind::ExternalIncident, &incident_ids)?;
+    let incidents =
+        episodes::<ExternalIncident>(store, RecordKind::ExternalIncident, &incident_ids)?;
     let pressure_id = completed
         .as_ref()
         .and_then(|c| c.body.during_master_pressure.clone());
@@ -513,7 +514,10 @@ pub fn jobs(store: &Store, filter: &JobFilter) -> Result<Vec<JobLine>, HistoryEr
                 (None, Some(c)) => c.published_at.to_string(),
                 (None, None) => continue,
             },
-            fun: p.map_or_else(|| c.map(|c| c.fun.clone()).unwrap_or_default(), |p| p.fun.clone()),
+            fun: p.map_or_else(
+                || c.map(|c| c.fun.clone()).unwrap_or_default(),
+                |p| p.fun.clone(),
+            ),
             user: p.and_then(|p| p.user.clone()).unwrap_or_default(),
             target: p.map(|p| p.tgt.join(",")).unwrap_or_default(),
             expected: c
@@ -629,7 +633,11 @@ pub fn minion(
                 }
                 streak_known = true;
                 if view.jobs.len() < limit && seen_jobs.insert(r.body.jid.clone()) {
-                    let outcome = if r.body.succeeded { "succeeded" } else { "failed" };
+                    let outcome = if r.body.succeeded {
+                        "succeeded"
+                    } else {
+                        "failed"
+                    };
                     view.jobs.push(MinionJob {
                         jid: r.body.jid,
                         fun,

@@ -22,7 +22,8 @@ use prometheus_client::registry::Registry;
 use crate::bus::GapReason;
 use crate::event::{DecodeReason, TagClass};
 use crate::record::{
-    Category, ChangeKind, EpisodeStatus, SettleStatus, MissingReason, PressureSignal, Record, RecordBody, RecordKind, RunKind,
+    Category, ChangeKind, EpisodeStatus, MissingReason, PressureSignal, Record, RecordBody,
+    RecordKind, RunKind, SettleStatus,
 };
 
 /// Job durations: seconds to an hour (highstates are long).

@@ -140,9 +140,11 @@ fn every_record_the_history_answers_from_reads_back_as_it_was_written() {
             RecordBody::FailureGroup(b) => reads_back(record, &json, b),
             RecordBody::ExternalIncident(b) => reads_back(record, &json, b),
             RecordBody::MasterPressure(b) => reads_back(record, &json, b),
-            RecordBody::BusGap(_)
-            | RecordBody::ConfigChange(_)
-            | RecordBody::Rollout(_) => continue,
+            RecordBody::Drift(b) => reads_back(record, &json, b),
+            RecordBody::NonIdempotent(b) => reads_back(record, &json, b),
+            RecordBody::BusGap(_) | RecordBody::ConfigChange(_) | RecordBody::Rollout(_) => {
+                continue;
+            }
         }
         read.insert(record.kind);
     }

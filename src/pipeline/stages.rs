@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::correlate::Correlator;
 use crate::correlate::saved::{SavedCorrelator, SavingCorrelator};
 use crate::counter::Counts;
+use crate::drift::{DriftStage, SlsHistory, StateRunSeen};
 use crate::event::{Body, Event};
 use crate::incident::saved::{SavedIncidents, SavingIncidents};
 use crate::incident::{Failure, Incidents};
@@ -73,6 +74,7 @@ pub struct Stages {
     correlator: Correlator,
     incidents: Incidents,
     pressure: Pressure,
+    drift: DriftStage,
     /// The correlator wants every state's outcome (it watches a state tree).
     correlator_wants_outcomes: bool,
     /// The pressure stage's change count the tracker's windows are of.
@@ -92,7 +94,8 @@ impl Stages {
             triage: Triage::new(triage),
             correlator,
             incidents: Incidents::new(config.incidents.clone(), records.clone()),
-            pressure: Pressure::new(config.pressure.clone(), records),
+            pressure: Pressure::new(config.pressure.clone(), records.clone()),
+            drift: DriftStage::new(config.drift.clone(), records),
             correlator_wants_outcomes,
             pressure_seen: 0,
         }
@@ -137,6 +140,7 @@ impl Stages {
             self.correlator.stats.clone(),
             self.incidents.stats.clone(),
             self.pressure.stats.clone(),
+            self.drift.stats.clone(),
         ]
     }
 
@@ -179,7 +183,7 @@ impl Stages {
         out.extend(changes);
         self.after_tracker(tracked, &mut out);
         if let Body::JobReturn(r) = &event.body {
-            self.follow_rollouts(r, triaged.as_ref(), at, &mut out);
+            self.follow_state_run(r, triaged.as_ref(), at, &mut out);
         }
         if let Some((jid, context, _)) = triaged {
             if self.tracker.context(&jid).is_none() {
@@ -335,9 +339,10 @@ impl Stages {
         Some((findings.jid, context, root_cause))
     }
 
-    /// A minion's return of a state run: the rollouts it applies (or fails),
-    /// judged by the return the tracker recorded (`out` holds it).
-    fn follow_rollouts(
+    /// A minion's return of a state run, judged by the return the tracker
+    /// recorded (`out` holds it): the rollouts it applies (or fails), and its
+    /// changes for drift.
+    fn follow_state_run(
         &mut self,
         r: &crate::event::JobReturn<'_>,
         triaged: Option<&(String, JobContext, Option<String>)>,
@@ -357,9 +362,14 @@ impl Stages {
             _ => Vec::new(),
         };
         let test = returned.test || crate::event::args::test_kwarg(r.fun_args);
-        let Some(coverage) = crate::correlate::applied::coverage_of(fun, &args, test) else {
+        let Some(coverage) = crate::correlate::applied::coverage_of(fun, &args, false) else {
             return;
         };
+        let context = triaged.map(|(_, context, _)| context);
+        self.follow_drift(r, fun, test, context, at, out);
+        if test {
+            return;
+        }
         let succeeded = returned.succeeded;
         let fingerprint = triaged.and_then(|(_, _, f)| f.clone());
         let run = crate::correlate::applied::StateRun {
@@ -372,6 +382,46 @@ impl Stages {
         let mut records = Vec::new();
         self.correlator.on_state_run(&run, at, &mut records);
         out.extend(records);
+    }
+
+    /// A state run's changes to the drift stage, under the HEAD its job ran
+    /// under; a job the tracker does not hold (scheduled, or closed by this
+    /// very return) is decided at once.
+    fn follow_drift(
+        &mut self,
+        r: &crate::event::JobReturn<'_>,
+        fun: &str,
+        test: bool,
+        context: Option<&JobContext>,
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) {
+        let Some(ret) = r.ret.as_ref().filter(|_| self.drift.enabled()) else {
+            return;
+        };
+        let jid = r.jid.as_str();
+        let tree = self.correlator.state_tree_of(jid, at, out);
+        let context = context
+            .or_else(|| self.tracker.context(jid))
+            .cloned()
+            .unwrap_or_else(|| context_of_return(r));
+        let run = StateRunSeen {
+            jid,
+            minion: r.minion.as_str(),
+            fun,
+            test,
+            context: &context,
+            tree: tree
+                .as_ref()
+                .map(|(repo, head)| (repo.as_str(), head.as_str())),
+            ret: ret.0,
+            at,
+        };
+        self.drift
+            .on_state_run(&run, &mut StateTreeHistory(&mut self.correlator), out);
+        if self.tracker.context(jid).is_none() {
+            self.drift.close_job(jid, out);
+        }
     }
 
     /// Each root cause with an external target to the incident stage: the
@@ -421,6 +471,7 @@ impl Stages {
                 at,
             );
             out.extend(records);
+            self.drift.close_job(&jid, out);
         }
     }
 
@@ -448,6 +499,15 @@ impl Stages {
                 }
             }
         }
+    }
+}
+
+/// The correlator's git answers, as drift asks them.
+struct StateTreeHistory<'a>(&'a mut Correlator);
+
+impl SlsHistory for StateTreeHistory<'_> {
+    fn sls_changed(&mut self, old: &str, new: &str, sls: &str) -> Option<bool> {
+        self.0.sls_changed(old, new, sls)
     }
 }
 

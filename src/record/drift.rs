@@ -125,7 +125,9 @@ pub fn hint_for(function: &str) -> &'static str {
         "file.directory" | "file.recurse" => {
             "its ownership or mode is changed back by something else between runs, or its source differs every run"
         }
-        "pkg.latest" | "pkg.uptodate" => "it upgrades whatever the mirror has new: expected to change",
+        "pkg.latest" | "pkg.uptodate" => {
+            "it upgrades whatever the mirror has new: expected to change"
+        }
         "service.running" | "service.dead" => {
             "the service stops (or starts) by itself between runs: a crash loop or another manager"
         }

@@ -26,6 +26,7 @@ const ORDER: &[&str] = &[
     "correlate",
     "incident",
     "pressure",
+    "drift",
     "history",
     "sink",
     "metrics",

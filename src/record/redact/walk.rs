@@ -8,10 +8,10 @@ use serde_json::Value;
 
 use super::{Fired, Inner};
 use crate::record::{
-    BusGapRecord, Classification, Drift, DriftedState, NonIdempotent, CommandOutput, Commit, ConfigChange, Correlation,
-    ExternalIncident, FailureGroup, IntroducedBy, JobCompleted, JobContext, JobPublished,
-    MasterPressure, MinionMissing, MinionReturn, Record, RecordBody, RenderFailure, Rollout,
-    RolloutFailure, SignalFigure, StateFailure, SuspectCommits,
+    BusGapRecord, Classification, CommandOutput, Commit, ConfigChange, Correlation, Drift,
+    DriftedState, ExternalIncident, FailureGroup, IntroducedBy, JobCompleted, JobContext,
+    JobPublished, MasterPressure, MinionMissing, MinionReturn, NonIdempotent, Record, RecordBody,
+    RenderFailure, Rollout, RolloutFailure, SignalFigure, StateFailure, SuspectCommits,
 };
 
 /// Walks every text a record carries. Each impl names every field, so a field
