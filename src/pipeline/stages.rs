@@ -79,6 +79,9 @@ pub struct Stages {
     correlator_wants_outcomes: bool,
     /// The pressure stage's change count the tracker's windows are of.
     pressure_seen: u64,
+    /// The job of the return being handled: its drift is decided after the
+    /// return is (the tracker may close it on this very return).
+    drift_after_return: Option<String>,
 }
 
 impl Stages {
@@ -98,6 +101,7 @@ impl Stages {
             drift: DriftStage::new(config.drift.clone(), records),
             correlator_wants_outcomes,
             pressure_seen: 0,
+            drift_after_return: None,
         }
     }
 
@@ -172,6 +176,11 @@ impl Stages {
         self.sync_pressure();
         // A job it publishes is made whole with its commits, asked of the
         // correlator then (a HEAD that moved is a config_change first).
+        if let Body::JobReturn(r) = &event.body {
+            if self.drift.enabled() {
+                self.drift_after_return = Some(r.jid.as_str().to_owned());
+            }
+        }
         let correlator = &mut self.correlator;
         let mut changes = Vec::new();
         self.tracker.on_event_with(
@@ -184,6 +193,13 @@ impl Stages {
         self.after_tracker(tracked, &mut out);
         if let Body::JobReturn(r) = &event.body {
             self.follow_state_run(r, triaged.as_ref(), at, &mut out);
+            // A job the tracker does not hold open (scheduled, closed by this
+            // return, or a late return): its drift is decided now.
+            if let Some(jid) = self.drift_after_return.take() {
+                if !self.tracker.is_open(&jid) {
+                    self.drift.close_job(&jid, &mut out);
+                }
+            }
         }
         if let Some((jid, context, _)) = triaged {
             if self.tracker.context(&jid).is_none() {
@@ -385,8 +401,7 @@ impl Stages {
     }
 
     /// A state run's changes to the drift stage, under the HEAD its job ran
-    /// under; a job the tracker does not hold (scheduled, or closed by this
-    /// very return) is decided at once.
+    /// under.
     fn follow_drift(
         &mut self,
         r: &crate::event::JobReturn<'_>,
@@ -419,9 +434,6 @@ impl Stages {
         };
         self.drift
             .on_state_run(&run, &mut StateTreeHistory(&mut self.correlator), out);
-        if self.tracker.context(jid).is_none() {
-            self.drift.close_job(jid, out);
-        }
     }
 
     /// Each root cause with an external target to the incident stage: the
@@ -471,7 +483,9 @@ impl Stages {
                 at,
             );
             out.extend(records);
-            self.drift.close_job(&jid, out);
+            if self.drift_after_return.as_deref() != Some(jid.as_str()) {
+                self.drift.close_job(&jid, out);
+            }
         }
     }
 

@@ -6,6 +6,7 @@ mod captures;
 mod cli;
 mod clickhouse;
 mod clickhouse_fleet;
+mod drift_live;
 mod faults;
 mod history_live;
 mod incidents_live;

@@ -180,6 +180,11 @@ impl JobTracker {
         self.open.len()
     }
 
+    /// Whether the job is open (published and not yet closed).
+    pub fn is_open(&self, jid: &str) -> bool {
+        self.open.contains_key(jid)
+    }
+
     /// What is known of a job's context (open, or closed within the late window).
     pub fn context(&self, jid: &str) -> Option<&JobContext> {
         match self.open.get(jid) {
