@@ -3,6 +3,7 @@
 pub mod capture;
 pub mod check_config;
 pub mod demo;
+pub mod drift;
 pub mod exit;
 pub mod failures;
 pub mod flags;
@@ -103,6 +104,7 @@ impl Cli {
             Command::Job(args) => args.query.state.apply(&mut o),
             Command::Jobs(args) => args.query.state.apply(&mut o),
             Command::Failures(args) => args.query.state.apply(&mut o),
+            Command::Drift(args) => args.query.state.apply(&mut o),
             Command::Minion(args) => args.query.state.apply(&mut o),
             Command::Demo(_) | Command::Generate(_) => {}
         }
@@ -136,6 +138,9 @@ pub enum Command {
     Jobs(jobs::JobsArgs),
     /// Root causes across jobs from the history, by fingerprint.
     Failures(failures::FailuresArgs),
+    /// States that drifted from the commit their minion had applied, and
+    /// states that never settle, from the history.
+    Drift(drift::DriftArgs),
     /// One minion's recent jobs, successes, misses and failures from the history.
     Minion(minion::MinionArgs),
     /// Write man pages and shell completions (for packaging).
@@ -258,6 +263,7 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
         Command::Minion(args) => {
             minion::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
         }
+        Command::Drift(args) => drift::run(&args, &Loaded::read(&overrides)?.config, &mut stdout()),
         Command::Run(args) => {
             let rt = async_runtime()?;
             // From here on a SIGHUP is a reload (handled once `run` runs),

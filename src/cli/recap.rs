@@ -129,6 +129,40 @@ pub fn show(r: &JobRecap, style: Style, out: &mut dyn Write) -> std::io::Result<
             )?;
         }
     }
+    if r.changed_states > 0 || !r.drift.is_empty() {
+        let (verb, drift) = if r.test {
+            ("would change", "drift seen")
+        } else {
+            ("changed", "drift put back")
+        };
+        let others = r.changed_states.saturating_sub(r.drift.len() as u64);
+        writeln!(
+            out,
+            "{}  {} states {verb}: {others} by a commit (or not settled yet), {}",
+            b("Changes"),
+            r.changed_states,
+            style.paint(
+                if r.drift.is_empty() {
+                    Tone::Dim
+                } else {
+                    Tone::Warn
+                },
+                &format!("{} {drift}", r.drift.len())
+            ),
+        )?;
+        for d in &r.drift {
+            writeln!(
+                out,
+                "  {}  {}:{}  {}  {}  {}",
+                style.paint(Tone::Warn, &d.minion),
+                d.sls,
+                d.state_id,
+                d.function,
+                d.change,
+                cut(super::drift::summary_line(&d.summary, &d.name), 100)
+            )?;
+        }
+    }
     for i in r.incidents.iter().map(|i| &i.body) {
         writeln!(
             out,

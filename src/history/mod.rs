@@ -9,7 +9,9 @@
 //! the oldest records go first, counted. The file is 0640: readable by the
 //! agent's group (`salt`), not by the world.
 
+pub mod drift;
 pub mod query;
+pub mod rows;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -2,19 +2,16 @@
 //! jobs in a time range, failures across jobs, one minion's story. Each is a
 //! plain serialisable value (the `--json` form); `cli` draws the tables.
 //!
-//! Rows are decoded into the record types that wrote them ([`Stored`]), so a
-//! renamed record field is renamed here too, and a field the writer no longer
-//! gives fails the round-trip test rather than an answer. A kind's revisions
-//! (a job amended by late returns, a group re-emitted) are collapsed to the
-//! latest.
+//! Rows are read typed (`rows`); a kind's revisions (a job amended by late
+//! returns, a group re-emitted) are collapsed to the latest.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use rusqlite::params_from_iter;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::rows::{Revised, Stored, decode, latest_by};
 use super::{HistoryError, Store};
 use crate::record::{
     ExternalIncident, FailureGroup, IntroducedBy, JobCompleted, JobPublished, MasterPressure,
@@ -24,117 +21,6 @@ use crate::time::Stamp;
 
 /// Jobs a `jobs` listing shows at most.
 pub const MAX_JOBS: usize = 10_000;
-/// Records one query reads at most (a job of 100,000 minions has as many).
-pub const MAX_ROWS: usize = 2_000_000;
-
-/// A record read back from the history: what every kind carries, and its
-/// body as the type that wrote it. Serialises as the record did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Stored<T> {
-    pub kind: RecordKind,
-    pub schema_version: u32,
-    pub id: String,
-    pub master: String,
-    pub at: Stamp,
-    #[serde(flatten)]
-    pub body: T,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub redacted: Vec<String>,
-}
-
-/// The rows of one query, their JSON kept by kind until a kind is decoded.
-struct Rows(Vec<(RecordKind, String)>);
-
-impl Rows {
-    /// The rows of `kind`, decoded, in the query's order. A row that does not
-    /// decode (written by another version, or damaged) is left out and logged.
-    fn of<T: DeserializeOwned>(&self, kind: RecordKind) -> Vec<Stored<T>> {
-        self.0
-            .iter()
-            .filter(|(k, _)| *k == kind)
-            .filter_map(|(_, json)| decode(kind, json))
-            .collect()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-fn decode<T: DeserializeOwned>(kind: RecordKind, json: &str) -> Option<Stored<T>> {
-    serde_json::from_str(json)
-        .inspect_err(|error| tracing::warn!(%kind, %error, "history row not read"))
-        .ok()
-}
-
-impl Store {
-    /// The rows `sql` selects (its first two columns: kind, record).
-    fn rows(&self, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Rows, HistoryError> {
-        let sql_error = |source| HistoryError::Sql {
-            path: self.path.clone(),
-            source,
-        };
-        let mut statement = self.conn().prepare(sql).map_err(sql_error)?;
-        let rows = statement
-            .query_map(params_from_iter(args.iter()), |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-            })
-            .map_err(sql_error)?;
-        let mut out = Vec::new();
-        for row in rows.take(MAX_ROWS) {
-            let (kind, json) = row.map_err(sql_error)?;
-            match kind.parse::<RecordKind>() {
-                Ok(kind) => out.push((kind, json)),
-                Err(_) => tracing::warn!(%kind, "history row of an unknown kind not read"),
-            }
-        }
-        Ok(Rows(out))
-    }
-}
-
-/// A record kind whose later revisions replace the earlier.
-trait Revised {
-    fn revision(&self) -> u32;
-}
-
-impl Revised for JobCompleted {
-    fn revision(&self) -> u32 {
-        self.revision
-    }
-}
-impl Revised for FailureGroup {
-    fn revision(&self) -> u32 {
-        self.revision
-    }
-}
-impl Revised for ExternalIncident {
-    fn revision(&self) -> u32 {
-        self.revision
-    }
-}
-impl Revised for MasterPressure {
-    fn revision(&self) -> u32 {
-        self.revision
-    }
-}
-
-/// The latest revision of each record `key` names, in key order.
-fn latest_by<T: Revised, K: Ord>(
-    records: Vec<Stored<T>>,
-    key: impl Fn(&Stored<T>) -> K,
-) -> Vec<Stored<T>> {
-    let mut latest: BTreeMap<K, Stored<T>> = BTreeMap::new();
-    for r in records {
-        let k = key(&r);
-        if latest
-            .get(&k)
-            .is_none_or(|old| r.body.revision() >= old.body.revision())
-        {
-            latest.insert(k, r);
-        }
-    }
-    latest.into_values().collect()
-}
 
 /// One minion that did not return, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -205,6 +91,10 @@ pub struct JobRecap {
     pub incidents: Vec<Stored<ExternalIncident>>,
     /// The master pressure episode it overlapped (its last revision).
     pub pressure: Option<Stored<MasterPressure>>,
+    /// States its runs changed (or, `test=True`, would change), all minions.
+    pub changed_states: u64,
+    /// Of those, the drift its runs put back (or, `test=True`, saw).
+    pub drift: Vec<super::drift::DriftLine>,
 }
 
 /// One line of `saltsight jobs`.
@@ -313,9 +203,13 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
     let completed = latest_by(rows.of::<JobCompleted>(RecordKind::JobCompleted), |_| ()).pop();
     let mut succeeded = BTreeSet::new();
     let mut failed = BTreeSet::new();
+    let mut changed_states = 0;
     let returns = rows.of::<MinionReturn>(RecordKind::MinionReturn);
     let late = rows.of::<MinionReturn>(RecordKind::LateReturn);
     for r in returns.into_iter().chain(late) {
+        if let Some(states) = &r.body.states {
+            changed_states += u64::from(states.changed + states.would_change);
+        }
         let minion = r.body.minion;
         if r.body.succeeded {
             failed.remove(&minion);
@@ -427,6 +321,8 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
         renders,
         incidents,
         pressure,
+        changed_states,
+        drift: super::drift::lines_of(rows.of(RecordKind::Drift)),
     };
     recap.groups.sort_by(|a, b| {
         b.count

@@ -11,7 +11,7 @@ use super::stages::tests::config;
 use crate::bus::BusMessage;
 use crate::bus::recording::RecordingReader;
 use crate::history::Row;
-use crate::history::query::Stored;
+use crate::history::rows::Stored;
 use crate::record::{Record, RecordBody};
 use crate::sink::encode::{Encoding, encode, ndjson};
 use crate::time::Stamp;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use saltsight::lab::{Lab, LabOptions};
 use serde_json::Value;
 
-use crate::support::{Received, Saltsight, lab_lock, read_records};
+use crate::support::{Received, Saltsight, ask, json, lab_lock, read_records};
 
 const SECRET: &str = "s3cr3t-hunter2";
 
@@ -120,13 +120,17 @@ fn drift_is_told_from_commits_and_from_a_state_that_never_settles() {
         ),
     )
     .expect("write config");
-    let run = Saltsight::spawn(&[
-        "--config",
-        config.to_str().expect("utf-8"),
-        "--log-format",
-        "json",
-        "run",
-    ]);
+    let state = dir.path().join("state");
+    let run = Saltsight::spawn_with_env(
+        &[
+            "--config",
+            config.to_str().expect("utf-8"),
+            "--log-format",
+            "json",
+            "run",
+        ],
+        &[("SALTSIGHT_STATE_DIR", state.to_str().expect("utf-8"))],
+    );
     let mut seen = Vec::new();
     let highstate = |seen: &mut Vec<Received>, test: bool| {
         let before = highstates_completed(seen);
@@ -225,5 +229,62 @@ fn drift_is_told_from_commits_and_from_a_state_that_never_settles() {
     assert!(
         !stdout.contains("\"state_id\":\"stamp\",\"function\":\"cmd.run\",\"name\""),
         "the command is never drift"
+    );
+
+    // The history answers the same: `saltsight drift` (the history writes in
+    // batches: wait on the answer), by minion and SLS, and the job's recap.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let answer = loop {
+        let answer = json(&config, &state, &["drift"]);
+        if answer["drifted"].as_array().is_some_and(|d| d.len() >= 3)
+            || std::time::Instant::now() > deadline
+        {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let drifted: Vec<(&str, &str, &str)> = answer["drifted"]
+        .as_array()
+        .expect("drifted")
+        .iter()
+        .map(|l| {
+            (
+                l["minion"].as_str().unwrap_or("?"),
+                l["change"].as_str().unwrap_or("?"),
+                l["state_id"].as_str().unwrap_or("?"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        drifted,
+        vec![
+            ("web2", "detected", "motd"),
+            ("db1", "corrected", "cache_dir"),
+            ("web1", "corrected", "motd")
+        ],
+        "newest first"
+    );
+    assert_eq!(answer["never_settles"][0]["state_id"], "stamp", "{answer}");
+    let web1 = json(
+        &config,
+        &state,
+        &["drift", "--minion", "web1", "--sls", "web"],
+    );
+    assert_eq!(web1["drifted"].as_array().map(Vec::len), Some(1), "{web1}");
+    let jid = of_kind(&seen, "drift")
+        .find(|d| d["minion"] == "web1")
+        .and_then(|d| d["jid"].as_str())
+        .expect("a jid");
+    let (code, recap) = ask(&config, &state, &["job", jid]);
+    assert_eq!(code, 0, "{recap}");
+    assert!(
+        recap.contains("2 drift put back") && recap.contains("web:motd"),
+        "{recap}"
+    );
+    assert!(!recap.contains(SECRET), "{recap}");
+    let (code, table) = ask(&config, &state, &["drift"]);
+    assert!(
+        code == 0 && table.contains("never settle") && table.contains("-db_password: [redacted]"),
+        "{table}"
     );
 }

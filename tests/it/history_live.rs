@@ -6,38 +6,13 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use saltsight::lab::{Lab, LabOptions};
 use serde_json::Value;
 
-use crate::support::{Received, Saltsight, bin, jid_from, lab_lock, read_records};
-
-/// `saltsight <args>` against the test's config and state dir: its stdout.
-fn ask(config: &Path, state: &Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new(bin())
-        .args(["--config", config.to_str().expect("utf-8")])
-        .args(args)
-        .env("SALTSIGHT_STATE_DIR", state)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("saltsight runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
-}
-
-fn json(config: &Path, state: &Path, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let (code, text) = ask(config, state, &all);
-    assert_eq!(code, 0, "{args:?}: {text}");
-    let start = text.find(['{', '[']).expect("JSON");
-    serde_json::from_str(&text[start..]).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
+use crate::support::{Received, Saltsight, ask, jid_from, json, lab_lock, read_records};
 
 fn of<'a>(seen: &'a [Received], kind: &str, jid: &str) -> Vec<&'a Value> {
     seen.iter()

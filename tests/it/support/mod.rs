@@ -3,7 +3,7 @@
 //! a 2-core machine.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Mutex, MutexGuard};
@@ -315,4 +315,30 @@ pub fn read_records(
         }
     }
     Ok(())
+}
+
+/// `saltsight <args>` against a test's config and state dir: its exit code,
+/// and its stdout then stderr.
+pub fn ask(config: &Path, state: &Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(bin())
+        .args(["--config", config.to_str().expect("utf-8")])
+        .args(args)
+        .env("SALTSIGHT_STATE_DIR", state)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("saltsight runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// `saltsight <args> --json`, exit 0, its answer.
+pub fn json(config: &Path, state: &Path, args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let (code, text) = ask(config, state, &all);
+    assert_eq!(code, 0, "{args:?}: {text}");
+    let start = text.find(['{', '[']).expect("JSON");
+    serde_json::from_str(&text[start..]).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
