@@ -5,8 +5,9 @@
 --
 -- The mix, per 10,000 records: 8,450 minion_return (2 % failed), 100 late_return,
 -- 200 minion_missing (6 reasons), 800 state_failure, 50 render_failure,
--- 100 failure_group, 140 job_published, 148 job_completed, 1 rollout,
--- 10 external_incident (4 targets), 0.5 bus_gap and 0.5 config_change. 20 masters, 50,000 minions (2,500 a master), a job per
+-- 100 failure_group, 140 job_published, 138 job_completed, 1 rollout,
+-- 10 external_incident (4 targets), 8 drift (one drifted state each), 2
+-- non_idempotent, 0.5 bus_gap and 0.5 config_change. 20 masters, 50,000 minions (2,500 a master), a job per
 -- master and hour, 2,000 failure fingerprints over 100 SLS (skewed: the commonest
 -- 1 % of them are 32 % of the failures), each SLS's last commit changing
 -- weekly, 300 HEADs of the state tree over the month, 40 external targets.
@@ -37,6 +38,11 @@ SELECT
                if(reason = 'complete', concat(',"p100_s":', toString(h % 600 + 1200)), ''), '}',
                ',"sample_failed":[', if(failed_minions = 0, '', concat('{"minion":"minion-', leftPad(toString(minion_no), 5, '0'),
                '","jid":"', jid, '","fingerprint":"', lower(hex(substring(MD5(toString(fp_no)), 1, 8))), '"}')), ']'), ''),
+           if(kind = 'drift', concat(
+               ',"change":"', reason, '","repo":"/srv/salt","states":[{"sls":"sls', toString(fp_no % 100),
+               '","state_id":"state', toString(fp_no % 500), '","function":"file.managed","name":"/etc/f',
+               toString(fp_no), '.conf","change":"', reason, '","summary":"-by hand"}]'), ''),
+           if(kind = 'non_idempotent', ',"hint":"a command with no unless/onlyif/creates runs every time"', ''),
            if(kind = 'external_incident', concat(
                ',"incident":"', incident_id, '","target":"', target, '","jobs":', toString(h % 12 + 1),
                ',"failures":', toString(count * 2), ',"first_seen":"', toString(at - INTERVAL 30 MINUTE),
@@ -50,7 +56,8 @@ FROM
         number % 10000 AS slot,
         multiIf(slot < 8450, 'minion_return', slot < 8550, 'late_return', slot < 8750, 'minion_missing',
                 slot < 9550, 'state_failure', slot < 9600, 'render_failure', slot < 9700, 'failure_group',
-                slot < 9840, 'job_published', slot < 9850, 'external_incident', slot < 9998, 'job_completed',
+                slot < 9840, 'job_published', slot < 9850, 'external_incident', slot < 9858, 'drift',
+                slot < 9860, 'non_idempotent', slot < 9998, 'job_completed',
                 slot = 9998, 'rollout',
                 number % 20000 = 9999, 'bus_gap', 'config_change') AS kind,
         fromUnixTimestamp64Micro(toInt64({end_micros} - ({total} - number) * ({days} * 86400000000 / {total})), 'UTC') AS at,
@@ -63,9 +70,9 @@ FROM
         -- Skewed as in life: a few failures are most of them.
         toUInt32(2000 * pow((intDiv(h, 50000) % 1000000) / 1000000, 4)) AS fp_no,
         kind IN ('state_failure', 'render_failure', 'failure_group') AS failing,
-        if(failing, concat('sls', toString(fp_no % 100)), '') AS sls,
-        if(failing AND kind != 'render_failure', concat('state', toString(fp_no % 500)), '') AS state_id,
-        if(failing AND kind != 'render_failure', ['file.managed', 'pkg.installed', 'cmd.run', 'service.running'][fp_no % 4 + 1], '') AS state_function,
+        if(failing OR kind = 'non_idempotent', concat('sls', toString(fp_no % 100)), '') AS sls,
+        if((failing AND kind != 'render_failure') OR kind = 'non_idempotent', concat('state', toString(fp_no % 500)), '') AS state_id,
+        if((failing AND kind != 'render_failure') OR kind = 'non_idempotent', ['file.managed', 'pkg.installed', 'cmd.run', 'service.running'][fp_no % 4 + 1], '') AS state_function,
         multiIf(failing, if(kind = 'render_failure', 'render',
            ['dependency.package', 'network.dns', 'network.connect', 'source_missing', 'command', 'permission', 'timeout', 'other'][fp_no % 8 + 1]),
            kind = 'external_incident', ['network.dns', 'network.connect'][fp_no % 2 + 1], '') AS category,
@@ -74,9 +81,12 @@ FROM
                 kind = 'minion_missing', ['not_connected', 'minion_restarted', 'lost', 'running_past_deadline', 'no_response', 'unknown_gap'][h % 6 + 1],
                 kind = 'late_return', 'succeeded', kind = 'bus_gap', 'disconnected', kind = 'config_change', 'states',
                 kind = 'rollout', ['complete', 'superseded', 'stalled', 'in_progress'][h % 4 + 1],
-                kind = 'external_incident', ['open', 'closed'][h % 2 + 1], '') AS reason,
+                kind = 'external_incident', ['open', 'closed'][h % 2 + 1],
+                kind = 'drift', ['corrected', 'detected'][h % 2 + 1],
+                kind = 'non_idempotent', ['never_settles', 'settled'][h % 2 + 1], '') AS reason,
         toUInt32(multiIf(kind = 'failure_group', h % 200 + 1, kind = 'job_completed', h % 60, kind = 'state_failure', h % 3,
-                         kind = 'rollout', 2500 - failed_minions, kind = 'external_incident', h % 300 + 3, 0)) AS count,
+                         kind = 'rollout', 2500 - failed_minions, kind = 'external_incident', h % 300 + 3,
+                         kind IN ('drift', 'non_idempotent'), h % 20 + 1, 0)) AS count,
         toUInt32(if(kind IN ('failure_group', 'job_completed', 'rollout', 'external_incident'), intDiv(h, 7) % 5, 0)) AS revision,
         -- A rollout fails on a few minions one time in three; an incident is a
         -- mirror's (the targets failures name), keyed per master and hour.

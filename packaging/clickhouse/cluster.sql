@@ -459,3 +459,93 @@ SELECT
     revision
 FROM saltsight.records_local
 WHERE kind = 'external_incident';
+
+CREATE TABLE IF NOT EXISTS saltsight.drift_daily_local
+(
+    day Date,
+    master LowCardinality(String),
+    minion LowCardinality(String),
+    change LowCardinality(String),
+    sls LowCardinality(String),
+    state_id LowCardinality(String),
+    state_function LowCardinality(String),
+    drifts AggregateFunction(uniqExact, String),   
+    jobs AggregateFunction(uniqExact, String),
+    last_drift SimpleAggregateFunction(max, DateTime64(6, 'UTC'))
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMM(day)
+ORDER BY (day, master, minion, sls, state_id, state_function, change)
+TTL day + INTERVAL 90 DAY;
+
+CREATE TABLE IF NOT EXISTS saltsight.drift_daily
+(
+    day Date,
+    master LowCardinality(String),
+    minion LowCardinality(String),
+    change LowCardinality(String),
+    sls LowCardinality(String),
+    state_id LowCardinality(String),
+    state_function LowCardinality(String),
+    drifts AggregateFunction(uniqExact, String),
+    jobs AggregateFunction(uniqExact, String),
+    last_drift SimpleAggregateFunction(max, DateTime64(6, 'UTC'))
+)
+ENGINE = Distributed(saltsight, saltsight, drift_daily_local);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.drift_daily_mv_local TO saltsight.drift_daily_local AS
+SELECT
+    toDate(at, 'UTC') AS day,
+    master, minion,
+    JSONExtractString(state, 'change') AS change,
+    JSONExtractString(state, 'sls') AS sls,
+    JSONExtractString(state, 'state_id') AS state_id,
+    JSONExtractString(state, 'function') AS state_function,
+    uniqExactState(concat(id, ' ', sls, ' ', state_id, ' ', state_function)) AS drifts,
+    uniqExactState(jid) AS jobs,
+    max(at) AS last_drift
+FROM saltsight.records_local
+ARRAY JOIN JSONExtractArrayRaw(record, 'states') AS state
+WHERE kind = 'drift'
+GROUP BY day, master, minion, change, sls, state_id, state_function;
+
+CREATE TABLE IF NOT EXISTS saltsight.non_idempotent_local
+(
+    master LowCardinality(String),
+    sls LowCardinality(String),
+    state_id LowCardinality(String),
+    state_function LowCardinality(String),
+    at DateTime64(6, 'UTC'),                       
+    status LowCardinality(String),                 
+    minions UInt32,
+    hint String,
+    commit LowCardinality(String),
+    INDEX at_idx at TYPE minmax GRANULARITY 1
+)
+ENGINE = ReplacingMergeTree(at)
+ORDER BY (master, sls, state_id, state_function)
+TTL toDateTime(at) + INTERVAL 90 DAY;
+
+CREATE TABLE IF NOT EXISTS saltsight.non_idempotent
+(
+    master LowCardinality(String),
+    sls LowCardinality(String),
+    state_id LowCardinality(String),
+    state_function LowCardinality(String),
+    at DateTime64(6, 'UTC'),
+    status LowCardinality(String),
+    minions UInt32,
+    hint String,
+    commit LowCardinality(String)
+)
+ENGINE = Distributed(saltsight, saltsight, non_idempotent_local);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS saltsight.non_idempotent_mv_local TO saltsight.non_idempotent_local AS
+SELECT
+    master, sls, state_id, state_function, at,
+    reason AS status,
+    count AS minions,
+    JSONExtractString(record, 'hint') AS hint,
+    commit
+FROM saltsight.records_local
+WHERE kind = 'non_idempotent';

@@ -198,3 +198,42 @@ LEFT JOIN
 GROUP BY repo, commit, fingerprint
 ORDER BY failed DESC, masters DESC
 LIMIT 100;
+
+-- The minions that drift most over a week, on every master: states put back
+-- by a run (corrected) or seen by a test=True run (detected), and which.
+SELECT
+    master,
+    minion,
+    sumIf(drifts, change = 'corrected') AS corrected,
+    sumIf(drifts, change = 'detected') AS detected,
+    groupUniqArray(state) AS states,
+    max(last_drift) AS last_drift
+FROM
+(
+    SELECT master, minion, change, concat(sls, ':', state_id) AS state,
+           uniqExactMerge(drifts) AS drifts, max(last_drift) AS last_drift
+    FROM saltsight.drift_daily
+    WHERE day >= today() - 7
+    GROUP BY master, minion, change, state
+)
+GROUP BY master, minion
+ORDER BY corrected + detected DESC, last_drift DESC
+LIMIT 50;
+
+-- The states that never settle, across masters: judged non-idempotent and not
+-- settled since (their changes are not drift: fix the state), each master's
+-- latest judgement (FINAL).
+SELECT
+    sls,
+    state_id,
+    state_function,
+    uniqExact(master) AS masters,
+    groupUniqArray(master) AS on_masters,
+    sum(minions) AS minions,
+    any(hint) AS hint,
+    min(at) AS since
+FROM saltsight.non_idempotent FINAL
+WHERE status = 'never_settles'
+GROUP BY sls, state_id, state_function
+ORDER BY masters DESC, minions DESC
+LIMIT 50;

@@ -10,6 +10,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use saltsight::record::{
+    ChangeKind, Drift, DriftedState, JobContext, NonIdempotent, Record, RecordBody, RecordFactory,
+    SettleStatus,
+};
+use saltsight::sink::encode::{Encoding, encode, ndjson};
 use saltsight::time::Stamp;
 use serde_json::Value;
 
@@ -265,7 +270,7 @@ fn the_views_answer_the_fleet_queries_as_raw_rows_do_and_duplicates_change_nothi
     // incidents_live.rs run them on the records of live runs.
     let mut want = answers(&mut raw, "legacy/queries.sql", &COMPARED);
     let got = answers(&mut ch, "queries.sql", &COMPARED);
-    assert_eq!(got.len(), 8);
+    assert_eq!(got.len(), 10);
     assert_eq!(got[..4], want[..], "views vs raw rows");
     // What the captures hold, across both masters.
     let top = &got[0];
@@ -481,7 +486,7 @@ fn the_benchmark_runs_every_query_and_panel_on_generated_records() {
     assert!(text.contains("records: 300,000"), "{text}");
     // Every query, panel and lookup answered with rows.
     let timed: Vec<&str> = text.lines().filter(|l| l.contains(" ms |")).collect();
-    assert_eq!(timed.len(), 8 + 7 + 3, "{text}");
+    assert_eq!(timed.len(), 10 + 7 + 3, "{text}");
     for line in timed {
         assert!(!line.ends_with("| 0 |"), "no rows: {line}");
     }
@@ -530,4 +535,178 @@ fn an_earlier_legacy_table_upgrades_to_the_legacy_schema() {
         "SELECT count() FROM saltsight.records WHERE target != '' AND kind = 'failure_group'",
     );
     assert_ne!(targets.trim(), "0");
+}
+
+/// A `drift` record of `master` (its states `sls:id`), as the encoding makes it.
+fn drift_row(master: &str, jid: &str, minion: &str, change: ChangeKind, states: &[&str]) -> Value {
+    let body = Drift {
+        jid: jid.into(),
+        minion: minion.into(),
+        fun: "state.highstate".into(),
+        change,
+        repo: "states".into(),
+        commit: "c1".repeat(20),
+        states: states
+            .iter()
+            .map(|s| {
+                let (sls, id) = s.split_once(':').expect("sls:id");
+                DriftedState {
+                    sls: sls.into(),
+                    state_id: id.into(),
+                    function: "file.managed".into(),
+                    name: format!("/etc/{id}"),
+                    change,
+                    summary: "-by hand\n+managed".into(),
+                }
+            })
+            .collect(),
+        states_not_listed: 0,
+        changed_not_read: 0,
+        intentional: 1,
+        unsettled: 0,
+        never_settles: 0,
+        trimmed: None,
+        context: JobContext::default(),
+    };
+    row_of(master, &[jid, minion], RecordBody::Drift(body))
+}
+
+fn judgement_row(
+    master: &str,
+    state: &str,
+    status: SettleStatus,
+    minions: u32,
+    at: Stamp,
+) -> Value {
+    let (sls, id) = state.split_once(':').expect("sls:id");
+    let body = NonIdempotent {
+        sls: sls.into(),
+        state_id: id.into(),
+        function: "cmd.run".into(),
+        name: "date".into(),
+        status,
+        hint: "a command with no unless".into(),
+        jid: "j".into(),
+        minion: "web1".into(),
+        changed_runs: 3,
+        minions,
+        repo: "states".into(),
+        commit: "c1".repeat(20),
+        since: at,
+    };
+    let factory = RecordFactory::new(master.to_owned());
+    let record = factory.make(
+        at,
+        &[state, status.as_str()],
+        RecordBody::NonIdempotent(body),
+    );
+    encode_row(&record)
+}
+
+fn row_of(master: &str, key: &[&str], body: RecordBody) -> Value {
+    let now = Stamp::from_system_time(std::time::SystemTime::now());
+    let record = RecordFactory::new(master.to_owned()).make(now, key, body);
+    encode_row(&record)
+}
+
+fn encode_row(record: &Record) -> Value {
+    let mut json = Vec::new();
+    ndjson(record, &mut json);
+    let mut row = Vec::new();
+    encode(Encoding::ClickHouse, record, &json, &mut row);
+    serde_json::from_slice(&row).expect("a row")
+}
+
+#[test]
+fn the_drift_views_answer_the_two_drift_queries_and_duplicates_change_nothing() {
+    let now = Stamp::from_system_time(std::time::SystemTime::now());
+    let earlier = Stamp(now.0 - 3_600_000_000);
+    let rows = vec![
+        drift_row(
+            "edge-1",
+            "j1",
+            "web1",
+            ChangeKind::Corrected,
+            &["web:motd", "layout:cache"],
+        ),
+        drift_row("edge-1", "j2", "web1", ChangeKind::Detected, &["web:motd"]),
+        drift_row("edge-1", "j1", "db1", ChangeKind::Corrected, &["web:motd"]),
+        judgement_row("edge-1", "layout:stamp", SettleStatus::NeverSettles, 3, now),
+        judgement_row("edge-2", "layout:stamp", SettleStatus::NeverSettles, 2, now),
+        judgement_row(
+            "edge-2",
+            "pkgs:tools",
+            SettleStatus::NeverSettles,
+            1,
+            earlier,
+        ),
+        judgement_row("edge-2", "pkgs:tools", SettleStatus::Settled, 1, now),
+    ];
+    let mut ch = current(&rows);
+    let queries = statements(&packaging("queries.sql"));
+    let (most, never) = (&queries[queries.len() - 2], &queries[queries.len() - 1]);
+    let answer = |ch: &mut Chdb| {
+        let most: Vec<(String, String, u64, u64)> = ch
+            .rows(most)
+            .iter()
+            .map(|r| {
+                let n = |k: &str| {
+                    r[k].as_u64()
+                        .or_else(|| r[k].as_str().and_then(|s| s.parse().ok()))
+                        .unwrap_or(0)
+                };
+                (
+                    r["master"].as_str().unwrap_or("").to_owned(),
+                    r["minion"].as_str().unwrap_or("").to_owned(),
+                    n("corrected"),
+                    n("detected"),
+                )
+            })
+            .collect();
+        let never: Vec<(String, Value, Value)> = ch
+            .rows(never)
+            .iter()
+            .map(|r| {
+                (
+                    format!(
+                        "{}:{}",
+                        r["sls"].as_str().unwrap_or(""),
+                        r["state_id"].as_str().unwrap_or("")
+                    ),
+                    r["masters"].clone(),
+                    r["minions"].clone(),
+                )
+            })
+            .collect();
+        (most, never)
+    };
+    let got = answer(&mut ch);
+    assert_eq!(
+        got.0,
+        vec![
+            ("edge-1".into(), "web1".into(), 2, 1),
+            ("edge-1".into(), "db1".into(), 1, 0)
+        ],
+        "the minions that drift most"
+    );
+    assert_eq!(got.1.len(), 1, "a settled state is not listed: {:?}", got.1);
+    let (state, masters, minions) = &got.1[0];
+    assert_eq!(
+        (state.as_str(), number(masters), number(minions)),
+        ("layout:stamp", 2, 5)
+    );
+    // Every row again: the same answers, before and after the merges.
+    ch.insert("saltsight.records", &body(&rows));
+    assert_eq!(answer(&mut ch), got);
+    for table in ["drift_daily", "non_idempotent"] {
+        ch.query(&format!("OPTIMIZE TABLE saltsight.{table} FINAL"));
+    }
+    assert_eq!(answer(&mut ch), got);
+}
+
+/// A count as chdb's JSON gives it (a UInt64 is quoted).
+fn number(v: &Value) -> u64 {
+    v.as_u64()
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or(0)
 }
