@@ -95,6 +95,12 @@ pub enum VerdictKind {
     Late { succeeded: bool },
     /// An SLS did not render.
     Render { sls: String, message: String },
+    /// Drift put back (or, `test=True`, seen): its first state, and how many.
+    Drift {
+        change: String,
+        state: String,
+        states: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -319,6 +325,21 @@ impl Model {
                     message: r.message.clone(),
                 },
             }),
+            RecordBody::Drift(d) => self.verdict(Verdict {
+                at,
+                jid: d.jid.clone(),
+                minion: d.minion.clone(),
+                fun: d.fun.clone(),
+                kind: VerdictKind::Drift {
+                    change: d.change.to_string(),
+                    state: d
+                        .states
+                        .first()
+                        .map(|s| format!("{}:{} {}", s.sls, s.state_id, s.function))
+                        .unwrap_or_default(),
+                    states: u32::try_from(d.states.len()).unwrap_or(u32::MAX) + d.states_not_listed,
+                },
+            }),
             RecordBody::BusGap(g) => {
                 self.gaps += 1;
                 self.last_gap = Some(GapView {
@@ -333,7 +354,6 @@ impl Model {
             | RecordBody::ExternalIncident(_)
             | RecordBody::MasterPressure(_)
             | RecordBody::Rollout(_)
-            | RecordBody::Drift(_)
             | RecordBody::NonIdempotent(_) => {}
         }
     }

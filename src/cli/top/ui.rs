@@ -400,6 +400,18 @@ fn verdict_line(v: &Verdict) -> Line<'_> {
         VerdictKind::Render { sls, message } => {
             (format!("render {sls}: {}", first_line(message)), Color::Red)
         }
+        VerdictKind::Drift {
+            change,
+            state,
+            states,
+        } => {
+            let more = if *states > 1 {
+                format!(" (+{} more)", states - 1)
+            } else {
+                String::new()
+            };
+            (format!("drift {change} {state}{more}"), Color::Magenta)
+        }
     };
     Line::from(format!(
         "{clock} {:<10} {} {}  {what}",

@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::record::{
-    BusGapRecord, Category, Classification, CommandOutput, Correlation, FailureGroup, JobCompleted,
-    JobContext, JobPublished, MinionMissing, MinionReturn, MissingEvidence, RecordFactory,
+    BusGapRecord, Category, ChangeKind, Classification, CommandOutput, Correlation, Drift,
+    DriftedState, FailureGroup, JobCompleted, JobContext, JobPublished, MinionMissing,
+    MinionReturn, MissingEvidence, RecordFactory,
 };
 
 fn at(s: i64) -> Stamp {
@@ -239,5 +240,46 @@ fn a_bus_gap_is_kept_with_its_reason() {
     assert_eq!(
         (gap.reason.as_str(), gap.duration_ms),
         ("disconnected", 2000)
+    );
+}
+
+#[test]
+fn drift_falls_among_the_verdicts() {
+    let mut model = Model::new(Limits::default());
+    let state = |id: &str| DriftedState {
+        sls: "web".into(),
+        state_id: id.into(),
+        function: "file.managed".into(),
+        name: format!("/etc/{id}"),
+        change: ChangeKind::Corrected,
+        summary: "-by hand".into(),
+    };
+    let drift = Drift {
+        jid: "j1".into(),
+        minion: "web1".into(),
+        fun: "state.highstate".into(),
+        change: ChangeKind::Corrected,
+        repo: "states".into(),
+        commit: "c1".into(),
+        states: vec![state("motd"), state("issue")],
+        states_not_listed: 1,
+        changed_not_read: 0,
+        intentional: 0,
+        unsettled: 0,
+        never_settles: 0,
+        trimmed: None,
+        context: JobContext::default(),
+    };
+    let record = RecordFactory::new("m").make(Stamp(5), &["j1", "web1"], RecordBody::Drift(drift));
+    model.apply(&record);
+    let verdicts: Vec<&Verdict> = model.verdicts().collect();
+    assert_eq!(verdicts.len(), 1);
+    assert_eq!(
+        verdicts[0].kind,
+        VerdictKind::Drift {
+            change: "corrected".into(),
+            state: "web:motd file.managed".into(),
+            states: 3
+        }
     );
 }
