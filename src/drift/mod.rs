@@ -11,8 +11,9 @@
 //! Every refusal is counted.
 
 pub mod classify;
+pub mod saved;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,14 +84,14 @@ pub trait SlsHistory {
 
 /// A state judged non-idempotent.
 #[derive(Debug, Clone)]
-struct Judged {
+pub(crate) struct Judged {
     record: NonIdempotent,
     /// Runs of it without a change since (on any minion), in a row.
     calm: u32,
 }
 
 /// A run with drift (or candidates), held until its job closes.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Held {
     minion: Box<str>,
     fun: Box<str>,
@@ -108,10 +109,10 @@ struct Held {
 
 /// A job's runs with drift, and per state how many of its minions ran it and
 /// changed it again.
-#[derive(Debug, Default)]
-struct OpenJob {
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct OpenJob {
     runs: Vec<Held>,
-    tally: HashMap<u64, (u32, u32)>,
+    tally: BTreeMap<u64, (u32, u32)>,
 }
 
 pub struct DriftStage {

@@ -288,3 +288,57 @@ fn runs_without_a_watched_tree_are_not_judged_and_the_memory_is_bounded() {
     assert_eq!(stage.stats.remembered.get(), 2);
     assert_eq!(stage.stats.remembered_refused.get(), 1);
 }
+
+#[test]
+fn a_checkpoint_keeps_what_decides_the_next_runs() {
+    let all = |motd, stamp| -> Vec<(&'static str, Vec<u8>)> {
+        ["m1", "m2", "m3"]
+            .iter()
+            .map(|m| (*m, highstate(motd, stamp, false, false)))
+            .collect()
+    };
+    let mut lab = Lab::new();
+    lab.job("j1", C1, false, &all(true, true));
+    lab.job("j2", C1, false, &all(false, true));
+    // j3's first return is held (its job open) when the checkpoint is written.
+    let mut out = Vec::new();
+    let ret = highstate(true, true, false, false);
+    let run = StateRunSeen {
+        jid: "j3",
+        minion: "m1",
+        fun: "state.highstate",
+        test: false,
+        context: &lab.context,
+        tree: Some(("states", C1)),
+        ret: &ret,
+        at: Stamp(100_000_000),
+    };
+    lab.stage.on_state_run(&run, &mut Git, &mut out);
+    let written = serde_json::to_string(&lab.stage.saving()).expect("saves");
+    let mut after = Lab::new();
+    after.t = lab.t;
+    after
+        .stage
+        .restore(serde_json::from_str(&written).expect("reads back"));
+    assert_eq!(
+        serde_json::to_string(&after.stage.saving()).expect("saves"),
+        written,
+        "the same memory"
+    );
+    // The rest of j3 on both: the same records.
+    let rest = [
+        ("m2", highstate(false, true, false, false)),
+        ("m3", highstate(false, true, false, false)),
+    ];
+    let before = lab.job("j3", C1, false, &rest);
+    let restored = after.job("j3", C1, false, &rest);
+    assert_eq!(drifts(&restored), drifts(&before));
+    assert_eq!(
+        drifts(&restored),
+        vec![(
+            "m1".into(),
+            vec![("web:motd".into(), ChangeKind::Corrected)]
+        )]
+    );
+    assert_eq!(judged(&restored), judged(&before));
+}

@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::correlate::Correlator;
 use crate::correlate::saved::{SavedCorrelator, SavingCorrelator};
 use crate::counter::Counts;
+use crate::drift::saved::{SavedDrift, SavingDrift};
 use crate::drift::{DriftStage, SlsHistory, StateRunSeen};
 use crate::event::{Body, Event};
 use crate::incident::saved::{SavedIncidents, SavingIncidents};
@@ -45,6 +46,7 @@ pub struct SavingStages<'a> {
     correlator: SavingCorrelator<'a>,
     incidents: SavingIncidents<'a>,
     pressure: SavingPressure<'a>,
+    drift: SavingDrift<'a>,
 }
 
 /// The stages' memory as a checkpoint reads it back.
@@ -57,6 +59,8 @@ pub struct SavedStages {
     incidents: Option<SavedIncidents>,
     #[serde(default)]
     pressure: Option<SavedPressure>,
+    #[serde(default)]
+    drift: Option<SavedDrift>,
 }
 
 impl SavedStages {
@@ -114,6 +118,7 @@ impl Stages {
             correlator: self.correlator.saving(),
             incidents: self.incidents.saving(),
             pressure: self.pressure.saving(),
+            drift: self.drift.saving(),
         }
     }
 
@@ -128,6 +133,9 @@ impl Stages {
         if let Some(incidents) = saved.incidents {
             self.incidents.restore(incidents);
             self.incidents.reannounce(at, &mut out);
+        }
+        if let Some(drift) = saved.drift {
+            self.drift.restore(drift);
         }
         if let Some(pressure) = saved.pressure {
             self.pressure.restore(pressure);

@@ -1,0 +1,133 @@
+//! The drift stage's memory as a checkpoint keeps it: each (minion, state)'s
+//! last run, the minions and commits it names, the states judged to never
+//! settle, the minions drifted in the last day, and the jobs whose drift waits
+//! for their close. Written from borrows, read back owned, within today's
+//! bounds.
+
+use serde::{Deserialize, Serialize};
+
+use super::classify::Prior;
+use super::{DriftStage, Judged, OpenJob};
+use crate::record::NonIdempotent;
+use crate::time::Stamp;
+
+/// (minion, state, commit, changed, changed under an applied commit, streak).
+type Entry = (u32, u64, u64, bool, bool, u32);
+
+#[derive(Serialize)]
+pub struct SavingDrift<'a> {
+    minions: Vec<(&'a str, u32)>,
+    memory: Vec<Entry>,
+    commits: Vec<(u64, &'a str)>,
+    judged: Vec<(u64, &'a NonIdempotent, u32)>,
+    drifted: Vec<(&'a str, Stamp)>,
+    open: Vec<(&'a str, &'a OpenJob)>,
+}
+
+#[derive(Deserialize)]
+pub struct SavedDrift {
+    minions: Vec<(String, u32)>,
+    memory: Vec<Entry>,
+    commits: Vec<(u64, String)>,
+    judged: Vec<(u64, NonIdempotent, u32)>,
+    drifted: Vec<(String, Stamp)>,
+    open: Vec<(String, OpenJob)>,
+}
+
+impl DriftStage {
+    /// In a stable order (the maps' own is not): the same memory writes the
+    /// same checkpoint.
+    pub fn saving(&self) -> SavingDrift<'_> {
+        let mut minions: Vec<(&str, u32)> = self.minions.iter().map(|(m, i)| (&**m, *i)).collect();
+        minions.sort_unstable();
+        let mut memory: Vec<Entry> = self
+            .memory
+            .iter()
+            .map(|(&(minion, state), p)| {
+                (
+                    minion,
+                    state,
+                    p.commit,
+                    p.changed,
+                    p.changed_applied,
+                    p.streak,
+                )
+            })
+            .collect();
+        memory.sort_unstable();
+        let mut commits: Vec<(u64, &str)> = self.commits.iter().map(|(h, c)| (*h, &**c)).collect();
+        commits.sort_unstable();
+        let mut judged: Vec<(u64, &NonIdempotent, u32)> = self
+            .judged
+            .iter()
+            .map(|(state, j)| (*state, &j.record, j.calm))
+            .collect();
+        judged.sort_unstable_by_key(|(state, _, _)| *state);
+        let mut drifted: Vec<(&str, Stamp)> =
+            self.drifted.iter().map(|(m, at)| (&**m, *at)).collect();
+        drifted.sort_unstable();
+        SavingDrift {
+            minions,
+            memory,
+            commits,
+            judged,
+            drifted,
+            open: self
+                .open_order
+                .iter()
+                .filter_map(|jid| Some((&**jid, self.open.get(jid)?)))
+                .collect(),
+        }
+    }
+
+    /// Takes back saved memory in place of its own; past today's bounds the
+    /// rest is left (counted as refused).
+    pub fn restore(&mut self, saved: SavedDrift) {
+        let bound = self.config.max_remembered;
+        self.minions = saved
+            .minions
+            .into_iter()
+            .filter(|(_, i)| (*i as usize) < bound)
+            .map(|(m, i)| (m.into_boxed_str(), i))
+            .collect();
+        self.memory.clear();
+        for (minion, state, commit, changed, changed_applied, streak) in saved.memory {
+            if self.memory.len() >= bound || minion as usize >= bound {
+                self.stats.remembered_refused.inc();
+                continue;
+            }
+            let prior = Prior {
+                commit,
+                changed,
+                changed_applied,
+                streak,
+            };
+            self.memory.insert((minion, state), prior);
+        }
+        self.stats.remembered.set(self.memory.len() as u64);
+        self.commits = saved
+            .commits
+            .into_iter()
+            .take(super::MAX_COMMITS)
+            .map(|(h, c)| (h, c.into_boxed_str()))
+            .collect();
+        self.judged = saved
+            .judged
+            .into_iter()
+            .map(|(state, record, calm)| (state, Judged { record, calm }))
+            .collect();
+        self.drifted = saved
+            .drifted
+            .into_iter()
+            .map(|(m, at)| (m.into_boxed_str(), at))
+            .collect();
+        self.stats.minions_last_day.set(self.drifted.len() as u64);
+        self.open.clear();
+        self.open_order.clear();
+        let skip = saved.open.len().saturating_sub(self.config.max_open_jobs);
+        for (jid, job) in saved.open.into_iter().skip(skip) {
+            self.open_order.push_back(jid.clone().into_boxed_str());
+            self.open.insert(jid.into_boxed_str(), job);
+        }
+    }
+}
