@@ -83,6 +83,7 @@ pub async fn run(
     write_jobs(config, out)?;
     write_presence(config, args.no_environment, out)?;
     write_checkouts(config, out)?;
+    write_drift(config, out)?;
     write_metrics(config, out)?;
     if config.state.checkpoint {
         writeln!(
@@ -246,6 +247,23 @@ fn write_checkouts(config: &Config, out: &mut impl Write) -> std::io::Result<()>
         )?;
     }
     Ok(())
+}
+
+/// Whether drift is judged, and against which state tree.
+fn write_drift(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
+    let tree = config.correlate.repos.iter().find(|r| r.states);
+    match (config.drift.enabled, tree) {
+        (false, _) => writeln!(out, "drift: off (drift.enabled = false)"),
+        (true, None) => writeln!(
+            out,
+            "drift: not judged (no watched state tree says which commit a run applied)"
+        ),
+        (true, Some(repo)) => writeln!(
+            out,
+            "drift: each state run's changes judged against the commits of {} ({} runs in a row make a state non-idempotent)",
+            repo.name, config.drift.never_settles_after
+        ),
+    }
 }
 
 fn write_metrics(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
