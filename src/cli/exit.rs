@@ -23,16 +23,34 @@ pub const RUNTIME: Status = Status {
     name: "FAILURE",
     meaning: "It ran and failed: a port in use, an output that cannot open, a recording that cannot be read.",
 };
-/// `job`, `minion`: what was asked for is not in the history.
+/// `job`, `minion`, `wait`: what was asked for is not in the history.
 pub const NOT_FOUND: Status = Status {
     code: 2,
     name: "NOT_FOUND",
-    meaning: "Nothing found: the job or minion asked for is not in the history (job, minion).",
+    meaning: "Nothing found: the job or minion asked for is not in the history (job, minion; wait: not within 30 s).",
 };
 pub const BAD_INPUT: Status = Status {
     code: 3,
     name: "BAD_INPUT",
     meaning: "It ran, but some input was bad: undecodable frames, a damaged recording.",
+};
+/// `wait`, `job --wait`: a minion's return failed.
+pub const JOB_FAILED: Status = Status {
+    code: 4,
+    name: "JOB_FAILED",
+    meaning: "The job waited for failed: a minion's return failed (a state failed, a non-zero retcode) (wait, job --wait).",
+};
+/// `wait`, `job --wait`: an expected minion did not return.
+pub const JOB_INCOMPLETE: Status = Status {
+    code: 5,
+    name: "JOB_INCOMPLETE",
+    meaning: "The job waited for is incomplete: an expected minion did not return (the recap says why), or no minion was targeted (wait, job --wait).",
+};
+/// `wait`, `job --wait`: `--timeout` passed first.
+pub const TIMED_OUT: Status = Status {
+    code: 6,
+    name: "TIMED_OUT",
+    meaning: "The job waited for had not finished when --timeout passed (wait, job --wait).",
 };
 /// clap's errors: an unknown flag, a bad value (sysexits' EX_USAGE).
 pub const USAGE: Status = Status {
@@ -71,6 +89,9 @@ pub const ALL: &[Status] = &[
     RUNTIME,
     NOT_FOUND,
     BAD_INPUT,
+    JOB_FAILED,
+    JOB_INCOMPLETE,
+    TIMED_OUT,
     USAGE,
     UNAVAILABLE,
     NO_PERMISSION,

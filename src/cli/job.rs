@@ -17,11 +17,19 @@ use crate::history::query::job;
 pub struct JobArgs {
     /// The job's id (as `salt --show-jid` or `saltsight jobs` shows it)
     pub jid: String,
+    /// Wait for the job to finish, and exit as `saltsight wait` does
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub until: super::wait::Until,
     #[command(flatten)]
     pub query: QueryArgs,
 }
 
 pub fn run(args: &JobArgs, config: &Config, out: &mut dyn Write) -> Result<Outcome, Failure> {
+    if args.wait {
+        return super::wait::wait_for(&args.jid, &args.until, args.query.json, config, out);
+    }
     let store = open_history(config)?;
     let recap = job(&store, &args.jid)
         .map_err(|e| Failure::runtime(e.to_string()))?

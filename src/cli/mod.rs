@@ -23,6 +23,7 @@ pub mod run;
 pub mod tail;
 pub mod tail_format;
 pub mod top;
+pub mod wait;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -105,6 +106,7 @@ impl Cli {
             Command::Jobs(args) => args.query.state.apply(&mut o),
             Command::Failures(args) => args.query.state.apply(&mut o),
             Command::Drift(args) => args.query.state.apply(&mut o),
+            Command::Wait(args) => args.query.state.apply(&mut o),
             Command::Minion(args) => args.query.state.apply(&mut o),
             Command::Demo(_) | Command::Generate(_) => {}
         }
@@ -141,6 +143,9 @@ pub enum Command {
     /// States that drifted from the commit their minion had applied, and
     /// states that never settle, from the history.
     Drift(drift::DriftArgs),
+    /// Wait for a job to finish and exit with the truth: 0 only when every
+    /// expected minion returned and succeeded (for CI: `salt --async`, then this).
+    Wait(wait::WaitArgs),
     /// One minion's recent jobs, successes, misses and failures from the history.
     Minion(minion::MinionArgs),
     /// Write man pages and shell completions (for packaging).
@@ -264,6 +269,7 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
             minion::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
         }
         Command::Drift(args) => drift::run(&args, &Loaded::read(&overrides)?.config, &mut stdout()),
+        Command::Wait(args) => wait::run(&args, &Loaded::read(&overrides)?.config, &mut stdout()),
         Command::Run(args) => {
             let rt = async_runtime()?;
             // From here on a SIGHUP is a reload (handled once `run` runs),

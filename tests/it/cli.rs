@@ -605,3 +605,69 @@ fn records_as_text_are_one_readable_line_each() {
         "a failed return reads as failed: {text}"
     );
 }
+
+/// Every query command against a missing, a damaged and an empty history: a
+/// message that says which, and its exit code; never a panic.
+#[test]
+fn the_query_commands_say_what_is_wrong_with_the_history() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("saltsight.toml");
+    let history = dir.path().join("history.sqlite");
+    std::fs::write(
+        &config,
+        format!(
+            "master_id = \"m\"\n[history]\npath = {:?}\n",
+            history.display().to_string()
+        ),
+    )
+    .expect("config");
+    let ask = |args: &[&str]| {
+        let out = Command::new(bin())
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let commands: [&[&str]; 7] = [
+        &["job", "20260101000000000000"],
+        &["jobs"],
+        &["failures"],
+        &["minion", "web1"],
+        &["drift"],
+        &["wait", "20260101000000000000", "--timeout", "1s"],
+        &["job", "20260101000000000000", "--wait", "--timeout", "1s"],
+    ];
+    for args in commands {
+        let (code, text) = ask(args);
+        assert!(
+            code == 69 && text.contains("no history at"),
+            "missing, {args:?}: {code} {text}"
+        );
+        assert!(!text.contains("panicked"), "{text}");
+    }
+    std::fs::write(&history, b"not a database at all, just bytes").expect("damaged");
+    for args in commands {
+        let (code, text) = ask(args);
+        assert!(
+            code == 69 && text.contains("history"),
+            "damaged, {args:?}: {code} {text}"
+        );
+        assert!(!text.contains("panicked"), "{text}");
+    }
+    std::fs::remove_file(&history).expect("remove");
+    drop(saltsight::history::Store::open_writer(&history).expect("an empty history"));
+    let expected = [2, 0, 0, 2, 0, 2, 2];
+    for (args, want) in commands.iter().zip(expected) {
+        let (code, text) = ask(args);
+        assert_eq!(code, want, "empty, {args:?}: {text}");
+        assert!(!text.contains("panicked"), "{text}");
+    }
+    assert!(ask(&["drift"]).1.contains("No drift since"));
+}

@@ -166,8 +166,44 @@ fn the_history_answers_what_the_records_said() {
         "db1 only failed state.apply: {db1}"
     );
 
+    // `wait`: the truth of each job as its exit code, for CI.
+    let code = |args: &[&str]| ask(&config, &state, args).0;
+    assert_eq!(code(&["wait", &failing]), 4, "a state failed");
+    assert_eq!(code(&["wait", &render]), 4, "a render failure fails");
+    assert_eq!(code(&["wait", &ping]), 5, "db1 did not return");
+    assert_eq!(code(&["job", &ping, "--wait"]), 5, "job --wait is wait");
+    assert_eq!(
+        code(&["wait", "20200101000000000000", "--timeout", "1s"]),
+        2,
+        "unknown"
+    );
+    let async_jid = |args: &[&str]| {
+        let out = lab.salt(args).expect("salt --async");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find_map(|l| l.split("job ID: ").nth(1).map(|j| j.trim().to_owned()))
+            .unwrap_or_else(|| panic!("no job ID in {text}"))
+    };
+    // Published now: waited for as its records land.
+    let pinged = async_jid(&["--async", "web1", "test.ping"]);
+    let (status, recap) = ask(&config, &state, &["wait", &pinged, "--timeout", "60s"]);
+    assert!(
+        status == 0 && recap.contains("1 succeeded"),
+        "{status}: {recap}"
+    );
+    let sleeping = async_jid(&["--async", "web1", "test.sleep", "30"]);
+    let (status, text) = ask(&config, &state, &["wait", &sleeping, "--timeout", "3s"]);
+    assert!(
+        status == 6 && text.contains("had not finished"),
+        "{status}: {text}"
+    );
+
     // SIGKILL: what was written stays; the next run adds to it.
-    let written = listed.as_array().map_or(0, Vec::len);
+    // Every job is in by now (`wait` saw each of them there).
+    let written = json(&config, &state, &["jobs", "--since", "1h"])
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(written, 5, "three jobs, a ping and a sleep");
     kill(run.pid().expect("running"), Signal::SIGKILL).expect("kill");
     drop(run);
     let after = json(&config, &state, &["jobs", "--since", "1h"]);

@@ -1,0 +1,131 @@
+//! `saltsight wait JID` (and `saltsight job JID --wait`): waits for a job in
+//! the history the running agent writes, then exits with the truth: 0 only
+//! when every expected minion returned and succeeded; a failed return, a
+//! minion that never returned, a job never seen and a timeout each have a code
+//! of their own (`exit`). Salt's own `salt` exits 0 in some of those cases; a
+//! CI pipeline runs `jid=$(salt --async ...)` and then this.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use super::present::{QueryArgs, Style, names, open_history, print_json};
+use super::recap::show;
+use super::{Failure, Outcome, exit};
+use crate::config::Config;
+use crate::config::duration::parse_duration;
+use crate::history::query::{JobRecap, job};
+
+/// How often the history is read again while waiting (it is written in
+/// batches of about a second).
+const POLL: Duration = Duration::from_millis(250);
+/// A job the history has not heard of by then is unknown (it may have been
+/// published before the agent ran, or not be a jid at all).
+const UNKNOWN_AFTER: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// The job's id (`salt --async` prints it; `salt --show-jid` too)
+    pub jid: String,
+    #[command(flatten)]
+    pub until: Until,
+    #[command(flatten)]
+    pub query: QueryArgs,
+}
+
+/// How long to wait.
+#[derive(Debug, Args, Clone)]
+pub struct Until {
+    /// Give up after this long (30s, 10m): exit 6 with what is known so far
+    #[arg(long, default_value = "10m")]
+    pub timeout: String,
+}
+
+pub fn run(args: &WaitArgs, config: &Config, out: &mut dyn Write) -> Result<Outcome, Failure> {
+    wait_for(&args.jid, &args.until, args.query.json, config, out)
+}
+
+/// Waits for `jid` to close, shows its recap, and says how it ended.
+pub fn wait_for(
+    jid: &str,
+    until: &Until,
+    json: bool,
+    config: &Config,
+    out: &mut dyn Write,
+) -> Result<Outcome, Failure> {
+    let timeout = parse_duration(&until.timeout)
+        .map_err(|e| Failure::new(exit::USAGE, format!("--timeout {:?}: {e}", until.timeout)))?;
+    let store = open_history(config)?;
+    let started = Instant::now();
+    let recap = loop {
+        let recap = job(&store, jid).map_err(|e| Failure::runtime(e.to_string()))?;
+        let waited = started.elapsed();
+        match recap {
+            Some(recap) if !recap.open => break recap,
+            Some(recap) if waited >= timeout => {
+                write(&recap, json, out)?;
+                return Err(Failure::new(
+                    exit::TIMED_OUT,
+                    format!(
+                        "job {jid} had not finished after {}: {} of {} minions returned",
+                        until.timeout,
+                        recap.succeeded.len() + recap.failed.len(),
+                        recap.expected
+                    ),
+                ));
+            }
+            None if waited >= timeout.min(UNKNOWN_AFTER) => {
+                return Err(Failure::new(
+                    exit::NOT_FOUND,
+                    format!(
+                        "no job {jid} in the history ({}) after {}s: is it a job id, published while `saltsight run` was writing this history?",
+                        store.path().display(),
+                        waited.as_secs()
+                    ),
+                ));
+            }
+            _ => std::thread::sleep(POLL),
+        }
+    };
+    write(&recap, json, out)?;
+    verdict(&recap)
+}
+
+fn write(recap: &JobRecap, json: bool, out: &mut dyn Write) -> Result<(), Failure> {
+    let written = if json {
+        print_json(recap, out)
+    } else {
+        show(recap, Style::for_stdout(), out)
+    };
+    written.map_err(|e| Failure::runtime(format!("writing the answer: {e}")))
+}
+
+/// How a closed job ended: a failed return first, then a minion missing (or
+/// none targeted), else success.
+pub fn verdict(recap: &JobRecap) -> Result<Outcome, Failure> {
+    if !recap.failed.is_empty() {
+        return Err(Failure::new(
+            exit::JOB_FAILED,
+            format!("job {}: failed on {}", recap.jid, names(&recap.failed, 10)),
+        ));
+    }
+    if !recap.missing.is_empty() {
+        let missing: Vec<String> = recap
+            .missing
+            .iter()
+            .map(|m| format!("{} ({})", m.minion, m.reason))
+            .collect();
+        return Err(Failure::new(
+            exit::JOB_INCOMPLETE,
+            format!("job {}: no return from {}", recap.jid, names(&missing, 10)),
+        ));
+    }
+    if recap.expected == 0 && recap.succeeded.is_empty() {
+        return Err(Failure::new(
+            exit::JOB_INCOMPLETE,
+            format!("job {}: no minion was targeted", recap.jid),
+        ));
+    }
+    Ok(Outcome::Ok)
+}
