@@ -21,7 +21,7 @@ pub const OK: Status = Status {
 pub const RUNTIME: Status = Status {
     code: 1,
     name: "FAILURE",
-    meaning: "It ran and failed: a port in use, an output that cannot open, a recording that cannot be read.",
+    meaning: "It ran and failed: a port in use, an output that cannot open, a recording that cannot be read; status: something is wrong now.",
 };
 /// `job`, `minion`, `wait`: what was asked for is not in the history.
 pub const NOT_FOUND: Status = Status {

@@ -8,6 +8,7 @@ pub mod exit;
 pub mod failures;
 pub mod flags;
 pub mod generate;
+pub mod incidents;
 pub mod job;
 pub mod jobs;
 pub mod log;
@@ -20,6 +21,7 @@ pub mod recap;
 pub mod reload;
 pub mod replay;
 pub mod run;
+pub mod status;
 pub mod tail;
 pub mod tail_format;
 pub mod top;
@@ -107,6 +109,8 @@ impl Cli {
             Command::Failures(args) => args.query.state.apply(&mut o),
             Command::Drift(args) => args.query.state.apply(&mut o),
             Command::Wait(args) => args.query.state.apply(&mut o),
+            Command::Status(args) => args.query.state.apply(&mut o),
+            Command::Incidents(args) => args.query.state.apply(&mut o),
             Command::Minion(args) => args.query.state.apply(&mut o),
             Command::Demo(_) | Command::Generate(_) => {}
         }
@@ -146,6 +150,12 @@ pub enum Command {
     /// Wait for a job to finish and exit with the truth: 0 only when every
     /// expected minion returned and succeeded (for CI: `salt --async`, then this).
     Wait(wait::WaitArgs),
+    /// What is wrong now, from the history: incidents, master pressure,
+    /// rollouts, failures, missing minions, drift, bus gaps. Exit 1 when
+    /// anything is.
+    Status(status::StatusArgs),
+    /// External incidents from the history, open and closed, newest first.
+    Incidents(incidents::IncidentsArgs),
     /// One minion's recent jobs, successes, misses and failures from the history.
     Minion(minion::MinionArgs),
     /// Write man pages and shell completions (for packaging).
@@ -270,6 +280,12 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
         }
         Command::Drift(args) => drift::run(&args, &Loaded::read(&overrides)?.config, &mut stdout()),
         Command::Wait(args) => wait::run(&args, &Loaded::read(&overrides)?.config, &mut stdout()),
+        Command::Status(args) => {
+            status::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
+        }
+        Command::Incidents(args) => {
+            incidents::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
+        }
         Command::Run(args) => {
             let rt = async_runtime()?;
             // From here on a SIGHUP is a reload (handled once `run` runs),

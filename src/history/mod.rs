@@ -12,6 +12,7 @@
 pub mod drift;
 pub mod query;
 pub mod rows;
+pub mod status;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

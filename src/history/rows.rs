@@ -48,6 +48,20 @@ impl Rows {
     pub(super) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The time of the first row (of any kind).
+    pub(super) fn at_of_first(&self) -> Option<Stamp> {
+        #[derive(Deserialize)]
+        struct At {
+            at: Stamp,
+        }
+        let (_, json) = self.0.first()?;
+        serde_json::from_str::<At>(json).ok().map(|r| r.at)
+    }
 }
 
 pub(super) fn decode<T: DeserializeOwned>(kind: RecordKind, json: &str) -> Option<Stored<T>> {

@@ -1,5 +1,6 @@
 //! Tests of the history store: write, read back, prune by age and size.
 use super::query::{JobFilter, failures, job, jobs, minion};
+use super::status::{incidents, status};
 use super::*;
 use crate::record::{
     JobCompleted, JobContext, JobPublished, MinionMissing, MinionReturn, MissingEvidence,
@@ -173,4 +174,122 @@ fn the_oldest_go_first_past_the_age_and_the_size() {
         "{before:?} {after:?}"
     );
     assert!(after.oldest > before.oldest, "the oldest went first");
+}
+
+#[test]
+fn status_names_what_is_wrong_and_forgets_it_once_it_is_not() {
+    use crate::record::{
+        ChangeKind, Drift, DriftedState, EpisodeStatus, ExternalIncident, MinionReturn,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let mut store = Store::open_writer(&path).expect("open");
+    let f = RecordFactory::new("m");
+    // c missed its second job in a row; an incident is open; web1 drifted.
+    store.insert(&rows(&a_job(&f, "1", 100))).unwrap();
+    let incident = |status: EpisodeStatus, revision: u32| {
+        f.make(
+            Stamp(150 * S),
+            &["i1", &revision.to_string()],
+            RecordBody::ExternalIncident(ExternalIncident {
+                incident: "i1".into(),
+                target: "mirror.example.net".into(),
+                category: crate::record::Category::NetworkDns,
+                status,
+                revision,
+                minions: 3,
+                jobs: 1,
+                failures: 3,
+                sample_minions: vec![],
+                sample_jobs: vec![],
+                states: vec![],
+                first_seen: Stamp(100 * S),
+                last_seen: Stamp(150 * S),
+                opened_at: Stamp(100 * S),
+                closed_at: None,
+                end: None,
+            }),
+        )
+    };
+    let drift = |change: ChangeKind, t: i64| {
+        f.make(
+            Stamp(t * S),
+            &["web1", &t.to_string()],
+            RecordBody::Drift(Drift {
+                jid: t.to_string(),
+                minion: "web1".into(),
+                fun: "state.apply".into(),
+                change,
+                repo: "states".into(),
+                commit: "c1".into(),
+                states: vec![DriftedState {
+                    sls: "web".into(),
+                    state_id: "motd".into(),
+                    function: "file.managed".into(),
+                    name: "/etc/motd".into(),
+                    change,
+                    summary: String::new(),
+                }],
+                states_not_listed: 0,
+                changed_not_read: 0,
+                intentional: 0,
+                unsettled: 0,
+                never_settles: 0,
+                trimmed: None,
+                context: JobContext::default(),
+            }),
+        )
+    };
+    store
+        .insert(&rows(&[
+            incident(EpisodeStatus::Open, 0),
+            drift(ChangeKind::Detected, 160),
+        ]))
+        .unwrap();
+    let reader = Store::open_reader(&path).expect("read");
+    let now = Stamp(200 * S);
+    let found = status(&reader, now).unwrap();
+    assert_eq!(found.incidents.len(), 1);
+    assert_eq!(found.absent.len(), 1, "{:?}", found.absent);
+    assert_eq!(
+        (found.absent[0].minion.as_str(), found.absent[0].streak),
+        ("c", 2)
+    );
+    assert_eq!(
+        found.drift_detected,
+        vec![("web1".to_owned(), "web:motd".to_owned())]
+    );
+    assert_eq!(found.wrong().len(), 3, "{:?}", found.wrong());
+    assert_eq!(found.newest.as_deref(), Some("1970-01-01T00:02:40.000000Z"));
+    // The incident closes, c returns, a highstate puts web1's motd back.
+    let back = f.make(
+        Stamp(170 * S),
+        &["2", "c"],
+        RecordBody::MinionReturn(MinionReturn {
+            jid: "2".into(),
+            minion: "c".into(),
+            fun: Some("test.ping".into()),
+            retcode: Some(0),
+            salt_success: Some(true),
+            succeeded: true,
+            context: JobContext::default(),
+            schedule: None,
+            duration_ms: Some(10),
+            states: None,
+            trimmed: None,
+        }),
+    );
+    store
+        .insert(&rows(&[
+            incident(EpisodeStatus::Closed, 1),
+            back,
+            drift(ChangeKind::Corrected, 180),
+        ]))
+        .unwrap();
+    let found = status(&reader, now).unwrap();
+    assert_eq!(found.wrong(), Vec::<String>::new(), "{found:?}");
+    assert_eq!(
+        incidents(&reader, Stamp(0)).unwrap()[0].status,
+        EpisodeStatus::Closed
+    );
 }

@@ -1,0 +1,170 @@
+//! `saltsight status`: what is wrong now, on one screen, from the history:
+//! open external incidents, master pressure, rollouts pending or stalled,
+//! failures of the last hour, minions missing jobs in a row, drift nothing put
+//! back, bus gaps; and how fresh the history is. Exit 0 when nothing is
+//! wrong, 1 when something is (a check for cron, Nagios/Icinga, a prompt).
+
+use std::io::Write;
+
+use clap::Args;
+
+use super::present::{QueryArgs, Style, Table, Tone, cut, names, open_history, print_json, when};
+use super::{Failure, Outcome, exit};
+use crate::config::Config;
+use crate::history::status::{Status, status};
+use crate::plain::duration_micros;
+use crate::time::Stamp;
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub query: QueryArgs,
+}
+
+fn now() -> Stamp {
+    Stamp::from_system_time(std::time::SystemTime::now())
+}
+
+pub fn run(args: &StatusArgs, config: &Config, out: &mut dyn Write) -> Result<Outcome, Failure> {
+    let store = open_history(config)?;
+    let now = now();
+    let found = status(&store, now).map_err(|e| Failure::runtime(e.to_string()))?;
+    let written = if args.query.json {
+        print_json(&found, out)
+    } else {
+        show(&found, now, Style::for_stdout(), out)
+    };
+    written.map_err(|e| Failure::runtime(format!("writing the answer: {e}")))?;
+    let wrong = found.wrong();
+    if wrong.is_empty() {
+        Ok(Outcome::Ok)
+    } else {
+        Err(Failure::new(
+            exit::RUNTIME,
+            format!("wrong now: {}", wrong.join(", ")),
+        ))
+    }
+}
+
+fn show(s: &Status, now: Stamp, style: Style, out: &mut dyn Write) -> std::io::Result<()> {
+    let b = |t: &str| style.paint(Tone::Bold, t);
+    let bad = |t: &str| style.paint(Tone::Bad, t);
+    let warn = |t: &str| style.paint(Tone::Warn, t);
+    for i in &s.incidents {
+        writeln!(
+            out,
+            "{} {} ({}): {} minions, {} jobs, since {}",
+            bad("External incident"),
+            i.target,
+            i.category,
+            i.minions,
+            i.jobs,
+            when(&i.first_seen.to_string())
+        )?;
+    }
+    if let Some(p) = &s.pressure {
+        let signals: Vec<String> = p
+            .signals
+            .iter()
+            .map(|f| format!("{} {:.2}", f.signal, f.value))
+            .collect();
+        writeln!(
+            out,
+            "{} since {}: {}",
+            bad("The master is saturated"),
+            when(&p.opened_at.to_string()),
+            signals.join(", ")
+        )?;
+    }
+    for r in &s.rollouts {
+        let head = format!(
+            "{} {} \"{}\"",
+            r.repo,
+            r.commit.get(..10).unwrap_or(&r.commit),
+            cut(&r.subject, 60)
+        );
+        let standing = format!(
+            "{}/{} applied, {} failed, {} pending",
+            r.applied, r.known, r.failed, r.pending
+        );
+        if r.status == crate::record::RolloutStatus::Stalled {
+            writeln!(out, "{} {head}: {standing}", bad("Rollout stalled"))?;
+        } else {
+            writeln!(out, "{} {head}: {standing}", b("Rolling out"))?;
+        }
+    }
+    if !s.failing.is_empty() {
+        writeln!(out, "{}", bad("Failing in the last hour"))?;
+        let mut t = Table::new(&["  MINIONS", "JOBS", "CATEGORY", "STATE", "LAST"]);
+        for f in &s.failing {
+            t.row(vec![
+                format!("  {}", f.minions),
+                f.jobs.to_string(),
+                f.category.clone(),
+                f.state.clone(),
+                when(&f.last),
+            ]);
+        }
+        t.write(style, out)?;
+    }
+    if !s.absent.is_empty() {
+        writeln!(out, "{}", warn("Missing jobs in a row"))?;
+        let mut t = Table::new(&["  MINION", "IN A ROW", "REASON", "SINCE"]);
+        for a in &s.absent {
+            t.row(vec![
+                format!("  {}", a.minion),
+                a.streak.to_string(),
+                format!("{} ({})", a.reason, a.evidence),
+                a.since.as_deref().map(when).unwrap_or_default(),
+            ]);
+        }
+        t.write(style, out)?;
+    }
+    if !s.drift_detected.is_empty() {
+        let drifted: Vec<String> = s
+            .drift_detected
+            .iter()
+            .map(|(m, state)| format!("{m} {state}"))
+            .collect();
+        writeln!(
+            out,
+            "{} {}",
+            warn("Drift nothing put back:"),
+            names(&drifted, 10)
+        )?;
+    }
+    if s.gaps > 0 {
+        writeln!(
+            out,
+            "{} {} in the last hour: events may have been missed",
+            warn("Bus gaps:"),
+            s.gaps
+        )?;
+    }
+    let fresh = s.newest.as_deref().and_then(Stamp::parse).map_or_else(
+        || "no record yet".to_owned(),
+        |t| {
+            format!(
+                "the newest record {} ago",
+                duration_micros(now.micros_since(t))
+            )
+        },
+    );
+    let wrong = s.wrong();
+    if wrong.is_empty() {
+        writeln!(out, "{}", style.paint(Tone::Good, "Nothing wrong now."))?;
+    }
+    writeln!(
+        out,
+        "{}",
+        style.paint(
+            Tone::Dim,
+            &format!(
+                "history: {} records, {} MiB, since {}; {fresh}",
+                s.records,
+                s.bytes >> 20,
+                s.oldest.as_deref().map(when).unwrap_or_else(|| "-".into())
+            )
+        )
+    )
+}

@@ -1,0 +1,286 @@
+//! What is wrong now, from the history (`saltsight status`, `incidents`):
+//! open external incidents, an open master pressure episode, rollouts pending
+//! or stalled, failures of the last hour, minions missing jobs in a row, drift
+//! a test=True run saw, bus gaps; and the history's own age.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::rows::{Revised, Stored, latest_by};
+use super::{HistoryError, Store};
+use crate::record::{
+    ChangeKind, Drift, EpisodeStatus, ExternalIncident, FailureGroup, MasterPressure,
+    MinionMissing, RecordKind, Rollout, RolloutStatus,
+};
+use crate::time::Stamp;
+
+/// Minions listed as missing repeatedly, at most.
+const MAX_MINIONS: usize = 200;
+const HOUR: i64 = 3_600_000_000;
+const DAY: i64 = 24 * HOUR;
+
+impl Revised for Rollout {
+    fn revision(&self) -> u32 {
+        self.revision
+    }
+}
+
+/// One failure still failing in the last hour.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Failing {
+    pub fingerprint: String,
+    pub state: String,
+    pub category: String,
+    pub minions: u64,
+    pub jobs: u64,
+    pub last: String,
+}
+
+/// A minion that missed jobs in a row, and has not returned since.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Absent {
+    pub minion: String,
+    pub streak: u32,
+    pub since: Option<String>,
+    pub reason: String,
+    pub evidence: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Status {
+    pub now: String,
+    pub incidents: Vec<ExternalIncident>,
+    pub pressure: Option<MasterPressure>,
+    /// The newest commit of each state tree still rolling out, stalled or not.
+    pub rollouts: Vec<Rollout>,
+    pub failing: Vec<Failing>,
+    pub absent: Vec<Absent>,
+    /// `(minion, sls:id)` a test=True run saw drifted in the last day.
+    pub drift_detected: Vec<(String, String)>,
+    /// Bus gaps in the last hour.
+    pub gaps: u64,
+    /// The history: records, bytes, the oldest and the newest record's time.
+    pub records: u64,
+    pub bytes: u64,
+    pub oldest: Option<String>,
+    pub newest: Option<String>,
+}
+
+impl Status {
+    /// What counts as wrong (a rollout in progress, the history's figures
+    /// do not), each said in a few words.
+    pub fn wrong(&self) -> Vec<String> {
+        let mut wrong = Vec::new();
+        let mut say = |n: usize, what: &str| {
+            if n > 0 {
+                wrong.push(format!("{n} {what}"));
+            }
+        };
+        say(self.incidents.len(), "external incident(s) open");
+        say(
+            usize::from(self.pressure.is_some()),
+            "master pressure episode open",
+        );
+        say(
+            self.rollouts
+                .iter()
+                .filter(|r| r.status == RolloutStatus::Stalled)
+                .count(),
+            "rollout(s) stalled",
+        );
+        say(self.failing.len(), "failure(s) in the last hour");
+        say(self.absent.len(), "minion(s) missing jobs in a row");
+        say(
+            self.drift_detected.len(),
+            "drifted state(s) nothing put back",
+        );
+        say(
+            usize::try_from(self.gaps).unwrap_or(usize::MAX),
+            "bus gap(s) in the last hour",
+        );
+        wrong
+    }
+}
+
+/// External incidents seen since `since`, each at its latest revision, newest first.
+pub fn incidents(store: &Store, since: Stamp) -> Result<Vec<ExternalIncident>, HistoryError> {
+    let rows = store.rows(
+        "SELECT kind, record FROM records WHERE kind = 'external_incident' AND at >= ?1 ORDER BY at, rowid",
+        &[&since.0],
+    )?;
+    let mut latest: Vec<ExternalIncident> = latest_by(
+        rows.of::<ExternalIncident>(RecordKind::ExternalIncident),
+        |i| i.body.incident.clone(),
+    )
+    .into_iter()
+    .map(|i| i.body)
+    .collect();
+    latest.sort_by_key(|i| std::cmp::Reverse(i.last_seen));
+    Ok(latest)
+}
+
+/// What is wrong at `now`.
+pub fn status(store: &Store, now: Stamp) -> Result<Status, HistoryError> {
+    let day_ago = now.0 - DAY;
+    let hour_ago = now.0 - HOUR;
+    let open_incidents: Vec<ExternalIncident> = incidents(store, Stamp(now.0 - 7 * DAY))?
+        .into_iter()
+        .filter(|i| i.status == EpisodeStatus::Open)
+        .collect();
+    let pressure = {
+        let rows = store.rows(
+            "SELECT kind, record FROM records WHERE kind = 'master_pressure' AND at >= ?1 ORDER BY at, rowid",
+            &[&day_ago],
+        )?;
+        latest_by(rows.of::<MasterPressure>(RecordKind::MasterPressure), |p| {
+            p.body.pressure.clone()
+        })
+        .into_iter()
+        .map(|p| p.body)
+        .find(|p| p.status == EpisodeStatus::Open)
+    };
+    let rollouts = {
+        let rows = store.rows(
+            "SELECT kind, record FROM records WHERE kind = 'rollout' AND at >= ?1 ORDER BY at, rowid",
+            &[&(now.0 - 30 * DAY)],
+        )?;
+        let latest = latest_by(rows.of::<Rollout>(RecordKind::Rollout), |r| {
+            (r.body.repo.clone(), r.body.commit.clone())
+        });
+        // The newest commit of each tree.
+        let mut newest: BTreeMap<String, Rollout> = BTreeMap::new();
+        for r in latest {
+            let keep = newest
+                .get(&r.body.repo)
+                .is_none_or(|old| r.body.seen_at >= old.seen_at);
+            if keep {
+                newest.insert(r.body.repo.clone(), r.body);
+            }
+        }
+        newest
+            .into_values()
+            .filter(|r| matches!(r.status, RolloutStatus::InProgress | RolloutStatus::Stalled))
+            .collect()
+    };
+    let failing = failing_since(store, hour_ago)?;
+    let absent = absent(store, day_ago)?;
+    // Each (minion, state)'s last drift of the day: detected and not put
+    // back since.
+    let drift_detected = {
+        let rows = store.rows(
+            "SELECT kind, record FROM records WHERE kind = 'drift' AND at >= ?1 ORDER BY at, rowid",
+            &[&day_ago],
+        )?;
+        let mut last: BTreeMap<(String, String), ChangeKind> = BTreeMap::new();
+        for d in rows.of::<Drift>(RecordKind::Drift) {
+            for s in d.body.states {
+                let state = format!("{}:{}", s.sls, s.state_id);
+                last.insert((d.body.minion.clone(), state), s.change);
+            }
+        }
+        last.into_iter()
+            .filter(|(_, change)| *change == ChangeKind::Detected)
+            .map(|(key, _)| key)
+            .collect()
+    };
+    let gaps = store
+        .rows(
+            "SELECT kind, record FROM records WHERE kind = 'bus_gap' AND at >= ?1",
+            &[&hour_ago],
+        )?
+        .len() as u64;
+    let figures = store.figures()?;
+    let newest = store
+        .rows(
+            "SELECT kind, record FROM records ORDER BY at DESC LIMIT 1",
+            &[],
+        )?
+        .at_of_first();
+    Ok(Status {
+        now: now.to_string(),
+        incidents: open_incidents,
+        pressure,
+        rollouts,
+        failing,
+        absent,
+        drift_detected,
+        gaps,
+        records: figures.rows,
+        bytes: figures.bytes,
+        oldest: figures.oldest.map(|t| t.to_string()),
+        newest: newest.map(|t| t.to_string()),
+    })
+}
+
+/// Failure groups since `since`, by fingerprint, most minions first.
+fn failing_since(store: &Store, since: i64) -> Result<Vec<Failing>, HistoryError> {
+    let rows = store.rows(
+        "SELECT kind, record FROM records WHERE kind = 'failure_group' AND at >= ?1 ORDER BY at, rowid",
+        &[&since],
+    )?;
+    let groups = latest_by(rows.of::<FailureGroup>(RecordKind::FailureGroup), |g| {
+        (g.body.jid.clone(), g.body.fingerprint.clone())
+    });
+    let mut by: BTreeMap<String, Failing> = BTreeMap::new();
+    for g in groups {
+        let at = g.at.to_string();
+        let g = g.body;
+        let f = by.entry(g.fingerprint.clone()).or_insert_with(|| Failing {
+            fingerprint: g.fingerprint.clone(),
+            state: format!(
+                "{}:{}",
+                g.sls.as_deref().unwrap_or_default(),
+                g.state_id.as_deref().unwrap_or("(render)")
+            ),
+            category: g.cause.category.to_string(),
+            minions: 0,
+            jobs: 0,
+            last: at.clone(),
+        });
+        f.minions += u64::from(g.count);
+        f.jobs += 1;
+        f.last = f.last.clone().max(at);
+    }
+    let mut failing: Vec<Failing> = by.into_values().collect();
+    failing.sort_by(|a, b| b.minions.cmp(&a.minions).then(b.last.cmp(&a.last)));
+    Ok(failing)
+}
+
+/// Minions whose latest verdict of the last day is a miss in a streak of 2
+/// or more, with no return since.
+fn absent(store: &Store, since: i64) -> Result<Vec<Absent>, HistoryError> {
+    let rows = store.rows(
+        "SELECT kind, record FROM records WHERE kind = 'minion_missing' AND at >= ?1 ORDER BY at, rowid",
+        &[&since],
+    )?;
+    let mut last: BTreeMap<String, Stored<MinionMissing>> = BTreeMap::new();
+    for m in rows.of::<MinionMissing>(RecordKind::MinionMissing) {
+        last.insert(m.body.minion.clone(), m);
+    }
+    let mut absent = Vec::new();
+    for (minion, m) in last {
+        if m.body.streak < 2 {
+            continue;
+        }
+        let returned = store.rows(
+            "SELECT kind, record FROM records WHERE minion = ?1 AND kind IN ('minion_return', 'late_return') AND at > ?2 LIMIT 1",
+            &[&minion, &m.at.0],
+        )?;
+        if !returned.is_empty() {
+            continue;
+        }
+        absent.push(Absent {
+            minion,
+            streak: m.body.streak,
+            since: m.body.missing_since.map(|t| t.to_string()),
+            reason: m.body.reason.to_string(),
+            evidence: m.body.evidence.to_string(),
+        });
+        if absent.len() >= MAX_MINIONS {
+            break;
+        }
+    }
+    absent.sort_by(|a, b| b.streak.cmp(&a.streak).then(a.minion.cmp(&b.minion)));
+    Ok(absent)
+}
