@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::rows::{Revised, Stored, latest_by};
 use super::{HistoryError, Store};
+use crate::record::MinionReturn;
 use crate::record::{
     ChangeKind, Drift, EpisodeStatus, ExternalIncident, FailureGroup, MasterPressure,
     MinionMissing, RecordKind, Rollout, RolloutStatus,
@@ -165,25 +166,7 @@ pub fn status(store: &Store, now: Stamp) -> Result<Status, HistoryError> {
     };
     let failing = failing_since(store, hour_ago)?;
     let absent = absent(store, day_ago)?;
-    // Each (minion, state)'s last drift of the day: detected and not put
-    // back since.
-    let drift_detected = {
-        let rows = store.rows(
-            "SELECT kind, record FROM records WHERE kind = 'drift' AND at >= ?1 ORDER BY at, rowid",
-            &[&day_ago],
-        )?;
-        let mut last: BTreeMap<(String, String), ChangeKind> = BTreeMap::new();
-        for d in rows.of::<Drift>(RecordKind::Drift) {
-            for s in d.body.states {
-                let state = format!("{}:{}", s.sls, s.state_id);
-                last.insert((d.body.minion.clone(), state), s.change);
-            }
-        }
-        last.into_iter()
-            .filter(|(_, change)| *change == ChangeKind::Detected)
-            .map(|(key, _)| key)
-            .collect()
-    };
+    let drift_detected = detected_drift(store, day_ago)?;
     let gaps = store
         .rows(
             "SELECT kind, record FROM records WHERE kind = 'bus_gap' AND at >= ?1",
@@ -283,4 +266,49 @@ fn absent(store: &Store, since: i64) -> Result<Vec<Absent>, HistoryError> {
     }
     absent.sort_by(|a, b| b.streak.cmp(&a.streak).then(a.minion.cmp(&b.minion)));
     Ok(absent)
+}
+
+/// Each (minion, state) whose last drift of the day a test=True run saw, and
+/// that no state run of the minion has applied since (a highstate after it
+/// puts it back, or changes it by a commit).
+fn detected_drift(store: &Store, since: i64) -> Result<Vec<(String, String)>, HistoryError> {
+    let rows = store.rows(
+        "SELECT kind, record FROM records WHERE kind = 'drift' AND at >= ?1 ORDER BY at, rowid",
+        &[&since],
+    )?;
+    let mut last: BTreeMap<(String, String), (ChangeKind, Stamp)> = BTreeMap::new();
+    for d in rows.of::<Drift>(RecordKind::Drift) {
+        for s in d.body.states {
+            let state = format!("{}:{}", s.sls, s.state_id);
+            last.insert((d.body.minion.clone(), state), (s.change, d.at));
+        }
+    }
+    let mut detected = Vec::new();
+    for ((minion, state), (change, at)) in last {
+        if change != ChangeKind::Detected {
+            continue;
+        }
+        let later = store.rows(
+            "SELECT kind, record FROM records WHERE minion = ?1 AND kind = 'minion_return' AND at > ?2 ORDER BY at",
+            &[&minion, &at.0],
+        )?;
+        let applied_since = later
+            .of::<MinionReturn>(RecordKind::MinionReturn)
+            .iter()
+            .any(|r| {
+                !r.body.context.test
+                    && r.body.states.is_some()
+                    && r.body
+                        .fun
+                        .as_deref()
+                        .is_some_and(|f| f.starts_with("state."))
+            });
+        if !applied_since {
+            detected.push((minion, state));
+        }
+        if detected.len() >= MAX_MINIONS {
+            break;
+        }
+    }
+    Ok(detected)
 }

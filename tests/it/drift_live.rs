@@ -214,11 +214,32 @@ fn drift_is_told_from_commits_and_from_a_state_that_never_settles() {
         "{:?}",
         drifts(&seen)
     );
+    // `status` names it (the history writes in batches: wait on the answer).
+    let status_until = |done: &dyn Fn(i32, &str) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (code, text) = ask(&config, &state, &["status"]);
+            if done(code, &text) || std::time::Instant::now() > deadline {
+                return (code, text);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let (code, text) = status_until(&|_, t| t.contains("web2 web:motd"));
+    assert!(
+        code == 1 && text.contains("Drift nothing put back: web2 web:motd"),
+        "{code}: {text}"
+    );
 
     // B changes the motd: its changes everywhere (web2's edit put back with
     // them) are the commit's, not drift.
     commit(&states, &managed, "welcome (B)\\n", "B");
     highstate(&mut seen, false);
+    let (code, text) = status_until(&|code, _| code == 0);
+    assert!(
+        code == 0 && text.contains("Nothing wrong now."),
+        "{code}: {text}"
+    );
     assert_eq!(drifts(&seen).len(), 3, "{:?}", drifts(&seen));
     assert_eq!(of_kind(&seen, "non_idempotent").count(), 1);
     let stdout: String = seen.iter().map(|r| r.record.to_string()).collect();
