@@ -20,6 +20,7 @@ pub mod reach;
 pub mod recap;
 pub mod reload;
 pub mod replay;
+pub mod rollouts;
 pub mod run;
 pub mod status;
 pub mod tail;
@@ -111,6 +112,7 @@ impl Cli {
             Command::Wait(args) => args.query.state.apply(&mut o),
             Command::Status(args) => args.query.state.apply(&mut o),
             Command::Incidents(args) => args.query.state.apply(&mut o),
+            Command::Rollouts(args) => args.query.state.apply(&mut o),
             Command::Minion(args) => args.query.state.apply(&mut o),
             Command::Demo(_) | Command::Generate(_) => {}
         }
@@ -156,6 +158,9 @@ pub enum Command {
     Status(status::StatusArgs),
     /// External incidents from the history, open and closed, newest first.
     Incidents(incidents::IncidentsArgs),
+    /// Each commit of the watched state trees on its way to the fleet, from
+    /// the history: status, applied/failed/pending, release delay.
+    Rollouts(rollouts::RolloutsArgs),
     /// One minion's recent jobs, successes, misses and failures from the history.
     Minion(minion::MinionArgs),
     /// Write man pages and shell completions (for packaging).
@@ -282,6 +287,9 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
         Command::Wait(args) => wait::run(&args, &Loaded::read(&overrides)?.config, &mut stdout()),
         Command::Status(args) => {
             status::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
+        }
+        Command::Rollouts(args) => {
+            rollouts::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
         }
         Command::Incidents(args) => {
             incidents::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())

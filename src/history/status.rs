@@ -312,3 +312,25 @@ fn detected_drift(store: &Store, since: i64) -> Result<Vec<(String, String)>, Hi
     }
     Ok(detected)
 }
+
+/// Each commit's rollout seen since `since` (of one repo), at its latest
+/// revision, the newest commit first.
+pub fn rollouts(
+    store: &Store,
+    since: Stamp,
+    repo: Option<&str>,
+) -> Result<Vec<Rollout>, HistoryError> {
+    let rows = store.rows(
+        "SELECT kind, record FROM records WHERE kind = 'rollout' AND at >= ?1 ORDER BY at, rowid",
+        &[&since.0],
+    )?;
+    let mut latest: Vec<Rollout> = latest_by(rows.of::<Rollout>(RecordKind::Rollout), |r| {
+        (r.body.repo.clone(), r.body.commit.clone())
+    })
+    .into_iter()
+    .map(|r| r.body)
+    .filter(|r| repo.is_none_or(|want| r.repo == want))
+    .collect();
+    latest.sort_by_key(|r| std::cmp::Reverse(r.seen_at));
+    Ok(latest)
+}

@@ -635,7 +635,7 @@ fn the_query_commands_say_what_is_wrong_with_the_history() {
                 + &String::from_utf8_lossy(&out.stderr),
         )
     };
-    let commands: [&[&str]; 9] = [
+    let commands: [&[&str]; 10] = [
         &["job", "20260101000000000000"],
         &["jobs"],
         &["failures"],
@@ -645,6 +645,7 @@ fn the_query_commands_say_what_is_wrong_with_the_history() {
         &["job", "20260101000000000000", "--wait", "--timeout", "1s"],
         &["status"],
         &["incidents"],
+        &["rollouts"],
     ];
     for args in commands {
         let (code, text) = ask(args);
@@ -665,7 +666,7 @@ fn the_query_commands_say_what_is_wrong_with_the_history() {
     }
     std::fs::remove_file(&history).expect("remove");
     drop(saltsight::history::Store::open_writer(&history).expect("an empty history"));
-    let expected = [2, 0, 0, 2, 0, 2, 2, 0, 0];
+    let expected = [2, 0, 0, 2, 0, 2, 2, 0, 0, 0];
     for (args, want) in commands.iter().zip(expected) {
         let (code, text) = ask(args);
         assert_eq!(code, want, "empty, {args:?}: {text}");

@@ -15,7 +15,9 @@ use serde_json::Value;
 
 use crate::alerts::{NEED_A_WATCHED_STATE_TREE, sample_names};
 use crate::support::upstream::get;
-use crate::support::{Received, Saltsight, lab_lock, metrics_address_once_connected, read_records};
+use crate::support::{
+    Received, Saltsight, ask, json, lab_lock, metrics_address_once_connected, read_records,
+};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -84,13 +86,17 @@ fn a_commit_is_followed_from_its_move_to_every_minion() {
         ),
     )
     .expect("write config");
-    let run = Saltsight::spawn(&[
-        "--config",
-        config.to_str().expect("utf-8"),
-        "--log-format",
-        "json",
-        "run",
-    ]);
+    let state = dir.path().join("state");
+    let run = Saltsight::spawn_with_env(
+        &[
+            "--config",
+            config.to_str().expect("utf-8"),
+            "--log-format",
+            "json",
+            "run",
+        ],
+        &[("SALTSIGHT_STATE_DIR", state.to_str().expect("utf-8"))],
+    );
     let metrics = metrics_address_once_connected(&run, &mut Vec::new());
     let mut seen = Vec::new();
     let wait = |seen: &mut Vec<Received>, what: &str, done: &dyn Fn(&[Received]) -> bool| {
@@ -196,5 +202,49 @@ fn a_commit_is_followed_from_its_move_to_every_minion() {
                 && l.contains("reach=\"100\"")),
         "A's and C's delays observed"
     );
+
+    // The history answers the same: `rollouts` lists each commit as its last
+    // record says, and `status` names the stalled one (the history writes in
+    // batches: wait on the answer).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let listed = loop {
+        let listed = json(&config, &state, &["rollouts"]);
+        let stalled = listed.as_array().is_some_and(|l| {
+            l.iter()
+                .any(|r| r["commit"] == d.as_str() && r["status"] == "stalled")
+        });
+        if stalled || std::time::Instant::now() > deadline {
+            break listed;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let standing: Vec<(String, String)> = listed
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|r| {
+            (
+                r["commit"].as_str().unwrap_or("?").to_owned(),
+                r["status"].as_str().unwrap_or("?").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        standing,
+        vec![
+            (d.clone(), "stalled".into()),
+            (c.clone(), "complete".into()),
+            (b.clone(), "superseded".into()),
+            (a.clone(), "complete".into()),
+        ],
+        "newest first"
+    );
+    let (code, text) = ask(&config, &state, &["status"]);
+    assert!(
+        code == 1 && text.contains("Rollout stalled") && text.contains(&d[..10]),
+        "{code}: {text}"
+    );
+    let (code, table) = ask(&config, &state, &["rollouts", "--repo", "states"]);
+    assert!(code == 0 && table.contains("superseded by"), "{table}");
     lab.start_minion("db1").expect("restart db1");
 }
