@@ -53,6 +53,10 @@ crate::counts! {
             "State runs not judged for drift: no watched state tree said which commit they ran under";
         counter remembered_refused = "saltsight_drift_remembered_refused",
             "New (minion, state) pairs not remembered: drift.max_remembered reached (their changes stay intentional)";
+        counter commits_forgotten = "saltsight_drift_commits_forgotten",
+            "Commit ids forgotten past 4,096 commits: a state last run under one of them changes as intentional next";
+        counter tally_refused = "saltsight_drift_tally_refused",
+            "States of one job not tallied past 10,000: a repeated change of theirs in that job is corrected, not unsettled";
         counter jobs_decided_early = "saltsight_drift_jobs_decided_early",
             "Jobs whose drift was decided before they closed: drift.max_open_jobs reached";
         gauge remembered = "saltsight_drift_states_remembered",
@@ -193,6 +197,7 @@ impl DriftStage {
             .add(u64::from(states.changed_not_read));
         let now = commit_hash(commit);
         if self.commits.len() >= MAX_COMMITS && !self.commits.contains_key(&now) {
+            self.stats.commits_forgotten.add(self.commits.len() as u64);
             self.commits.clear();
         }
         self.commits.entry(now).or_insert_with(|| commit.into());
@@ -251,8 +256,10 @@ impl DriftStage {
             }
         }
         let job = self.open_job(run.jid, out);
+        let mut refused = 0;
         for (state, candidate) in tally {
             if job.tally.len() >= MAX_JOB_STATES && !job.tally.contains_key(&state) {
+                refused += 1;
                 continue;
             }
             let entry = job.tally.entry(state).or_default();
@@ -267,6 +274,7 @@ impl DriftStage {
         } else {
             self.count_others(&held);
         }
+        self.stats.tally_refused.add(refused);
     }
 
     /// The job `jid` closed (or is not followed: one return): its runs'

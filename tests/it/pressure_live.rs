@@ -103,12 +103,32 @@ fn a_saturated_master_is_one_pressure_episode_that_its_verdicts_carry() {
             .any(|s| s["signal"] == "worker_cpu" && s["value"].as_f64() >= Some(0.5)),
         "{opened}"
     );
-    read_records(&run.stdout, &mut seen, Duration::from_secs(120), |s| {
+    // The renders done (the refresh job completes, during the episode)...
+    read_records(&run.stdout, &mut seen, Duration::from_secs(240), |s| {
+        of_kind(s, "job_completed").iter().any(|c| {
+            c["fun"] == "saltutil.refresh_pillar" && c["during_master_pressure"] == id.as_str()
+        })
+    })
+    .expect("the renders end");
+    // ... the episode closes once fresh figures say the master is calm. Salt
+    // reports its request times only as it handles requests, and an idle
+    // master's last report (of the slow renders) stands until it is stale
+    // (docs/metrics.md): on a real master minions keep returning; here, pings.
+    let closed = |s: &[Received]| {
         of_kind(s, "master_pressure")
             .iter()
             .any(|p| p["status"] == "closed")
-    })
-    .expect("the episode closes once the renders are done");
+    };
+    let give_up = Instant::now() + Duration::from_secs(120);
+    while !closed(&seen) {
+        assert!(
+            Instant::now() < give_up,
+            "the episode never closed after the renders: {}",
+            figures()
+        );
+        lab.salt(&["*", "test.ping"]).expect("ping");
+        let _ = read_records(&run.stdout, &mut seen, Duration::from_secs(2), closed);
+    }
     let closed = of_kind(&seen, "master_pressure")
         .into_iter()
         .find(|p| p["status"] == "closed")
