@@ -8,32 +8,14 @@
 //! detected drift; a new commit's changes → intentional, not drift.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use saltsight::lab::{Lab, LabOptions};
 use serde_json::Value;
 
-use crate::support::{Received, Saltsight, ask, json, lab_lock, read_records};
+use crate::support::{Received, Saltsight, ask, git, json, lab_lock, read_records};
 
 const SECRET: &str = "s3cr3t-hunter2";
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "alice")
-        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
-        .env("GIT_COMMITTER_NAME", "alice")
-        .env("GIT_COMMITTER_EMAIL", "alice@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// `web.sls` (the motd, its text `motd`) and `layout.sls` (a directory and a
 /// command with no `unless`), each minion's under `managed/<id>/`.

@@ -7,7 +7,6 @@
 //! `rollouts.stall_after`.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use saltsight::lab::{Lab, LabOptions};
@@ -16,26 +15,8 @@ use serde_json::Value;
 use crate::alerts::{NEED_A_WATCHED_STATE_TREE, sample_names};
 use crate::support::upstream::get;
 use crate::support::{
-    Received, Saltsight, ask, json, lab_lock, metrics_address_once_connected, read_records,
+    Received, Saltsight, ask, git, json, lab_lock, metrics_address_once_connected, read_records,
 };
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "alice")
-        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
-        .env("GIT_COMMITTER_NAME", "alice")
-        .env("GIT_COMMITTER_EMAIL", "alice@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 fn commit(states: &Path, web: &str, subject: &str) -> String {
     std::fs::write(states.join("web.sls"), web).expect("write web.sls");

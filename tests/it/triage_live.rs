@@ -22,25 +22,7 @@ use std::time::{Duration, Instant};
 use saltsight::lab::{Lab, LabOptions};
 use serde_json::{Value, json};
 
-use crate::support::{Received, Saltsight, jid_from, lab_lock, read_records};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "alice")
-        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
-        .env("GIT_COMMITTER_NAME", "alice")
-        .env("GIT_COMMITTER_EMAIL", "alice@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+use crate::support::{Received, Saltsight, git, jid_from, lab_lock, read_records};
 
 /// Writes `file` under the state tree, commits it, returns the commit id.
 fn commit(states: &Path, file: &str, text: &str, subject: &str) -> String {

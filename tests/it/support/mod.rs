@@ -342,3 +342,23 @@ pub fn json(config: &Path, state: &Path, args: &[&str]) -> serde_json::Value {
     let start = text.find(['{', '[']).expect("JSON");
     serde_json::from_str(&text[start..]).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
+
+/// `git <args>` in `dir` as alice (a state tree the tests commit to): its
+/// stdout, trimmed; a failure fails the test.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "alice")
+        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
+        .env("GIT_COMMITTER_NAME", "alice")
+        .env("GIT_COMMITTER_EMAIL", "alice@example.com")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
