@@ -41,16 +41,11 @@ pub fn run(args: &FailuresArgs, config: &Config, out: &mut dyn Write) -> Result<
             "COMMENT",
         ]);
         for l in &lines {
-            let state = if l.state_id.is_empty() {
-                format!("{} (render)", l.sls)
-            } else {
-                format!("{}:{} {}", l.sls, l.state_id, l.function)
-            };
             t.row(vec![
                 style.paint(Tone::Bad, &l.minions.to_string()),
                 l.jobs.to_string(),
                 l.category.clone(),
-                state,
+                l.state(),
                 when(&l.first_seen),
                 when(&l.last_seen),
                 l.introduced_by

@@ -101,8 +101,8 @@ fn show(s: &Status, now: Stamp, style: Style, out: &mut dyn Write) -> std::io::R
                 format!("  {}", f.minions),
                 f.jobs.to_string(),
                 f.category.clone(),
-                f.state.clone(),
-                when(&f.last),
+                f.state(),
+                when(&f.last_seen),
             ]);
         }
         t.write(style, out)?;

@@ -128,6 +128,17 @@ pub struct FailureLine {
     pub introduced_by: Option<String>,
 }
 
+impl FailureLine {
+    /// `sls:id function`, or `sls (render)` for a render failure.
+    pub fn state(&self) -> String {
+        if self.state_id.is_empty() {
+            format!("{} (render)", self.sls)
+        } else {
+            format!("{}:{} {}", self.sls, self.state_id, self.function)
+        }
+    }
+}
+
 /// One minion's recent story (`saltsight minion`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MinionView {

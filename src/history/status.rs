@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::query::{FailureLine, failures};
 use super::rows::{Revised, Stored, latest_by};
 use super::{HistoryError, Store};
 use crate::record::MinionReturn;
 use crate::record::{
-    ChangeKind, Drift, EpisodeStatus, ExternalIncident, FailureGroup, MasterPressure,
-    MinionMissing, RecordKind, Rollout, RolloutStatus,
+    ChangeKind, Drift, EpisodeStatus, ExternalIncident, MasterPressure, MinionMissing, RecordKind,
+    Rollout, RolloutStatus,
 };
 use crate::time::Stamp;
 
@@ -25,17 +26,6 @@ impl Revised for Rollout {
     fn revision(&self) -> u32 {
         self.revision
     }
-}
-
-/// One failure still failing in the last hour.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Failing {
-    pub fingerprint: String,
-    pub state: String,
-    pub category: String,
-    pub minions: u64,
-    pub jobs: u64,
-    pub last: String,
 }
 
 /// A minion that missed jobs in a row, and has not returned since.
@@ -55,7 +45,8 @@ pub struct Status {
     pub pressure: Option<MasterPressure>,
     /// The newest commit of each state tree still rolling out, stalled or not.
     pub rollouts: Vec<Rollout>,
-    pub failing: Vec<Failing>,
+    /// Failures of the last hour, by fingerprint (as `saltsight failures`).
+    pub failing: Vec<FailureLine>,
     pub absent: Vec<Absent>,
     /// `(minion, sls:id)` a test=True run saw drifted in the last day.
     pub drift_detected: Vec<(String, String)>,
@@ -164,7 +155,7 @@ pub fn status(store: &Store, now: Stamp) -> Result<Status, HistoryError> {
             .filter(|r| matches!(r.status, RolloutStatus::InProgress | RolloutStatus::Stalled))
             .collect()
     };
-    let failing = failing_since(store, hour_ago)?;
+    let failing = failures(store, Some(Stamp(hour_ago)))?;
     let absent = absent(store, day_ago)?;
     let drift_detected = detected_drift(store, day_ago)?;
     let gaps = store
@@ -194,40 +185,6 @@ pub fn status(store: &Store, now: Stamp) -> Result<Status, HistoryError> {
         oldest: figures.oldest.map(|t| t.to_string()),
         newest: newest.map(|t| t.to_string()),
     })
-}
-
-/// Failure groups since `since`, by fingerprint, most minions first.
-fn failing_since(store: &Store, since: i64) -> Result<Vec<Failing>, HistoryError> {
-    let rows = store.rows(
-        "SELECT kind, record FROM records WHERE kind = 'failure_group' AND at >= ?1 ORDER BY at, rowid",
-        &[&since],
-    )?;
-    let groups = latest_by(rows.of::<FailureGroup>(RecordKind::FailureGroup), |g| {
-        (g.body.jid.clone(), g.body.fingerprint.clone())
-    });
-    let mut by: BTreeMap<String, Failing> = BTreeMap::new();
-    for g in groups {
-        let at = g.at.to_string();
-        let g = g.body;
-        let f = by.entry(g.fingerprint.clone()).or_insert_with(|| Failing {
-            fingerprint: g.fingerprint.clone(),
-            state: format!(
-                "{}:{}",
-                g.sls.as_deref().unwrap_or_default(),
-                g.state_id.as_deref().unwrap_or("(render)")
-            ),
-            category: g.cause.category.to_string(),
-            minions: 0,
-            jobs: 0,
-            last: at.clone(),
-        });
-        f.minions += u64::from(g.count);
-        f.jobs += 1;
-        f.last = f.last.clone().max(at);
-    }
-    let mut failing: Vec<Failing> = by.into_values().collect();
-    failing.sort_by(|a, b| b.minions.cmp(&a.minions).then(b.last.cmp(&a.last)));
-    Ok(failing)
 }
 
 /// Minions whose latest verdict of the last day is a miss in a streak of 2
