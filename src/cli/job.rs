@@ -7,8 +7,8 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::present::{QueryArgs, Style, open_history, print_json};
-use super::recap::show;
+use super::present::{QueryArgs, open_history};
+use super::recap::answer;
 use super::{Failure, Outcome, exit};
 use crate::config::Config;
 use crate::history::query::job;
@@ -43,11 +43,6 @@ pub fn run(args: &JobArgs, config: &Config, out: &mut dyn Write) -> Result<Outco
                 ),
             )
         })?;
-    let written = if args.query.json {
-        print_json(&recap, out)
-    } else {
-        show(&recap, Style::for_stdout(), out)
-    };
-    written.map_err(|e| Failure::runtime(format!("writing the answer: {e}")))?;
+    answer(&recap, args.query.json, out)?;
     Ok(Outcome::Ok)
 }

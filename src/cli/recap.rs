@@ -7,6 +7,16 @@ use super::present::{Style, Table, Tone, cut, names, when};
 use crate::history::query::JobRecap;
 use crate::plain::duration_ms;
 
+/// The recap as `job` and `wait` answer: JSON, or as a person reads it.
+pub fn answer(r: &JobRecap, json: bool, out: &mut dyn Write) -> Result<(), super::Failure> {
+    let written = if json {
+        super::present::print_json(r, out)
+    } else {
+        show(r, Style::for_stdout(), out)
+    };
+    written.map_err(|e| super::Failure::runtime(format!("writing the answer: {e}")))
+}
+
 /// The recap as a person reads it.
 pub fn show(r: &JobRecap, style: Style, out: &mut dyn Write) -> std::io::Result<()> {
     let b = |t: &str| style.paint(Tone::Bold, t);

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use super::present::{QueryArgs, Style, names, open_history, print_json};
-use super::recap::show;
+use super::present::{QueryArgs, names, open_history};
+use super::recap::answer;
 use super::{Failure, Outcome, exit};
 use crate::config::Config;
 use crate::config::duration::parse_duration;
@@ -64,7 +64,7 @@ pub fn wait_for(
         match recap {
             Some(recap) if !recap.open => break recap,
             Some(recap) if waited >= timeout => {
-                write(&recap, json, out)?;
+                answer(&recap, json, out)?;
                 return Err(Failure::new(
                     exit::TIMED_OUT,
                     format!(
@@ -88,17 +88,8 @@ pub fn wait_for(
             _ => std::thread::sleep(POLL),
         }
     };
-    write(&recap, json, out)?;
+    answer(&recap, json, out)?;
     verdict(&recap)
-}
-
-fn write(recap: &JobRecap, json: bool, out: &mut dyn Write) -> Result<(), Failure> {
-    let written = if json {
-        print_json(recap, out)
-    } else {
-        show(recap, Style::for_stdout(), out)
-    };
-    written.map_err(|e| Failure::runtime(format!("writing the answer: {e}")))
 }
 
 /// How a closed job ended: a failed return first, then a minion missing (or
