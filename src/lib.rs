@@ -19,6 +19,7 @@
 //! - [`drift`]: each change a state run makes: a commit's, drift put back or seen, or a state that never settles.
 //! - [`master_processes`]: the salt-master's process tree from `/proc` (CPU, memory, by role).
 //! - [`master_connections`]: which minions hold a connection to the publish port, from `/proc` and the minion data cache.
+//! - [`master_keys`]: the master's accepted minion keys (`<pki_dir>/minions`).
 //! - [`history`]: the records kept on the master (SQLite), and the answers the query commands give.
 //! - [`record`]: the records emitted, with stable ids and their query columns (docs/records.md).
 //! - [`config`]: saltsight's TOML, the Salt master's YAML, resolved into one validated [`config::Config`].
@@ -43,6 +44,7 @@ pub mod jobs;
 pub mod lab;
 pub mod label;
 pub mod master_connections;
+pub mod master_keys;
 pub mod master_processes;
 pub mod metrics;
 pub mod pipeline;

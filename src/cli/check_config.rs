@@ -20,7 +20,7 @@ use super::{Failure, connect_status, exit};
 use crate::bus::Endpoint;
 use crate::bus::endpoint::current_user;
 use crate::config::Config;
-use crate::config::metrics::ListenAddress;
+use crate::config::metrics::{LabelChoice, ListenAddress};
 use crate::sink::OutputSpec;
 
 /// How long each probe may take.
@@ -294,5 +294,26 @@ fn write_metrics(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
         out,
         "metrics: /metrics on {} ({scope}; {web})",
         metrics.listen
-    )
+    )?;
+    let functions = match &metrics.functions {
+        LabelChoice::Listed(list) => format!("the {} listed in metrics.functions", list.len()),
+        LabelChoice::Learned { max, .. } => {
+            format!("each function seen, up to {max} (metrics.max_functions)")
+        }
+    };
+    writeln!(out, "metrics: function labels: {functions}, then \"other\"")?;
+    let Some(compat) = &metrics.salt_exporter else {
+        return Ok(());
+    };
+    let keys = match &compat.minion_keys {
+        None => "no accepted keys (health_minions off, or no master config)".to_string(),
+        Some(dir) => match crate::master_keys::accepted(dir, metrics.max_minions) {
+            Ok(keys) => format!("{} accepted keys in {}", keys.len(), dir.display()),
+            Err(error) => format!(
+                "accepted keys unreadable in {} ({error}): salt_health_minions_total stays 0",
+                dir.display()
+            ),
+        },
+    };
+    writeln!(out, "metrics: salt-exporter's series on; {keys}")
 }

@@ -277,15 +277,32 @@ listen_address = ":{metrics_port}"
 # TLS and basic auth, in the Prometheus exporter-toolkit format (as node_exporter's
 # --web.config.file). Flag: --web.config.file.
 # web_config_file = "/etc/saltsight/web.yml"
-# Functions with their own `function` label value; every other one is "other".
-functions = [{functions}]
+# The `function` label: these functions have series from the start, and the
+# functions seen then get values of their own, up to max_functions in all (later
+# ones are "other", counted in
+# saltsight_metric_label_values_refused_total{{label="function"}}).
+max_functions = {max_functions}
+# Or list them: exactly the listed functions get values, every other is "other"
+# (set functions or max_functions, not both).
+# functions = [{functions}]
 # Per-minion series (saltsight_minion_*): off, as fleets have thousands of minions.
 per_minion = false
 # Minions given per-minion series at most; later ones are refused and counted in
 # saltsight_metric_series_refused_total.
 max_minions = {max_minions}
-# Also expose salt-exporter's metrics (salt_new_job_total, ...) for its dashboards.
+# Also expose salt-exporter's metrics (salt_new_job_total, ...) for its dashboards
+# and alerts (docs/metrics.md, "Moving from salt-exporter").
 salt_exporter_compat = false
+# With salt_exporter_compat, salt-exporter's own switches (its config.yml keys):
+# [metrics.salt_exporter]
+# minion_label = false        # add-minion-label
+# ignore_test = false         # global.filters.ignore-test
+# ignore_mock = false         # global.filters.ignore-mock
+# status_functions = ["state.highstate"]   # salt_function_status.filters.functions
+# status_states = ["highstate"]            # salt_function_status.filters.states
+# health_minions = true       # health-minions: accepted keys as heartbeats
+# minion_keys = "/etc/salt/pki/master/minions"   # default: the master's pki_dir
+# disable = []                # <metric>.enabled = false, by metric name
 
 [redact]
 # Before any output (stdout, files, upstream, logs, tail), secrets are masked as
@@ -356,6 +373,7 @@ format = "text"
         retry_after_max = DEFAULT_RETRY_AFTER_MAX.as_secs(),
         metrics_port = super::metrics::DEFAULT_PORT,
         functions = toml_list(super::metrics::DEFAULT_FUNCTIONS),
+        max_functions = super::metrics::DEFAULT_MAX_FUNCTIONS,
         max_minions = super::metrics::DEFAULT_MAX_MINIONS,
         key_pattern = super::redact::DEFAULT_KEY_PATTERN,
         secret_functions = toml_list(super::redact::DEFAULT_SECRET_FUNCTIONS),

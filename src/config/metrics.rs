@@ -11,8 +11,9 @@ use serde::Deserialize;
 /// no free port left in 9100-9999; README.md says which port this is and why.
 pub const DEFAULT_PORT: u16 = 10097;
 
-/// Functions that get their own `function` label value by default; every other
-/// function is `other`.
+/// Functions whose series exist from the start when `metrics.functions` is not
+/// given; the functions seen then get their own value too, up to
+/// `metrics.max_functions`.
 pub const DEFAULT_FUNCTIONS: &[&str] = &[
     "state.apply",
     "state.highstate",
@@ -31,7 +32,20 @@ pub const DEFAULT_FUNCTIONS: &[&str] = &[
 ];
 
 /// More functions than this would make the `function` label a cardinality risk.
-pub const MAX_FUNCTIONS: usize = 100;
+pub const MAX_FUNCTIONS: usize = 1_000;
+/// Function label values learned by default: more than any fleet's set of
+/// functions in daily use, few enough to bound every per-function family.
+pub const DEFAULT_MAX_FUNCTIONS: usize = 200;
+
+/// How a label's values are chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LabelChoice {
+    /// Exactly these; the rest are `other`, not counted as refused.
+    Listed(Vec<String>),
+    /// These first, then the values seen, up to `max` in all; later ones are
+    /// `other`, and counted.
+    Learned { seed: Vec<String>, max: usize },
+}
 pub const DEFAULT_MAX_MINIONS: u64 = 5_000;
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
@@ -44,13 +58,18 @@ pub struct MetricsSection {
     /// TLS and basic auth, in the Prometheus exporter-toolkit format.
     pub web_config_file: Option<PathBuf>,
     /// Functions with their own `function` label value; the rest are `other`.
+    /// Unset: the functions seen, up to `max_functions`.
     pub functions: Option<Vec<String>>,
+    /// Without `functions`: function label values given as first seen, at most.
+    pub max_functions: Option<u64>,
     /// Per-minion series (`saltsight_minion_*`). Off by default.
     pub per_minion: Option<bool>,
     /// Minions given per-minion series at most; later ones are refused, counted.
     pub max_minions: Option<u64>,
     /// Also expose salt-exporter's metric names and labels.
     pub salt_exporter_compat: Option<bool>,
+    /// salt-exporter's own switches (with `salt_exporter_compat`).
+    pub salt_exporter: Option<super::salt_exporter::SaltExporterSection>,
 }
 
 /// Where the endpoint listens.
@@ -108,10 +127,11 @@ pub struct MetricsConfig {
     pub listen: ListenAddress,
     /// `--web.config.file`, read and checked.
     pub web: Option<super::web::WebConfig>,
-    pub functions: Vec<String>,
+    pub functions: LabelChoice,
     pub per_minion: bool,
     pub max_minions: usize,
-    pub salt_exporter_compat: bool,
+    /// salt-exporter's series, as configured (`salt_exporter_compat = true`).
+    pub salt_exporter: Option<super::salt_exporter::SaltExporterConfig>,
 }
 
 impl Default for MetricsConfig {
@@ -120,19 +140,24 @@ impl Default for MetricsConfig {
             enabled: true,
             listen: ListenAddress::Any(DEFAULT_PORT),
             web: None,
-            functions: DEFAULT_FUNCTIONS.iter().map(|f| (*f).to_owned()).collect(),
+            functions: LabelChoice::Learned {
+                seed: DEFAULT_FUNCTIONS.iter().map(|f| (*f).to_owned()).collect(),
+                max: DEFAULT_MAX_FUNCTIONS,
+            },
             per_minion: false,
             max_minions: DEFAULT_MAX_MINIONS as usize,
-            salt_exporter_compat: false,
+            salt_exporter: None,
         }
     }
 }
 
-/// `[metrics]` with `--web.listen-address` and `--web.config.file` over it.
+/// `[metrics]` with `--web.listen-address` and `--web.config.file` over it;
+/// `master_pki_dir` is where salt-exporter's series find the accepted keys.
 pub fn resolve(
     section: &MetricsSection,
     listen_flag: Option<&str>,
     web_config_flag: Option<&PathBuf>,
+    master_pki_dir: Option<PathBuf>,
     errors: &mut Vec<String>,
 ) -> MetricsConfig {
     let defaults = MetricsConfig::default();
@@ -143,9 +168,29 @@ pub fn resolve(
             defaults.listen
         }),
     };
-    let functions = match &section.functions {
-        None => defaults.functions,
-        Some(list) => {
+    let functions = match (&section.functions, section.max_functions) {
+        (None, max) => {
+            let max = max.unwrap_or(DEFAULT_MAX_FUNCTIONS as u64);
+            if max > MAX_FUNCTIONS as u64 {
+                errors.push(format!(
+                    "metrics.max_functions is {max}; at most {MAX_FUNCTIONS} (each one multiplies the series of every per-function metric)"
+                ));
+            }
+            match defaults.functions {
+                LabelChoice::Learned { seed, .. } => LabelChoice::Learned {
+                    max: (max as usize).max(seed.len()),
+                    seed,
+                },
+                listed => listed,
+            }
+        }
+        (Some(_), Some(_)) => {
+            errors.push(
+                "metrics.max_functions bounds the functions learned as seen; with metrics.functions listed, only those are labelled: set one of the two".into(),
+            );
+            defaults.functions
+        }
+        (Some(list), None) => {
             let mut seen = std::collections::BTreeSet::new();
             for f in list {
                 if f.trim().is_empty() || f == "other" {
@@ -162,7 +207,7 @@ pub fn resolve(
                     list.len()
                 ));
             }
-            list.clone()
+            LabelChoice::Listed(list.clone())
         }
     };
     let max_minions = section.max_minions.unwrap_or(DEFAULT_MAX_MINIONS);
@@ -180,7 +225,20 @@ pub fn resolve(
         functions,
         per_minion: section.per_minion.unwrap_or(false),
         max_minions: max_minions as usize,
-        salt_exporter_compat: section.salt_exporter_compat.unwrap_or(false),
+        salt_exporter: match (section.salt_exporter_compat, &section.salt_exporter) {
+            (Some(true), compat) => Some(super::salt_exporter::resolve(
+                &compat.clone().unwrap_or_default(),
+                master_pki_dir,
+                errors,
+            )),
+            (_, Some(_)) => {
+                errors.push(
+                    "[metrics.salt_exporter] configures salt-exporter's series, which are off: set metrics.salt_exporter_compat = true".into(),
+                );
+                None
+            }
+            (_, None) => None,
+        },
     }
 }
 
@@ -221,11 +279,11 @@ mod tests {
             ..MetricsSection::default()
         };
         let mut errors = Vec::new();
-        resolve(&section, None, None, &mut errors);
+        resolve(&section, None, None, None, &mut errors);
         assert_eq!(errors.len(), 4, "{errors:#?}");
         // The flag wins over the file.
         let mut errors = Vec::new();
-        let config = resolve(&section, Some("127.0.0.1:1"), None, &mut errors);
+        let config = resolve(&section, Some("127.0.0.1:1"), None, None, &mut errors);
         assert_eq!(config.listen.to_string(), "127.0.0.1:1");
         assert_eq!(errors.len(), 3);
     }

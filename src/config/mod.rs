@@ -19,6 +19,7 @@ pub mod pressure;
 pub mod redact;
 pub mod resolve;
 pub mod rollouts;
+pub mod salt_exporter;
 pub mod spool;
 pub mod state;
 pub mod web;

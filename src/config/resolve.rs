@@ -102,7 +102,8 @@ pub fn load_with<T>(
         master.as_ref().map(|m| m.pidfile.clone()),
         &mut errors,
     );
-    let rollouts = super::rollouts::resolve(&file.rollouts, master.map(|m| m.pki_dir), &mut errors);
+    let pki_dir = master.map(|m| m.pki_dir);
+    let rollouts = super::rollouts::resolve(&file.rollouts, pki_dir.clone(), &mut errors);
     let drift = super::drift::resolve(&file.drift, &mut errors);
     let raw = raw_outputs(&file.output, &mut errors);
     let resolved = outputs(&raw, &spool, &mut errors);
@@ -110,6 +111,7 @@ pub fn load_with<T>(
         &file.metrics,
         overrides.web_listen_address.as_deref(),
         overrides.web_config_file.as_ref(),
+        pki_dir,
         &mut errors,
     );
     let redact = super::redact::resolve(&file.redact, &mut errors);

@@ -62,15 +62,8 @@ impl Fleet {
         if unchanged {
             return false;
         }
-        match std::fs::read_dir(&self.dir) {
-            Ok(entries) => {
-                let keys: HashSet<Box<str>> = entries
-                    .filter_map(Result::ok)
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-                    .filter_map(|e| e.file_name().to_str().map(Box::<str>::from))
-                    .filter(|name| !name.starts_with('.'))
-                    .take(self.max)
-                    .collect();
+        match crate::master_keys::accepted(&self.dir, self.max) {
+            Ok(keys) => {
                 self.warned = false;
                 self.keys = Some(keys);
             }

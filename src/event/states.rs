@@ -113,6 +113,35 @@ fn state_outcome(raw: &[u8]) -> Option<(Option<bool>, bool)> {
     Some((result, changed))
 }
 
+/// The sum of every state's `duration` (Salt's milliseconds) in a state-run
+/// return; `None` unless every state has a numeric one (the return is not a
+/// state run, or a state never ran).
+pub fn summed_duration_ms(raw: &[u8]) -> Option<f64> {
+    let mut total = 0.0;
+    let mut every = true;
+    for_each_state(raw, |state| {
+        let [duration] = fields(state.raw, [b"duration"]);
+        match duration.and_then(msgpack_number) {
+            Some(ms) => total += ms,
+            None => every = false,
+        }
+    })?;
+    every.then_some(total)
+}
+
+/// A msgpack float or integer as f64.
+fn msgpack_number(raw: &[u8]) -> Option<f64> {
+    match raw {
+        [0xcb, rest @ ..] => Some(f64::from_be_bytes(rest.try_into().ok()?)),
+        [0xca, rest @ ..] => Some(f64::from(f32::from_be_bytes(rest.try_into().ok()?))),
+        [b] if *b <= 0x7f => Some(f64::from(*b)),
+        [0xcc, b] => Some(f64::from(*b)),
+        [0xcd, rest @ ..] => Some(f64::from(u16::from_be_bytes(rest.try_into().ok()?))),
+        [0xce, rest @ ..] => Some(f64::from(u32::from_be_bytes(rest.try_into().ok()?))),
+        _ => None,
+    }
+}
+
 /// The raw values of the keys in `keys` of a msgpack map, in `keys`' order
 /// (`None` for a key it lacks, or when `raw` is not a map).
 pub fn fields<'a, const N: usize>(raw: &'a [u8], keys: [&[u8]; N]) -> [Option<&'a [u8]>; N] {
@@ -256,5 +285,24 @@ mod tests {
                 "{v}"
             );
         }
+    }
+
+    /// salt-exporter's `salt_job_duration_seconds` sums the states' durations,
+    /// only when every state has one.
+    #[test]
+    fn durations_are_summed_only_when_every_state_has_one() {
+        let pack = |v: serde_json::Value| rmp_serde::to_vec_named(&v).unwrap();
+        let ran = json!({
+            "test_|-a_|-a_|-succeed_with_changes": {"result": true, "changes": {"x": 1}, "duration": 1.5},
+            "cmd_|-b_|-x_|-run": {"result": false, "changes": {}, "duration": 12},
+        });
+        assert_eq!(summed_duration_ms(&pack(ran)), Some(13.5));
+        let one_missing = json!({
+            "test_|-a_|-a_|-nop": {"result": true, "changes": {}, "duration": 1.5},
+            "cmd_|-b_|-x_|-run": {"result": false, "changes": {}, "comment": "requisite failed"},
+        });
+        assert_eq!(summed_duration_ms(&pack(one_missing)), None);
+        assert_eq!(summed_duration_ms(&pack(json!(true))), None);
+        assert_eq!(summed_duration_ms(&pack(json!({}))), Some(0.0));
     }
 }

@@ -1,16 +1,16 @@
 //! Every metric family saltsight updates as it runs, defined once; docs/metrics.md
 //! is the reference. Label values come from closed enums (tag classes, missing
-//! reasons, categories, record kinds) or from the configured function allow-list
-//! plus `other`, so the series count is fixed at start: every series is created
-//! at 0 then, which also lets `increase()` see a family's first event.
+//! reasons, categories, record kinds), made at 0 at start so `increase()` sees a
+//! family's first event, or from the bounded `function` values (`labels`): the
+//! configured list, or the default ones then those learned as first seen, each
+//! value's series made when it is given.
 //!
-//! Updates are atomic adds on handles resolved ahead of time (no label hashing on
-//! the hot path), from the consumer task: [`EventMetrics`] per event (in `app`),
+//! Updates are atomic adds on handles resolved once (the `function` label costs
+//! one lookup of a short string per record), from the consumer task: [`EventMetrics`] per event (in `app`),
 //! [`RecordMetrics`] per record (in the `run` handler). Counts that live in
 //! other tasks' atomics are read at scrape time (`collect`).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -19,6 +19,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::labels::{LabelValues, PerValue};
 use crate::bus::GapReason;
 use crate::event::{DecodeReason, TagClass};
 use crate::record::{
@@ -83,61 +84,6 @@ where
     let family = Family::<[(&'static str, &'static str); 1], M>::default();
     registry.register(name, help, family.clone());
     values.map(|value| family.get_or_create_owned(&[(label, value)]))
-}
-
-/// The `function` label: a configured name, or `other`.
-#[derive(Debug, Clone)]
-pub struct FunctionLabels {
-    names: Vec<String>,
-    index: HashMap<String, usize, BuildHasherDefault<Fnv1a>>,
-}
-
-/// FNV-1a: label lookups hash short strings on every record, where SipHash's
-/// DoS resistance buys nothing (the keys are the configured names).
-#[derive(Debug, Clone, Copy)]
-pub struct Fnv1a(u64);
-
-impl Default for Fnv1a {
-    fn default() -> Self {
-        Fnv1a(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv1a {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl FunctionLabels {
-    pub fn new(functions: &[String]) -> Self {
-        let mut names: Vec<String> = functions.to_vec();
-        names.push("other".into());
-        let index = functions
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.clone(), i))
-            .collect();
-        Self { names, index }
-    }
-
-    /// The label value's index: the function's, or `other`'s (the last).
-    pub fn of(&self, function: &str) -> usize {
-        self.index
-            .get(function)
-            .copied()
-            .unwrap_or(self.names.len() - 1)
-    }
-
-    pub fn names(&self) -> &[String] {
-        &self.names
-    }
 }
 
 /// Per-event counts, updated by `app::run` for every frame it decodes.
@@ -208,34 +154,23 @@ impl EventMetrics {
     }
 }
 
-/// One series per function label value, made now.
-fn each_function<M, C>(family: &Family<FunctionLabel, M, C>, names: &[String]) -> Vec<M>
-where
-    M: Clone,
-    C: prometheus_client::metrics::family::MetricConstructor<M>,
-{
-    names
-        .iter()
-        .map(|f| {
-            family.get_or_create_owned(&FunctionLabel {
-                function: f.clone(),
-            })
-        })
-        .collect()
+/// One function label value's series.
+#[derive(Debug)]
+struct FunctionSeries {
+    jobs_published: Counter,
+    expected_returns: Counter,
+    late_returns: Counter,
+    returns: [Counter; OUTCOMES.len()],
+    jobs_completed: [Counter; JOB_OUTCOMES.len()],
+    missing: [Counter; MissingReason::COUNT],
+    job_duration: Histogram,
+    first_return: Histogram,
 }
 
 /// Per-record counts, updated by the `run` handler for every record it emits.
 #[derive(Debug)]
 pub struct RecordMetrics {
-    functions: FunctionLabels,
-    jobs_published: Vec<Counter>,
-    expected_returns: Vec<Counter>,
-    jobs_completed: Vec<[Counter; JOB_OUTCOMES.len()]>,
-    returns: Vec<[Counter; OUTCOMES.len()]>,
-    late_returns: Vec<Counter>,
-    missing: Vec<[Counter; MissingReason::COUNT]>,
-    job_duration: Vec<Histogram>,
-    first_return: Vec<Histogram>,
+    by_function: PerValue<FunctionSeries>,
     state_failures: [Counter; Category::COUNT],
     fallout: Counter,
     render_failures: Counter,
@@ -255,89 +190,54 @@ pub struct RecordMetrics {
 }
 
 impl RecordMetrics {
-    pub fn register(registry: &mut Registry, functions: FunctionLabels) -> Self {
-        let names = functions.names().to_vec();
-        let per_function = |registry: &mut Registry, name: &str, help: &str| {
+    /// `functions` gives the label values known now; their series are made at
+    /// once, a learned one's when it is first counted.
+    pub fn register(registry: &mut Registry, functions: &LabelValues) -> Self {
+        let counters = |registry: &mut Registry, name: &str, help: &str| {
             let family = Family::<FunctionLabel, Counter>::default();
             registry.register(name, help, family.clone());
-            each_function(&family, &names)
+            family
         };
-        let jobs_published = per_function(
+        let jobs_published = counters(
             registry,
             "saltsight_jobs_published",
             "Jobs published to minions, by function",
         );
-        let expected_returns = per_function(
+        let expected_returns = counters(
             registry,
             "saltsight_expected_returns",
             "Returns expected of minions by published jobs that were judged, by function: the denominator of the share missing",
         );
-        let late_returns = per_function(
+        let late_returns = counters(
             registry,
             "saltsight_late_returns",
             "Returns that came after their job's deadline, by function",
         );
-        let by_outcome =
-            |registry: &mut Registry, name: &str, help: &str, outcomes: &[&'static str]| {
-                let family = Family::<FunctionOutcome, Counter>::default();
-                registry.register(name, help, family.clone());
-                names
-                    .iter()
-                    .map(|f| {
-                        outcomes
-                            .iter()
-                            .map(|o| {
-                                family.get_or_create_owned(&FunctionOutcome {
-                                    function: f.clone(),
-                                    outcome: o,
-                                })
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                    .collect::<Vec<_>>()
-            };
-        let returns = by_outcome(
-            registry,
+        let returns = Family::<FunctionOutcome, Counter>::default();
+        registry.register(
             "saltsight_returns",
             "Minion returns to tracked jobs, by function and outcome (success: retcode 0, success not false, no state failed)",
-            &OUTCOMES,
-        )
-        .into_iter()
-        .map(|v| [v[0].clone(), v[1].clone()])
-        .collect();
-        let jobs_completed = by_outcome(
-            registry,
+            returns.clone(),
+        );
+        let jobs_completed = Family::<FunctionOutcome, Counter>::default();
+        registry.register(
             "saltsight_jobs_completed",
             "Jobs judged at their deadline or last return, by function and outcome (success, failure, incomplete: none failed, some never returned)",
-            &JOB_OUTCOMES,
-        )
-        .into_iter()
-        .map(|v| [v[0].clone(), v[1].clone(), v[2].clone()])
-        .collect();
-        let missing_family = Family::<FunctionReason, Counter>::default();
+            jobs_completed.clone(),
+        );
+        let missing = Family::<FunctionReason, Counter>::default();
         registry.register(
             "saltsight_missing_returns",
             "Expected minions that did not return by the deadline, by function and reason",
-            missing_family.clone(),
+            missing.clone(),
         );
-        let missing = names
-            .iter()
-            .map(|f| {
-                MissingReason::ALL.map(|r| {
-                    missing_family.get_or_create_owned(&FunctionReason {
-                        function: f.clone(),
-                        reason: r.as_str(),
-                    })
-                })
-            })
-            .collect();
         let histograms = |registry: &mut Registry, name: &str, help: &str, buckets: &[f64]| {
             let buckets = buckets.to_vec();
             let family = Family::<FunctionLabel, Histogram, _>::new_with_constructor(move || {
                 Histogram::new(buckets.iter().copied())
             });
             registry.register(name, help, family.clone());
-            each_function(&family, &names)
+            family
         };
         let job_duration = histograms(
             registry,
@@ -351,20 +251,39 @@ impl RecordMetrics {
             "Publication to the first return, by function",
             &FIRST_RETURN_BUCKETS,
         );
+        let by_function = PerValue::new(functions, move |function| {
+            let one = || FunctionLabel {
+                function: function.to_owned(),
+            };
+            let by = |family: &Family<FunctionOutcome, Counter>, outcome| {
+                family.get_or_create_owned(&FunctionOutcome {
+                    function: function.to_owned(),
+                    outcome,
+                })
+            };
+            FunctionSeries {
+                jobs_published: jobs_published.get_or_create_owned(&one()),
+                expected_returns: expected_returns.get_or_create_owned(&one()),
+                late_returns: late_returns.get_or_create_owned(&one()),
+                returns: OUTCOMES.map(|o| by(&returns, o)),
+                jobs_completed: JOB_OUTCOMES.map(|o| by(&jobs_completed, o)),
+                missing: MissingReason::ALL.map(|r| {
+                    missing.get_or_create_owned(&FunctionReason {
+                        function: function.to_owned(),
+                        reason: r.as_str(),
+                    })
+                }),
+                job_duration: job_duration.get_or_create_owned(&one()),
+                first_return: first_return.get_or_create_owned(&one()),
+            }
+        });
         let single = |registry: &mut Registry, name: &str, help: &str| {
             let c = Counter::default();
             registry.register(name, help, c.clone());
             c
         };
         Self {
-            jobs_published,
-            expected_returns,
-            jobs_completed,
-            returns,
-            late_returns,
-            missing,
-            job_duration,
-            first_return,
+            by_function,
             state_failures: closed(
                 registry,
                 "saltsight_state_failures",
@@ -401,7 +320,6 @@ impl RecordMetrics {
                 "kind",
                 RecordKind::NAMES,
             ),
-            functions,
             incidents_open: closed(
                 registry,
                 "saltsight_external_incidents_open",
@@ -463,30 +381,36 @@ impl RecordMetrics {
         }
     }
 
-    pub fn record(&self, record: &Record) {
+    /// One record; `functions` gives its function's label value (learning it
+    /// if there is room).
+    pub fn record(&mut self, record: &Record, functions: &mut LabelValues) {
         self.records[record.kind.index()].inc();
         match &record.body {
             RecordBody::JobPublished(p) => {
-                self.jobs_published[self.functions.of(&p.fun)].inc();
+                self.by_function.of(functions, &p.fun).jobs_published.inc();
             }
             RecordBody::MinionReturn(r) => {
-                let f = self.functions.of(r.fun.as_deref().unwrap_or_default());
-                self.returns[f][usize::from(!r.succeeded)].inc();
+                let f = self
+                    .by_function
+                    .of(functions, r.fun.as_deref().unwrap_or_default());
+                f.returns[usize::from(!r.succeeded)].inc();
             }
             RecordBody::LateReturn(r) => {
-                let f = self.functions.of(r.fun.as_deref().unwrap_or_default());
-                self.late_returns[f].inc();
-                self.returns[f][usize::from(!r.succeeded)].inc();
+                let f = self
+                    .by_function
+                    .of(functions, r.fun.as_deref().unwrap_or_default());
+                f.late_returns.inc();
+                f.returns[usize::from(!r.succeeded)].inc();
             }
             RecordBody::MinionMissing(m) => {
-                self.missing[self.functions.of(&m.fun)][m.reason.index()].inc();
+                self.by_function.of(functions, &m.fun).missing[m.reason.index()].inc();
                 if m.during_master_pressure.is_some() {
                     self.missing_under_pressure.inc();
                 }
             }
             // Amendments (late returns) are counted as returns, not as jobs again.
             RecordBody::JobCompleted(c) if c.revision == 0 => {
-                let f = self.functions.of(&c.fun);
+                let f = self.by_function.of(functions, &c.fun);
                 let outcome = if c.failed > 0 {
                     1
                 } else if c.returned < c.expected {
@@ -494,18 +418,18 @@ impl RecordMetrics {
                 } else {
                     0
                 };
-                self.jobs_completed[f][outcome].inc();
+                f.jobs_completed[outcome].inc();
                 // Minions judged: returned or missing (an evicted job's pending
                 // minions are neither). Scheduled and salt-call runs expect only
                 // their own return, which came: counting them would dilute the
                 // share missing.
                 if !matches!(c.context.run_kind, RunKind::Scheduled | RunKind::Call) {
                     let missing: u32 = c.missing.values().sum();
-                    self.expected_returns[f].inc_by(u64::from(c.returned + missing));
+                    f.expected_returns.inc_by(u64::from(c.returned + missing));
                 }
-                self.job_duration[f].observe(c.duration_ms as f64 / 1e3);
+                f.job_duration.observe(c.duration_ms as f64 / 1e3);
                 if let Some(first) = c.first_return_ms {
-                    self.first_return[f].observe(first as f64 / 1e3);
+                    f.first_return.observe(first as f64 / 1e3);
                 }
             }
             RecordBody::StateFailure(s) => {
@@ -584,13 +508,11 @@ impl RecordMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::metrics::LabelChoice as Choice;
 
-    #[test]
-    fn functions_not_listed_are_other() {
-        let labels = FunctionLabels::new(&["state.apply".into(), "cmd.run".into()]);
-        assert_eq!(labels.of("cmd.run"), 1);
-        assert_eq!(labels.of("pillar.items"), 2);
-        assert_eq!(labels.names()[labels.of("x")], "other");
+    fn functions(listed: &[&str]) -> LabelValues {
+        let listed = listed.iter().map(|f| (*f).to_owned()).collect();
+        LabelValues::new(&Choice::Listed(listed), Counter::default())
     }
 
     fn completed(run_kind: RunKind, returned: u32, missing: &[(MissingReason, u32)]) -> Record {
@@ -626,19 +548,22 @@ mod tests {
     #[test]
     fn expected_returns_count_the_minions_judged_of_published_jobs() {
         let mut registry = Registry::default();
-        let metrics =
-            RecordMetrics::register(&mut registry, FunctionLabels::new(&["test.ping".into()]));
-        metrics.record(&completed(
+        let mut functions = functions(&["test.ping"]);
+        let mut metrics = RecordMetrics::register(&mut registry, &functions);
+        let completed_run = completed(
             RunKind::Adhoc,
             7,
             &[
                 (MissingReason::NoResponse, 2),
                 (MissingReason::UnknownGap, 1),
             ],
-        ));
-        metrics.record(&completed(RunKind::Scheduled, 1, &[]));
-        metrics.record(&completed(RunKind::Call, 1, &[]));
-        assert_eq!(metrics.expected_returns[0].get(), 10);
+        );
+        metrics.record(&completed_run, &mut functions);
+        metrics.record(&completed(RunKind::Scheduled, 1, &[]), &mut functions);
+        metrics.record(&completed(RunKind::Call, 1, &[]), &mut functions);
+        let test_ping = functions.of("test.ping");
+        let series = metrics.by_function.get(&functions, test_ping);
+        assert_eq!(series.expected_returns.get(), 10);
     }
 
     fn render_failure(category: Category) -> Record {
@@ -674,10 +599,15 @@ mod tests {
     #[test]
     fn a_refused_run_is_counted_apart_from_render_failures() {
         let mut registry = Registry::default();
-        let metrics = RecordMetrics::register(&mut registry, FunctionLabels::new(&[]));
-        metrics.record(&render_failure(Category::Render));
-        metrics.record(&render_failure(Category::AlreadyRunning));
-        metrics.record(&render_failure(Category::AlreadyRunning));
+        let mut functions = functions(&[]);
+        let mut metrics = RecordMetrics::register(&mut registry, &functions);
+        for category in [
+            Category::Render,
+            Category::AlreadyRunning,
+            Category::AlreadyRunning,
+        ] {
+            metrics.record(&render_failure(category), &mut functions);
+        }
         assert_eq!(
             (metrics.render_failures.get(), metrics.runs_refused.get()),
             (1, 2)

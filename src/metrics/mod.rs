@@ -14,6 +14,7 @@
 pub mod catalog;
 pub mod collect;
 pub mod exposition;
+pub mod labels;
 pub mod minions;
 pub mod rollouts;
 pub mod salt_exporter;
@@ -35,8 +36,9 @@ use crate::event::{Body, Event};
 use crate::record::Record;
 use crate::record::redact::Redactor;
 use crate::sink::spool::Spool;
-use catalog::{EventMetrics, Fnv1a, FunctionLabels, RecordMetrics};
+use catalog::{EventMetrics, RecordMetrics};
 use collect::{ConfigReloads, PipelineCounters, SelfCollector};
+use labels::{Fnv1a, LabelValues};
 use minions::MinionMetrics;
 use salt_exporter::SaltExporterMetrics;
 
@@ -85,6 +87,8 @@ impl Metrics {
 /// per-minion and salt-exporter series.
 #[derive(Debug)]
 pub struct Observer {
+    /// The `function` label's values, one set for every family that has it.
+    functions: LabelValues,
     records: RecordMetrics,
     rollouts: rollouts::RolloutMetrics,
     minions: Option<MinionMetrics>,
@@ -117,12 +121,22 @@ impl Hasher for Identity {
 
 impl Observer {
     fn register(registry: &mut Registry, config: &MetricsConfig) -> Observer {
-        let functions = FunctionLabels::new(&config.functions);
-        let records = RecordMetrics::register(registry, functions.clone());
+        let label_refusals = prometheus_client::metrics::family::Family::<
+            [(&'static str, &'static str); 1],
+            Counter,
+        >::default();
+        registry.register(
+            "saltsight_metric_label_values_refused",
+            "Distinct label values counted as \"other\" because their label had as many values as its bound (metrics.max_functions for function)",
+            label_refusals.clone(),
+        );
+        let refusals = |label| label_refusals.get_or_create_owned(&[("label", label)]);
+        let functions = LabelValues::new(&config.functions, refusals("function"));
+        let records = RecordMetrics::register(registry, &functions);
         let rollouts = rollouts::RolloutMetrics::register(registry);
         // Refusals are one count, whichever per-minion part refused.
         let refused = Counter::default();
-        if config.per_minion || config.salt_exporter_compat {
+        if config.per_minion || config.salt_exporter.is_some() {
             registry.register(
                 "saltsight_metric_series_refused",
                 "Per-minion series not created because metrics.max_minions minions have series",
@@ -132,10 +146,17 @@ impl Observer {
         let minions = config
             .per_minion
             .then(|| MinionMetrics::register(registry, config.max_minions, refused.clone()));
-        let salt_exporter = config.salt_exporter_compat.then(|| {
-            SaltExporterMetrics::register(registry, functions, config.max_minions, refused)
+        let salt_exporter = config.salt_exporter.clone().map(|compat| {
+            SaltExporterMetrics::register(
+                registry,
+                compat,
+                config.max_minions,
+                refused,
+                refusals("state"),
+            )
         });
         Observer {
+            functions,
             records,
             rollouts,
             minions,
@@ -166,7 +187,7 @@ impl Observer {
             }
         }
         if let Some(compat) = &mut self.salt_exporter {
-            compat.event(event);
+            compat.event(event, &mut self.functions);
         }
     }
 
@@ -177,7 +198,7 @@ impl Observer {
     }
 
     pub fn record(&mut self, record: &Record) {
-        self.records.record(record);
+        self.records.record(record, &mut self.functions);
         if let crate::record::RecordBody::Rollout(r) = &record.body {
             self.rollouts.record(r);
         }

@@ -19,6 +19,7 @@ mod presence_live;
 mod pressure_live;
 mod redact_live;
 mod rollouts_live;
+mod salt_exporter_live;
 mod salt_live;
 mod service;
 mod service_live;

@@ -18,6 +18,7 @@ const ORDER: &[&str] = &[
     "bus",
     "master_processes",
     "master_connections",
+    "master_keys",
     "config",
     "record",
     "event",
