@@ -98,6 +98,10 @@ max_commits = {}
 # (minion, state) pairs remembered to find the first failing run (about 40
 # bytes each).
 max_history = {}
+# A commit whose message names its pull or merge request ("Merge pull request
+# #12", a squash merge's "(#12)", GitLab's "See merge request group/project!12")
+# carries it; with this, a link too ({{number}}, {{project}}, {{repo}} replaced):
+# pull_request_url = "https://github.com/acme/{{repo}}/pull/{{number}}"
 
 [spool]
 # Each HTTP output keeps its batches here (in <dir>/<output name>/, 0700) until

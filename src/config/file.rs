@@ -73,6 +73,9 @@ pub struct CorrelateSection {
     pub max_commits: Option<u64>,
     /// (minion, state) pairs remembered for suspect ranges.
     pub max_history: Option<u64>,
+    /// A link to the pull or merge request a commit names: `{number}`,
+    /// `{project}` (GitLab's) and `{repo}` are replaced.
+    pub pull_request_url: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]

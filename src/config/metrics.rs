@@ -1,5 +1,5 @@
 //! `[metrics]`: the HTTP endpoint (listen address, exporter-toolkit web config)
-//! and what the catalog exposes (the function allow-list, opt-in per-minion
+//! and what the catalog exposes (the function labels, opt-in per-minion
 //! series, salt-exporter's names). As written, then resolved.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};

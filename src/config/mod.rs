@@ -2,6 +2,7 @@
 //! [`resolve`]d with the environment, the flags and the Salt master's own config
 //! ([`master`]) into a validated [`Config`].
 
+pub mod correlate;
 pub mod defaults;
 pub mod drift;
 pub mod duration;

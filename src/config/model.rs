@@ -114,6 +114,8 @@ pub struct CorrelateConfig {
     pub max_commits: usize,
     /// Jobs whose HEADs are remembered.
     pub max_jobs: usize,
+    /// `correlate.pull_request_url`.
+    pub pull_request_url: Option<String>,
 }
 
 impl CorrelateConfig {
@@ -136,6 +138,7 @@ impl Default for CorrelateConfig {
             max_history: DEFAULT_MAX_HISTORY,
             max_commits: DEFAULT_MAX_COMMITS,
             max_jobs: DEFAULT_MAX_JOBS,
+            pull_request_url: None,
         }
     }
 }

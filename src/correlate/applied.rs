@@ -101,6 +101,7 @@ impl Correlator {
                 .as_ref()
                 .map(|c| c.subject.clone())
                 .unwrap_or_default(),
+            pull_request: logged.as_ref().and_then(|c| c.pull_request.clone()),
             committed_at: logged.as_ref().and_then(|c| Stamp::parse(&c.time)),
             changed_sls: changed.iter().filter_map(|f| sls_of(f)).collect(),
         }

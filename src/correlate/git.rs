@@ -212,7 +212,9 @@ pub struct GitCli {
 }
 
 /// Field and record separators in `git log --format`.
-const LOG_FORMAT: &str = "--format=%H%x1f%an%x1f%aI%x1f%s%x1e";
+/// Id, author, author time, subject and body (read for the pull request a
+/// merge names, not kept).
+const LOG_FORMAT: &str = "--format=%H%x1f%an%x1f%aI%x1f%s%x1f%b%x1e";
 
 impl GitCli {
     pub fn new(program: PathBuf, timeout: Duration) -> Self {
@@ -240,11 +242,17 @@ impl GitCli {
             .split('\x1e')
             .filter_map(|entry| {
                 let mut fields = entry.trim_start_matches('\n').split('\x1f');
+                let id = fields.next().filter(|id| is_object_id(id))?.to_owned();
+                let author = fields.next()?.to_owned();
+                let time = fields.next()?.to_owned();
+                let subject = fields.next()?.trim_end().to_owned();
+                let body = fields.next().unwrap_or_default();
                 Some(Commit {
-                    id: fields.next().filter(|id| is_object_id(id))?.to_owned(),
-                    author: fields.next()?.to_owned(),
-                    time: fields.next()?.to_owned(),
-                    subject: fields.next()?.trim_end().to_owned(),
+                    pull_request: crate::record::pull_request::named_in(&subject, body),
+                    id,
+                    author,
+                    time,
+                    subject,
                 })
             })
             .collect())
@@ -406,8 +414,29 @@ mod tests {
             ("alice", "second")
         );
         assert_eq!(Some(commits[0].id.clone()), second);
+        assert_eq!(commits[0].pull_request, None);
         let err = cli.log(dir, "no-such-ref", &[], 1).unwrap_err();
         assert!(err.to_string().contains("no-such-ref"), "{err}");
+        // A merge request named in the body, read through git's own log.
+        std::fs::write(dir.join("web/init.sls"), "a: d\n").unwrap();
+        git(dir, &["add", "-A"]);
+        git(
+            dir,
+            &[
+                "commit",
+                "-q",
+                "-m",
+                "Merge branch 'x'",
+                "-m",
+                "See merge request infra/states!8",
+            ],
+        );
+        let merged = cli.log(dir, "HEAD", &[], 1).unwrap();
+        assert_eq!(
+            merged[0].pull_request.as_ref().map(|p| p.label()),
+            Some("infra/states!8".into()),
+            "{merged:?}"
+        );
     }
 
     #[test]

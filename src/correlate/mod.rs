@@ -71,6 +71,8 @@ pub struct Correlator {
     history: History,
     max_commits: usize,
     max_jobs: usize,
+    /// `correlate.pull_request_url`: links a commit's pull request.
+    pull_request_url: Option<String>,
     job_heads: HashMap<Box<str>, Heads>,
     job_order: VecDeque<Box<str>>,
     introduced: HashMap<(usize, String, String), Option<IntroducedBy>>,
@@ -115,6 +117,7 @@ impl Correlator {
             history: History::new(config.max_history),
             max_commits: config.max_commits,
             max_jobs: config.max_jobs,
+            pull_request_url: config.pull_request_url.clone(),
             job_heads: HashMap::new(),
             job_order: VecDeque::new(),
             introduced: HashMap::new(),
@@ -588,7 +591,19 @@ impl Correlator {
             .git_micros
             .add(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
         match result {
-            Ok(commits) => Some(commits),
+            Ok(mut commits) => {
+                let (template, name) = (
+                    self.pull_request_url.as_deref(),
+                    &self.repos[repo].spec.name,
+                );
+                for commit in &mut commits {
+                    commit.pull_request = commit
+                        .pull_request
+                        .take()
+                        .map(|pr| pr.with_url(template, name));
+                }
+                Some(commits)
+            }
             Err(e) => {
                 self.stats.git_errors.inc();
                 warn!(repo = %self.repos[repo].spec.name, error = %e, "git failed.");

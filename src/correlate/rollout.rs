@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::record::{
-    Delays, Record, RecordBody, RecordFactory, Rollout, RolloutFailure, RolloutStatus,
+    Delays, PullRequest, Record, RecordBody, RecordFactory, Rollout, RolloutFailure, RolloutStatus,
 };
 use crate::time::Stamp;
 
@@ -76,6 +76,7 @@ pub struct CommitFacts {
     pub repo: String,
     pub commit: String,
     pub subject: String,
+    pub pull_request: Option<PullRequest>,
     pub committed_at: Option<Stamp>,
     pub changed_sls: Vec<String>,
 }
@@ -145,6 +146,7 @@ impl Rollouts {
             repo: facts.repo.clone(),
             commit: facts.commit,
             subject: facts.subject,
+            pull_request: facts.pull_request,
             committed_at: facts.committed_at,
             seen_at: at,
             seen_move: moved,
@@ -400,6 +402,7 @@ mod tests {
             repo: "states".into(),
             commit: commit.into(),
             subject: format!("{commit}: a change"),
+            pull_request: None,
             committed_at: Some(Stamp(0)),
             changed_sls: changed.iter().map(|s| (*s).to_owned()).collect(),
         }

@@ -181,6 +181,9 @@ pub struct Rollout {
     pub repo: String,
     pub commit: String,
     pub subject: String,
+    /// The pull or merge request the commit's message names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<super::PullRequest>,
     /// The commit's own time (committer date).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub committed_at: Option<Stamp>,

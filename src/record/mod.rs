@@ -7,10 +7,12 @@ pub mod drift;
 pub mod episodes;
 pub mod keys;
 mod missing;
+pub mod pull_request;
 pub mod redact;
 pub mod text;
 pub use drift::{ChangeKind, Drift, DriftedState, NonIdempotent, SettleStatus};
 pub use missing::{MissingEvidence, MissingReason};
+pub use pull_request::PullRequest;
 
 pub use episodes::{
     Delays, EpisodeStatus, ExternalIncident, IncidentEnd, MasterPressure, PressureSignal, Rollout,
@@ -354,6 +356,9 @@ pub struct Commit {
     /// Author time, RFC 3339 as git prints it.
     pub time: String,
     pub subject: String,
+    /// The pull or merge request its message names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<PullRequest>,
 }
 
 /// The commit that introduced a failure: the oldest change to the failing SLS

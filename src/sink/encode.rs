@@ -209,6 +209,7 @@ mod tests {
             author: "alice".into(),
             time: "2026-11-21T10:00:00+00:00".into(),
             subject: subject.into(),
+            pull_request: None,
         }
     }
 

@@ -228,6 +228,9 @@ impl Scrub for Commit {
             author,
             time,
             subject,
+            // A number, a project path and the configured URL template's
+            // expansion: nothing from a payload.
+            pull_request: _,
         } = self;
         scrub_all!(r, fired; id, author, time, subject);
     }
@@ -373,6 +376,8 @@ impl Scrub for Rollout {
             repo,
             commit,
             subject,
+            // As a commit's (`Commit`'s scrub): nothing from a payload.
+            pull_request: _,
             committed_at: _,
             seen_at: _,
             seen_move: _,
