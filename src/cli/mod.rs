@@ -20,6 +20,7 @@ pub mod reach;
 pub mod recap;
 pub mod reload;
 pub mod replay;
+pub mod rollout;
 pub mod rollouts;
 pub mod run;
 pub mod status;
@@ -113,6 +114,7 @@ impl Cli {
             Command::Status(args) => args.query.state.apply(&mut o),
             Command::Incidents(args) => args.query.state.apply(&mut o),
             Command::Rollouts(args) => args.query.state.apply(&mut o),
+            Command::Rollout(args) => args.query.state.apply(&mut o),
             Command::Minion(args) => args.query.state.apply(&mut o),
             Command::Demo(_) | Command::Generate(_) => {}
         }
@@ -161,6 +163,9 @@ pub enum Command {
     /// Each commit of the watched state trees on its way to the fleet, from
     /// the history: status, applied/failed/pending, release delay.
     Rollouts(rollouts::RolloutsArgs),
+    /// One commit's rollout from the history: its pull request, the failed
+    /// minions with their root causes, the pending ones with why.
+    Rollout(rollout::RolloutArgs),
     /// One minion's recent jobs, successes, misses and failures from the history.
     Minion(minion::MinionArgs),
     /// Write man pages and shell completions (for packaging).
@@ -290,6 +295,9 @@ pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
         }
         Command::Rollouts(args) => {
             rollouts::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
+        }
+        Command::Rollout(args) => {
+            rollout::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
         }
         Command::Incidents(args) => {
             incidents::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())

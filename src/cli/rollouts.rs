@@ -9,10 +9,11 @@ use clap::Args;
 use super::present::{
     QueryArgs, Style, Table, Tone, cut, open_history, parse_since, print_json, when,
 };
+use super::rollout::delays;
 use super::{Failure, Outcome, exit};
 use crate::config::Config;
 use crate::history::status::rollouts;
-use crate::record::{Delays, RolloutStatus};
+use crate::record::RolloutStatus;
 
 #[derive(Debug, Args)]
 pub struct RolloutsArgs {
@@ -24,17 +25,6 @@ pub struct RolloutsArgs {
     pub repo: Option<String>,
     #[command(flatten)]
     pub query: QueryArgs,
-}
-
-/// `50% 4m05s, 95% 12m, 100% -`: the release delay, in seconds.
-fn delays(d: &Delays) -> String {
-    let say = |s: Option<f64>| {
-        s.map_or_else(
-            || "-".to_owned(),
-            |s| crate::plain::duration_ms((s.max(0.0) * 1e3) as u64),
-        )
-    };
-    format!("{} / {} / {}", say(d.p50_s), say(d.p95_s), say(d.p100_s))
 }
 
 pub fn run(args: &RolloutsArgs, config: &Config, out: &mut dyn Write) -> Result<Outcome, Failure> {
@@ -50,6 +40,7 @@ pub fn run(args: &RolloutsArgs, config: &Config, out: &mut dyn Write) -> Result<
             "REPO",
             "COMMIT",
             "SUBJECT",
+            "PR",
             "COMMITTED",
             "STATUS",
             "APPLIED",
@@ -73,6 +64,10 @@ pub fn run(args: &RolloutsArgs, config: &Config, out: &mut dyn Write) -> Result<
                 r.repo.clone(),
                 r.commit.get(..10).unwrap_or(&r.commit).to_owned(),
                 cut(&r.subject, 50),
+                r.pull_request
+                    .as_ref()
+                    .map(|p| p.label())
+                    .unwrap_or_default(),
                 r.committed_at
                     .map(|t| when(&t.to_string()))
                     .unwrap_or_default(),

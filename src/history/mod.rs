@@ -11,6 +11,7 @@
 
 pub mod drift;
 pub mod query;
+pub mod rollout;
 pub mod rows;
 pub mod status;
 

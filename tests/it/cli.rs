@@ -635,7 +635,7 @@ fn the_query_commands_say_what_is_wrong_with_the_history() {
                 + &String::from_utf8_lossy(&out.stderr),
         )
     };
-    let commands: [&[&str]; 10] = [
+    let commands: [&[&str]; 12] = [
         &["job", "20260101000000000000"],
         &["jobs"],
         &["failures"],
@@ -646,6 +646,8 @@ fn the_query_commands_say_what_is_wrong_with_the_history() {
         &["status"],
         &["incidents"],
         &["rollouts"],
+        &["rollout", "HEAD"],
+        &["rollout", "abcd1234"],
     ];
     for args in commands {
         let (code, text) = ask(args);
@@ -666,7 +668,7 @@ fn the_query_commands_say_what_is_wrong_with_the_history() {
     }
     std::fs::remove_file(&history).expect("remove");
     drop(saltsight::history::Store::open_writer(&history).expect("an empty history"));
-    let expected = [2, 0, 0, 2, 0, 2, 2, 0, 0, 0];
+    let expected = [2, 0, 0, 2, 0, 2, 2, 0, 0, 0, 2, 2];
     for (args, want) in commands.iter().zip(expected) {
         let (code, text) = ask(args);
         assert_eq!(code, want, "empty, {args:?}: {text}");
@@ -674,4 +676,7 @@ fn the_query_commands_say_what_is_wrong_with_the_history() {
     }
     assert!(ask(&["drift"]).1.contains("No drift since"));
     assert!(ask(&["status"]).1.contains("Nothing wrong now."));
+    assert!(ask(&["rollout", "HEAD"]).1.contains("no rollout of HEAD"));
+    let (code, text) = ask(&["rollout", "xyz"]);
+    assert!(code == 64 && text.contains("not a commit"), "{code} {text}");
 }

@@ -4,7 +4,8 @@
 //! changes nothing, then a highstate gives B applied 2, failed 1 with its root
 //! cause; commit C fixes it → C complete, B superseded with its numbers;
 //! commit D with db1 stopped → D pending on db1, stalled after
-//! `rollouts.stall_after`.
+//! `rollouts.stall_after`. `rollout` explains each from the history: B's failed
+//! minion with its root cause, D's pending one with why, C's pull request.
 
 use std::path::Path;
 use std::time::Duration;
@@ -62,6 +63,7 @@ fn a_commit_is_followed_from_its_move_to_every_minion() {
         format!(
             "master_id = \"lab\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndeadlines = {{ \"state.*\" = \"20s\" }}\n\
              [metrics]\nlisten_address = \"127.0.0.1:0\"\n\
+             [correlate]\npull_request_url = \"https://git.example/{{repo}}/pull/{{number}}\"\n\
              [rollouts]\nupdate_every = \"1s\"\nstall_after = \"8s\"\n",
             lab.master_config().display().to_string()
         ),
@@ -127,11 +129,17 @@ fn a_commit_is_followed_from_its_move_to_every_minion() {
     );
 
     // C fixes it: complete; B superseded with its numbers.
-    let c = commit(&states, FIXED, "web: C fixes db1");
+    let c = commit(&states, FIXED, "web: C fixes db1 (#12)");
     highstate(&lab, false);
     wait(&mut seen, "C complete", &|s| {
         rollout(s, &c).is_some_and(|r| r["status"] == "complete")
     });
+    let fixed = rollout(&seen, &c).expect("C");
+    assert_eq!(
+        fixed["pull_request"],
+        serde_json::json!({"number": 12, "url": "https://git.example/states/pull/12"}),
+        "{fixed}"
+    );
     let superseded = rollout(&seen, &b).expect("B").clone();
     assert_eq!(
         (
@@ -226,6 +234,51 @@ fn a_commit_is_followed_from_its_move_to_every_minion() {
         "{code}: {text}"
     );
     let (code, table) = ask(&config, &state, &["rollouts", "--repo", "states"]);
-    assert!(code == 0 && table.contains("superseded by"), "{table}");
+    assert!(
+        code == 0 && table.contains("superseded by") && table.contains("#12"),
+        "{table}"
+    );
+
+    // One commit at a time: B's failure with its root cause, D's pending
+    // minion with why (stopped: it did not return), C's pull request.
+    let b_view = json(&config, &state, &["rollout", &b[..12]]);
+    let failed = &b_view["failed_minions"][0];
+    assert_eq!(
+        (&failed["minion"], &failed["state"], &failed["category"]),
+        (
+            &Value::from("db1"),
+            &Value::from("web:web_db1"),
+            &Value::from("command")
+        ),
+        "{b_view}"
+    );
+    // db1's return to D's highstate is awaited until its deadline (20 s),
+    // then it did not return.
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    let head = loop {
+        let head = json(&config, &state, &["rollout", "HEAD"]);
+        assert_eq!(head["commit"], d.as_str(), "{head}");
+        let why = head["pending_minions"][0]["why"].clone();
+        assert!(
+            why == "awaiting_return" || why == "missing_from_jobs",
+            "{head}"
+        );
+        if why == "missing_from_jobs" || std::time::Instant::now() > deadline {
+            break head;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let pending = &head["pending_minions"][0];
+    assert_eq!(
+        (&pending["minion"], &pending["why"]),
+        (&Value::from("db1"), &Value::from("missing_from_jobs")),
+        "{head}"
+    );
+    assert!(pending["last_state_run"].is_string(), "db1 ran C: {head}");
+    let (code, text) = ask(&config, &state, &["rollout", &c[..10]]);
+    assert!(
+        code == 0 && text.contains("from #12 https://git.example/states/pull/12"),
+        "{text}"
+    );
     lab.start_minion("db1").expect("restart db1");
 }

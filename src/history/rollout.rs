@@ -1,0 +1,342 @@
+//! One commit's rollout, whole (`saltsight rollout COMMIT`): its latest
+//! record, each failed minion with its root cause, and each pending minion
+//! with its last state run and why it has not applied the commit.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use super::rows::latest_by;
+use super::{HistoryError, Store};
+use crate::record::{JobPublished, MinionMissing, MinionReturn, RecordKind, Rollout, StateFailure};
+use crate::time::Stamp;
+
+/// Which rollout: the newest (`HEAD`), or a commit by a unique prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted<'a> {
+    Head,
+    Prefix(&'a str),
+}
+
+impl<'a> Wanted<'a> {
+    pub fn parse(text: &'a str) -> Wanted<'a> {
+        if text.eq_ignore_ascii_case("HEAD") {
+            Wanted::Head
+        } else {
+            Wanted::Prefix(text)
+        }
+    }
+}
+
+/// A failed minion and the root cause of its failing run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailedMinion {
+    pub minion: String,
+    pub jid: String,
+    /// `sls:id` of the root cause, when triage found one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+}
+
+/// Why a minion has not applied the commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PendingWhy {
+    /// No state run since the commit was seen.
+    NeverRanSince,
+    /// Only `test=True` runs since: they change nothing.
+    RanWithTest,
+    /// Runs of SLS the commit did not change.
+    RanOtherSls,
+    /// Runs of jobs published under another commit (before the HEAD moved).
+    RanUnderAnotherCommit,
+    /// Targeted, but it did not return.
+    MissingFromJobs,
+    /// Targeted by a job under the commit that has not closed yet.
+    AwaitingReturn,
+}
+
+impl std::fmt::Display for PendingWhy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PendingWhy::NeverRanSince => "no state run since",
+            PendingWhy::RanWithTest => "ran only with test=True",
+            PendingWhy::RanOtherSls => "ran only other SLS",
+            PendingWhy::RanUnderAnotherCommit => "ran only jobs published under another commit",
+            PendingWhy::MissingFromJobs => "did not return",
+            PendingWhy::AwaitingReturn => "its return to a running job awaited",
+        })
+    }
+}
+
+/// A minion that has not applied the commit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PendingMinion {
+    pub minion: String,
+    pub why: PendingWhy,
+    /// What backs the reason: the SLS run, or the missing verdict's reason.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    /// The job that says so (the newest one since the commit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jid: Option<String>,
+    /// The minion's last state run, whenever it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_state_run: Option<Stamp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RolloutView {
+    #[serde(flatten)]
+    pub rollout: Rollout,
+    pub failed_minions: Vec<FailedMinion>,
+    pub pending_minions: Vec<PendingMinion>,
+}
+
+/// What was asked for matched several commits, or none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found<T> {
+    One(T),
+    None,
+    Several(Vec<String>),
+}
+
+/// Functions that apply SLS (the rollout counts their runs).
+const STATE_RUNS: [&str; 4] = [
+    "state.apply",
+    "state.highstate",
+    "state.sls",
+    "state.sls_id",
+];
+
+/// The SLS a state job ran, from its published arguments (`highstate` when
+/// none are named).
+fn sls_of(published: &JobPublished) -> Vec<String> {
+    let first = published
+        .arg
+        .as_ref()
+        .and_then(|a| a.as_array()?.first().cloned());
+    let named = match first {
+        Some(serde_json::Value::String(list)) => Some(list),
+        Some(serde_json::Value::Object(kwargs)) => kwargs
+            .get("mods")
+            .and_then(|m| m.as_str())
+            .map(str::to_owned),
+        _ => None,
+    };
+    match (published.fun.as_str(), named) {
+        ("state.highstate", _) | ("state.apply", None) => vec!["highstate".into()],
+        (_, Some(list)) => list.split(',').map(|s| s.trim().to_owned()).collect(),
+        (_, None) => Vec::new(),
+    }
+}
+
+/// The rollout asked for, with its failed and pending minions explained.
+pub fn rollout(
+    store: &Store,
+    wanted: Wanted<'_>,
+    repo: Option<&str>,
+) -> Result<Found<RolloutView>, HistoryError> {
+    let rows = store.rows(
+        "SELECT kind, record FROM records WHERE kind = 'rollout' ORDER BY at, rowid",
+        &[],
+    )?;
+    let latest: Vec<Rollout> = latest_by(rows.of::<Rollout>(RecordKind::Rollout), |r| {
+        (r.body.repo.clone(), r.body.commit.clone())
+    })
+    .into_iter()
+    .map(|r| r.body)
+    .filter(|r| repo.is_none_or(|want| r.repo == want))
+    .collect();
+    let mut matching: Vec<Rollout> = match wanted {
+        Wanted::Head => latest
+            .into_iter()
+            .max_by_key(|r| r.seen_at)
+            .into_iter()
+            .collect(),
+        Wanted::Prefix(prefix) => {
+            let prefix = prefix.to_ascii_lowercase();
+            latest
+                .into_iter()
+                .filter(|r| r.commit.starts_with(&prefix))
+                .collect()
+        }
+    };
+    let rollout = match matching.len() {
+        0 => return Ok(Found::None),
+        1 => matching.remove(0),
+        _ => {
+            return Ok(Found::Several(
+                matching
+                    .iter()
+                    .map(|r| format!("{} ({}: {})", r.commit, r.repo, r.subject))
+                    .collect(),
+            ));
+        }
+    };
+    let failed_minions = rollout
+        .sample_failed
+        .iter()
+        .map(|f| failed(store, &f.minion, &f.jid, f.fingerprint.as_deref()))
+        .collect::<Result<_, _>>()?;
+    let pending_minions = rollout
+        .sample_pending
+        .iter()
+        .map(|minion| pending(store, minion, &rollout))
+        .collect::<Result<_, _>>()?;
+    Ok(Found::One(RolloutView {
+        rollout,
+        failed_minions,
+        pending_minions,
+    }))
+}
+
+fn failed(
+    store: &Store,
+    minion: &str,
+    jid: &str,
+    fingerprint: Option<&str>,
+) -> Result<FailedMinion, HistoryError> {
+    let rows = store.rows(
+        "SELECT kind, record FROM records WHERE jid = ?1 AND minion = ?2 AND kind = 'state_failure' ORDER BY at, rowid",
+        &[&jid, &minion],
+    )?;
+    let failures = rows.of::<StateFailure>(RecordKind::StateFailure);
+    let cause = failures
+        .iter()
+        .find(|f| Some(f.body.fingerprint.as_str()) == fingerprint)
+        .or(failures.first())
+        .map(|f| &f.body);
+    Ok(FailedMinion {
+        minion: minion.to_owned(),
+        jid: jid.to_owned(),
+        state: cause.map(|f| format!("{}:{}", f.sls, f.state_id)),
+        category: cause.map(|f| f.cause.category.to_string()),
+        comment: cause.map(|f| f.comment.clone()),
+        fingerprint: fingerprint
+            .map(str::to_owned)
+            .or(cause.map(|f| f.fingerprint.clone())),
+    })
+}
+
+/// The published record of job `jid`, when the history has it.
+fn published(store: &Store, jid: &str) -> Result<Option<JobPublished>, HistoryError> {
+    let rows = store.rows(
+        "SELECT kind, record FROM records WHERE jid = ?1 AND kind = 'job_published'",
+        &[&jid],
+    )?;
+    Ok(rows
+        .of::<JobPublished>(RecordKind::JobPublished)
+        .pop()
+        .map(|p| p.body))
+}
+
+/// Verdicts read back per pending minion, at most (newest first).
+const MAX_VERDICTS: usize = 50;
+
+/// Why `minion` has not applied `rollout`'s commit, from its returns and
+/// missing verdicts since the commit was seen (or of jobs published under it:
+/// the HEAD move is seen at the publish of the job that follows it).
+fn pending(store: &Store, minion: &str, rollout: &Rollout) -> Result<PendingMinion, HistoryError> {
+    let rows = store.rows(
+        "SELECT kind, record FROM records WHERE minion = ?1 AND kind IN ('minion_return', 'late_return', 'minion_missing') ORDER BY at DESC, rowid DESC",
+        &[&minion],
+    )?;
+    let returns = rows.of::<MinionReturn>(RecordKind::MinionReturn);
+    let late = rows.of::<MinionReturn>(RecordKind::LateReturn);
+    let state_runs: Vec<_> = returns
+        .iter()
+        .chain(&late)
+        .filter(|r| {
+            r.body
+                .fun
+                .as_deref()
+                .is_some_and(|f| STATE_RUNS.contains(&f))
+        })
+        .collect();
+    let last_state_run = state_runs.iter().map(|r| r.at).max();
+    let under_commit = |jid: &str| -> Result<bool, HistoryError> {
+        Ok(published(store, jid)?
+            .is_some_and(|p| p.commits.get(&rollout.repo) == Some(&rollout.commit)))
+    };
+    let mut since = Vec::new();
+    for run in state_runs.iter().take(MAX_VERDICTS) {
+        if run.at >= rollout.seen_at || under_commit(&run.body.jid)? {
+            since.push(run);
+        }
+    }
+    let mut view = PendingMinion {
+        minion: minion.to_owned(),
+        why: PendingWhy::NeverRanSince,
+        detail: String::new(),
+        jid: None,
+        last_state_run,
+    };
+    if let Some(newest) = since.iter().max_by_key(|r| r.at) {
+        view.jid = Some(newest.body.jid.clone());
+        if since.iter().all(|r| r.body.context.test) {
+            view.why = PendingWhy::RanWithTest;
+            return Ok(view);
+        }
+        let (mut ran, mut other_commits) = (BTreeSet::new(), BTreeSet::new());
+        for run in since.iter().filter(|r| !r.body.context.test) {
+            if let Some(p) = published(store, &run.body.jid)? {
+                match p.commits.get(&rollout.repo) {
+                    Some(head) if *head != rollout.commit => {
+                        other_commits.insert(head.get(..10).unwrap_or(head).to_owned());
+                    }
+                    _ => ran.extend(sls_of(&p)),
+                }
+            }
+        }
+        let (why, named) = if ran.is_empty() && !other_commits.is_empty() {
+            (PendingWhy::RanUnderAnotherCommit, other_commits)
+        } else {
+            (PendingWhy::RanOtherSls, ran)
+        };
+        view.why = why;
+        view.detail = named.into_iter().collect::<Vec<_>>().join(", ");
+        return Ok(view);
+    }
+    for m in rows
+        .of::<MinionMissing>(RecordKind::MinionMissing)
+        .iter()
+        .take(MAX_VERDICTS)
+    {
+        if m.at >= rollout.seen_at || under_commit(&m.body.jid)? {
+            view.why = PendingWhy::MissingFromJobs;
+            view.jid = Some(m.body.jid.clone());
+            view.detail = m.body.reason.to_string();
+            return Ok(view);
+        }
+    }
+    // A job under the commit that targets it and has not closed.
+    let jobs = store.rows(
+        "SELECT kind, record FROM records WHERE kind = 'job_published' AND at >= ?1 ORDER BY at DESC, rowid DESC LIMIT 50",
+        &[&rollout.seen_at.0.saturating_sub(60_000_000)],
+    )?;
+    for job in jobs.of::<JobPublished>(RecordKind::JobPublished) {
+        let job = job.body;
+        let targets = job.expected.iter().any(|m| m == minion);
+        if !targets || job.commits.get(&rollout.repo) != Some(&rollout.commit) {
+            continue;
+        }
+        let closed = store.rows(
+            "SELECT kind, record FROM records WHERE jid = ?1 AND kind = 'job_completed' LIMIT 1",
+            &[&job.jid],
+        )?;
+        if closed.is_empty() {
+            view.why = PendingWhy::AwaitingReturn;
+            view.detail = format!("{} until {}", job.fun, job.deadline);
+            view.jid = Some(job.jid);
+            break;
+        }
+    }
+    Ok(view)
+}
