@@ -1,8 +1,10 @@
 //! `saltsight status`: what is wrong now, on one screen, from the history:
 //! open external incidents, master pressure, rollouts pending or stalled,
 //! failures of the last hour, minions missing jobs in a row, drift nothing put
-//! back, bus gaps; and how fresh the history is. Exit 0 when nothing is
-//! wrong, 1 when something is (a check for cron, Nagios/Icinga, a prompt).
+//! back, bus gaps; the outputs' spools (what waits to be sent, what upstream
+//! refused), read from their directories; and how fresh the history is. Exit 0
+//! when nothing is wrong, 1 when something is (a check for cron, Nagios/Icinga,
+//! a prompt).
 
 use std::io::Write;
 
@@ -13,7 +15,71 @@ use super::{Failure, Outcome, exit};
 use crate::config::Config;
 use crate::history::status::{Status, status};
 use crate::plain::duration_micros;
+use crate::sink::spool::backlog::{Backlog, backlog};
 use crate::time::Stamp;
+
+/// A backlog older than this is wrong (the `SaltsightUpstreamBacklogOld`
+/// alert's threshold).
+const BACKLOG_TOO_OLD_MICROS: i64 = 15 * 60 * 1_000_000;
+/// A batch refused within this long is wrong.
+const DEAD_LETTER_RECENT_MICROS: i64 = 60 * 60 * 1_000_000;
+
+/// One output's spool.
+#[derive(Debug, serde::Serialize)]
+struct OutputBacklog {
+    output: String,
+    #[serde(flatten)]
+    backlog: Backlog,
+}
+
+/// What `status --json` prints: the history's answer and the spools'.
+#[derive(Debug, serde::Serialize)]
+struct Answer<'a> {
+    #[serde(flatten)]
+    status: &'a Status,
+    outputs: Vec<OutputBacklog>,
+}
+
+/// The spools of the configured outputs that have one.
+fn spools(config: &Config) -> Vec<OutputBacklog> {
+    config
+        .outputs
+        .iter()
+        .filter_map(|o| {
+            let dir = config.spool.dir.join(&o.name);
+            backlog(&dir).ok().map(|backlog| OutputBacklog {
+                output: o.name.clone(),
+                backlog,
+            })
+        })
+        .collect()
+}
+
+/// What is wrong with the spools, each said in a few words.
+fn spools_wrong(outputs: &[OutputBacklog], now: Stamp) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for o in outputs {
+        if o.backlog
+            .oldest
+            .is_some_and(|t| now.micros_since(t) > BACKLOG_TOO_OLD_MICROS)
+        {
+            wrong.push(format!(
+                "output {} has records waiting over 15 minutes",
+                o.output
+            ));
+        }
+        if o.backlog
+            .newest_dead_letter
+            .is_some_and(|t| now.micros_since(t) < DEAD_LETTER_RECENT_MICROS)
+        {
+            wrong.push(format!(
+                "output {} had batches refused in the last hour",
+                o.output
+            ));
+        }
+    }
+    wrong
+}
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -29,13 +95,21 @@ pub fn run(args: &StatusArgs, config: &Config, out: &mut dyn Write) -> Result<Ou
     let store = open_history(config)?;
     let now = now();
     let found = status(&store, now).map_err(|e| Failure::runtime(e.to_string()))?;
+    let outputs = spools(config);
+    let mut wrong = found.wrong();
+    wrong.extend(spools_wrong(&outputs, now));
     let written = if args.query.json {
-        print_json(&found, out)
+        print_json(
+            &Answer {
+                status: &found,
+                outputs,
+            },
+            out,
+        )
     } else {
-        show(&found, now, Style::for_stdout(), out)
+        show(&found, &outputs, &wrong, now, Style::for_stdout(), out)
     };
     written.map_err(|e| Failure::runtime(format!("writing the answer: {e}")))?;
-    let wrong = found.wrong();
     if wrong.is_empty() {
         Ok(Outcome::Ok)
     } else {
@@ -46,7 +120,14 @@ pub fn run(args: &StatusArgs, config: &Config, out: &mut dyn Write) -> Result<Ou
     }
 }
 
-fn show(s: &Status, now: Stamp, style: Style, out: &mut dyn Write) -> std::io::Result<()> {
+fn show(
+    s: &Status,
+    outputs: &[OutputBacklog],
+    wrong: &[String],
+    now: Stamp,
+    style: Style,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     let b = |t: &str| style.paint(Tone::Bold, t);
     let bad = |t: &str| style.paint(Tone::Bad, t);
     let warn = |t: &str| style.paint(Tone::Warn, t);
@@ -150,7 +231,35 @@ fn show(s: &Status, now: Stamp, style: Style, out: &mut dyn Write) -> std::io::R
             )
         },
     );
-    let wrong = s.wrong();
+    for o in outputs {
+        let b = &o.backlog;
+        let waiting = b.oldest.map_or_else(
+            || "nothing waiting".to_owned(),
+            |t| {
+                format!(
+                    "{} batches ({} KiB) waiting, the oldest {} old",
+                    b.batches,
+                    b.bytes >> 10,
+                    duration_micros(now.micros_since(t))
+                )
+            },
+        );
+        let refused = match b.newest_dead_letter {
+            Some(t) => format!(
+                "; {} refused by upstream, the last {} ago",
+                b.dead_letters,
+                duration_micros(now.micros_since(t))
+            ),
+            None => String::new(),
+        };
+        let line = format!("output {}: {waiting}{refused}", o.output);
+        let tone = if spools_wrong(std::slice::from_ref(o), now).is_empty() {
+            Tone::Dim
+        } else {
+            Tone::Warn
+        };
+        writeln!(out, "{}", style.paint(tone, &line))?;
+    }
     if wrong.is_empty() {
         writeln!(out, "{}", style.paint(Tone::Good, "Nothing wrong now."))?;
     }

@@ -680,3 +680,73 @@ fn the_query_commands_say_what_is_wrong_with_the_history() {
     let (code, text) = ask(&["rollout", "xyz"]);
     assert!(code == 64 && text.contains("not a commit"), "{code} {text}");
 }
+
+/// `status` reads each output's spool from its directory: a batch waiting
+/// past the backlog alert's 15 minutes, or one upstream refused within the
+/// hour, is wrong (exit 1, named); a fresh batch is not.
+#[test]
+fn status_names_an_old_backlog_and_a_refused_batch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("saltsight.toml");
+    let history = dir.path().join("history.sqlite");
+    let spool = dir.path().join("spool");
+    std::fs::write(
+        &config,
+        format!(
+            "master_id = \"m\"\n[history]\npath = {:?}\n[spool]\ndir = {:?}\n[[output]]\ntype = \"http\"\nname = \"up\"\nurl = \"http://127.0.0.1:9/\"\n",
+            history.display().to_string(),
+            spool.display().to_string(),
+        ),
+    )
+    .expect("config");
+    drop(saltsight::history::Store::open_writer(&history).expect("an empty history"));
+    let status = || {
+        let out = Command::new(bin())
+            .arg("--config")
+            .arg(&config)
+            .arg("status")
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let up = spool.join("up");
+    std::fs::create_dir_all(up.join("dead-letter")).expect("spool dir");
+    let micros = |ago_s: u64| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock");
+        (now.as_micros() as u64) - ago_s * 1_000_000
+    };
+    std::fs::write(up.join(format!("{:020}.seg", micros(60))), b"batch").expect("batch");
+    let (code, text) = status();
+    assert!(
+        code == 0 && text.contains("output up: 1 batches") && text.contains("Nothing wrong now."),
+        "{code}: {text}"
+    );
+    std::fs::write(up.join(format!("{:020}.seg", micros(20 * 60))), b"old").expect("batch");
+    let (code, text) = status();
+    assert!(
+        code == 1 && text.contains("output up has records waiting over 15 minutes"),
+        "{code}: {text}"
+    );
+    for seg in std::fs::read_dir(&up).expect("spool").flatten() {
+        if seg.path().extension().is_some_and(|e| e == "seg") {
+            std::fs::remove_file(seg.path()).expect("sent");
+        }
+    }
+    std::fs::write(
+        up.join(format!("dead-letter/{:020}.seg", micros(10))),
+        b"no",
+    )
+    .expect("dead");
+    let (code, text) = status();
+    assert!(
+        code == 1 && text.contains("output up had batches refused in the last hour"),
+        "{code}: {text}"
+    );
+}

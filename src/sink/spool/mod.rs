@@ -278,6 +278,7 @@ impl Spool {
     }
 }
 
+pub mod backlog;
 mod index;
 mod recovery;
 mod writer;
