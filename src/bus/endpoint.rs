@@ -1,6 +1,7 @@
 //! Where the master's event publisher listens: a unix socket, or loopback TCP for
 //! masters with `ipc_mode: tcp`. Connecting is read-only by construction: the
-//! stream handed out implements only `AsyncRead`.
+//! stream handed out implements only `AsyncRead`, and its blocking form only
+//! `read` (plus a handle that ends a blocked read at shutdown).
 
 use std::fmt;
 use std::io;
@@ -52,6 +53,75 @@ impl AsyncRead for BusStream {
             Inner::Unix(s) => Pin::new(s).poll_read(cx, buf),
             Inner::Tcp(s) => Pin::new(s).poll_read(cx, buf),
         }
+    }
+}
+
+impl BusStream {
+    /// The same connection, blocking, for a thread of its own: while that
+    /// thread is not reading, arriving data wakes nothing (the kernel holds
+    /// it), where the runtime's poller would wake at every write the master
+    /// makes. The [`ReadCloser`] ends a blocked read (at shutdown).
+    pub fn into_blocking(self) -> io::Result<(BlockingBusStream, ReadCloser)> {
+        let inner = match self.inner {
+            Inner::Unix(s) => BlockingInner::Unix(s.into_std()?),
+            Inner::Tcp(s) => BlockingInner::Tcp(s.into_std()?),
+        };
+        let closer = match &inner {
+            BlockingInner::Unix(s) => {
+                s.set_nonblocking(false)?;
+                BlockingInner::Unix(s.try_clone()?)
+            }
+            BlockingInner::Tcp(s) => {
+                s.set_nonblocking(false)?;
+                BlockingInner::Tcp(s.try_clone()?)
+            }
+        };
+        Ok((BlockingBusStream { inner }, ReadCloser { inner: closer }))
+    }
+}
+
+enum BlockingInner {
+    Unix(std::os::unix::net::UnixStream),
+    Tcp(std::net::TcpStream),
+}
+
+/// A connection to the publisher, blocking, that can only be read from.
+pub struct BlockingBusStream {
+    inner: BlockingInner,
+}
+
+impl BlockingBusStream {
+    /// Reads what is there (waiting for at least a byte, or the read timeout).
+    pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::io::Read;
+        match &mut self.inner {
+            BlockingInner::Unix(s) => s.read(buf),
+            BlockingInner::Tcp(s) => s.read(buf),
+        }
+    }
+
+    /// How long a read may wait (`None`: for ever); past it the read fails
+    /// with `WouldBlock`.
+    pub fn set_read_timeout(&self, timeout: Option<std::time::Duration>) -> io::Result<()> {
+        match &self.inner {
+            BlockingInner::Unix(s) => s.set_read_timeout(timeout),
+            BlockingInner::Tcp(s) => s.set_read_timeout(timeout),
+        }
+    }
+}
+
+/// Ends a read blocked on a [`BlockingBusStream`]: its read side is shut down
+/// (nothing is sent to the master), so the read returns at once.
+pub struct ReadCloser {
+    inner: BlockingInner,
+}
+
+impl ReadCloser {
+    pub fn close_read(&self) {
+        let _ = match &self.inner {
+            BlockingInner::Unix(s) => s.shutdown(std::net::Shutdown::Read),
+            BlockingInner::Tcp(s) => s.shutdown(std::net::Shutdown::Read),
+        };
     }
 }
 

@@ -1,9 +1,14 @@
 //! The reader task: connect, drain the socket as fast as it delivers, hand frames to
-//! a bounded queue without ever waiting on it, and reconnect with backoff.
+//! a bounded queue without ever waiting on it, and reconnect with backoff. Each
+//! connection is read on a blocking thread of its own (`spawn_blocking`): while
+//! it pauses between reads under sustained traffic, what the master writes
+//! wakes nothing (the runtime's poller would wake at every write), and a read
+//! takes everything that arrived meanwhile.
 //!
 //! Invariants:
-//! - it only reads: it never writes to the socket, never shuts it down halfway, and
-//!   never opens `master_event_pull.ipc`;
+//! - it only reads: it never writes to the socket, shuts down only its own read
+//!   side (at shutdown, to end a blocked read), and never opens
+//!   `master_event_pull.ipc`;
 //! - it never awaits the queue while connected: the frames one read splits go
 //!   downstream as one message (one wake-up of the consumer per read); when the
 //!   queue is full (in frames or bytes) a frame is dropped, counted, and the loss
@@ -14,17 +19,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::endpoint::{BusStream, Endpoint};
+use super::endpoint::{BlockingBusStream, BusStream, Endpoint};
 use super::framing::{FrameSplitter, Split};
 pub use super::message::{BusGap, BusMessage, Frame, GapReason, Lost, ReaderStats};
 use super::outbox::Outbox;
@@ -132,7 +135,46 @@ impl BusReader {
                 at: SystemTime::now(),
             });
             self.outbox.flush_held();
-            let drained = self.drain(stream, &cancel, &mut open_gap).await;
+            let drained = match stream.into_blocking() {
+                Ok((blocking, closer)) => {
+                    // Cancelling ends the blocked read: its read side is shut.
+                    let watch = tokio::spawn({
+                        let cancel = cancel.clone();
+                        async move {
+                            cancel.cancelled().await;
+                            closer.close_read();
+                        }
+                    });
+                    let cancel = cancel.clone();
+                    let mut gap = open_gap.take();
+                    let read = tokio::task::spawn_blocking(move || {
+                        let drained = self.drain(blocking, &cancel, &mut gap);
+                        (self, drained, gap)
+                    })
+                    .await;
+                    watch.abort();
+                    match read {
+                        Ok((reader, drained, gap)) => {
+                            self = reader;
+                            open_gap = gap;
+                            drained
+                        }
+                        Err(error) if error.is_panic() => {
+                            std::panic::resume_unwind(error.into_panic())
+                        }
+                        // The runtime is shutting down: nothing is left to do.
+                        Err(_) => return,
+                    }
+                }
+                Err(error) => {
+                    warn!(%error, "Cannot read the event bus connection; reconnecting.");
+                    Drained {
+                        end: ConnectionEnd::Lost(GapReason::ReadError),
+                        last_frame_at: None,
+                        healthy: false,
+                    }
+                }
+            };
             self.stats.connected.store(false, Ordering::Relaxed);
             self.stats.changed.notify_waiters();
             let ConnectionEnd::Lost(reason) = drained.end else {
@@ -240,15 +282,20 @@ impl BusReader {
         }
     }
 
-    /// Reads one connection until it ends. Reports `open_gap` (what earlier
-    /// connections lost) once this one proves healthy.
-    async fn drain(
+    /// Reads one connection until it ends, blocking (on a thread of its own).
+    /// Reports `open_gap` (what earlier connections lost) once this one proves
+    /// healthy.
+    fn drain(
         &mut self,
-        mut stream: BusStream,
+        mut stream: BlockingBusStream,
         cancel: &CancellationToken,
         open_gap: &mut Option<(SystemTime, GapReason)>,
     ) -> Drained {
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        // Read into, then copied into `buf` (what was read only): no unsafe
+        // read into spare capacity, no zeroing per read.
+        let mut scratch = vec![0u8; READ_CHUNK];
+        let mut timeout: Option<Duration> = None;
         let mut splitter = FrameSplitter::new(self.config.max_frame_bytes);
         let connected_at = Instant::now();
         let mut drained = Drained {
@@ -260,17 +307,33 @@ impl BusReader {
         let mut stall_at: Option<Instant> = None;
         let mut last_read_at: Option<Instant> = None;
         loop {
-            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-                buf.reserve(READ_CHUNK);
-            }
             // A timer only while one is needed: an idle, healthy bus costs no wake-ups.
             let healthy_at = open_gap.is_some().then(|| connected_at + HEALTHY_AFTER);
             let wake_at = [stall_at, healthy_at].into_iter().flatten().min();
-            let read = tokio::select! {
-                biased;
-                () = cancel.cancelled() => return drained,
-                r = stream.read_buf(&mut buf) => Some(r),
-                () = sleep_until_some(wake_at) => None,
+            let wanted = wake_at.map(|at| {
+                at.saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1))
+            });
+            if wanted != timeout {
+                if let Err(error) = stream.set_read_timeout(wanted) {
+                    warn!(%error, "Cannot time the event bus read; reconnecting.");
+                    drained.end = ConnectionEnd::Lost(GapReason::ReadError);
+                    return drained;
+                }
+                timeout = wanted;
+            }
+            let read = match stream.read(&mut scratch) {
+                _ if cancel.is_cancelled() => return drained,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    None
+                }
+                other => Some(other),
             };
             let Some(read) = read else {
                 if stall_at.is_some_and(|t| t <= Instant::now()) {
@@ -295,7 +358,10 @@ impl BusReader {
                     drained.end = ConnectionEnd::Lost(GapReason::Disconnected);
                     return drained;
                 }
-                Ok(n) => n,
+                Ok(n) => {
+                    buf.extend_from_slice(&scratch[..n]);
+                    n
+                }
                 Err(error) => {
                     // A reset is the master going away (a restart kills its publisher).
                     use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
@@ -316,7 +382,8 @@ impl BusReader {
             // The clocks are read once per read: every frame it splits shares them.
             let received_at = SystemTime::now();
             let now = Instant::now();
-            let received_mono = Some(now);
+            // The pipeline's clock is tokio's (paused in tests).
+            let received_mono = Some(tokio::time::Instant::now());
             let sustained = last_read_at.is_some_and(|t| now.duration_since(t) < 2 * READ_PACE);
             last_read_at = Some(now);
             if self.config.delivery == Delivery::RawChunks {
@@ -376,11 +443,7 @@ impl BusReader {
                 }
             }
             if sustained {
-                tokio::select! {
-                    biased;
-                    () = cancel.cancelled() => return drained,
-                    () = tokio::time::sleep(READ_PACE) => {}
-                }
+                std::thread::sleep(READ_PACE);
             }
         }
     }
@@ -417,13 +480,5 @@ impl BusReader {
             received_at,
         }));
         self.outbox.flush_held();
-    }
-}
-
-/// Sleeps until `at`, or for ever.
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
