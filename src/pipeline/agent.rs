@@ -37,6 +37,9 @@ pub struct Agent {
     unflushed: bool,
     /// The stages' memory on disk (`run` only), and when it is next written.
     checkpoint: Option<(Checkpointer, Option<Instant>)>,
+    /// Events, gaps or verdicts since the last checkpoint: an idle agent with
+    /// nothing new writes none (and sets no timer for one).
+    unsaved: bool,
     /// A checkpoint was restored: the restart is a gap from here to the
     /// first connection.
     restart_gap_from: Option<Stamp>,
@@ -92,6 +95,7 @@ impl Agent {
             emitted: 0,
             unflushed: false,
             checkpoint: None,
+            unsaved: false,
             restart_gap_from: None,
             gap_since: None,
             master: None,
@@ -173,15 +177,29 @@ impl Agent {
         if self.master.as_ref().is_some_and(|m| m.next <= now) {
             self.watch_master(now)?;
         }
-        if self
-            .checkpoint
-            .as_ref()
-            .and_then(|(_, next)| *next)
-            .is_some_and(|next| next <= now)
+        if self.unsaved
+            && self
+                .checkpoint
+                .as_ref()
+                .and_then(|(_, next)| *next)
+                .is_some_and(|next| next <= now)
         {
             self.save(now);
         }
         Ok(())
+    }
+
+    /// Something the checkpoint keeps changed at `now`. After an idle stretch
+    /// the next checkpoint is an interval from now, not at once.
+    fn changed(&mut self, now: Instant) {
+        if std::mem::replace(&mut self.unsaved, true) {
+            return;
+        }
+        if let Some((checkpointer, Some(next))) = &mut self.checkpoint {
+            if *next <= now {
+                *next = now + checkpointer.interval;
+            }
+        }
     }
 
     /// Samples the master (IO: a few small /proc files) and judges its pressure.
@@ -244,6 +262,7 @@ impl Agent {
             .or(self.gap_since)
             .unwrap_or_else(|| self.clock.master_time(now));
         checkpointer.write(self.stages.saving(), bus_until);
+        self.unsaved = false;
         if let Some(next) = next {
             *next = now + checkpointer.interval;
         }
@@ -345,8 +364,14 @@ impl Handler for Agent {
             self.unflushed = false;
         }
         match received {
-            Some(received) => self.timed_work(received),
-            None => Ok(()),
+            Some(received) => {
+                self.changed(received);
+                self.timed_work(received)
+            }
+            None => {
+                self.changed(Instant::now());
+                Ok(())
+            }
         }
     }
 
@@ -359,6 +384,7 @@ impl Handler for Agent {
     }
 
     fn gap(&mut self, gap: &BusGap) -> anyhow::Result<()> {
+        self.changed(Instant::now());
         info!(
             reason = gap.reason.as_str(),
             dropped_frames = gap.dropped_frames,
@@ -440,7 +466,11 @@ impl Handler for Agent {
             .next_deadline()
             .map(|d| self.clock.instant_of(d));
         let seal = self.outputs.next_seal_at();
-        let checkpoint = self.checkpoint.as_ref().and_then(|(_, next)| *next);
+        let checkpoint = self
+            .checkpoint
+            .as_ref()
+            .and_then(|(_, next)| *next)
+            .filter(|_| self.unsaved);
         // Something to judge: traffic, jobs waiting for their returns (a
         // drowning master can be silent), or an episode to close.
         let watching = self.stages.under_pressure() || self.stages.tracker().open_jobs() > 0;
@@ -463,6 +493,9 @@ impl Handler for Agent {
             self.sample_connections(now, Some(deadline));
         }
         let records = self.stages.advance(master_now);
+        if !records.is_empty() {
+            self.changed(now);
+        }
         self.write(records)?;
         self.outputs.seal(now, false);
         self.timed_work(now)

@@ -193,12 +193,23 @@ fn write_loop(
             }
         }
     };
+    // Nothing written since the last prune: nothing new to age out or over
+    // the size bound, so an idle history waits for rows without a timer.
+    let mut written_since_prune = true;
     loop {
-        let wait = next_prune.saturating_duration_since(std::time::Instant::now());
-        match receiver.recv_timeout(wait) {
+        let received = if written_since_prune {
+            let wait = next_prune.saturating_duration_since(std::time::Instant::now());
+            receiver.recv_timeout(wait)
+        } else {
+            receiver
+                .recv()
+                .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected)
+        };
+        match received {
             Ok(Message::Batch(rows)) => match store.insert(&rows) {
                 Ok(n) => {
                     stats.written.add(n);
+                    written_since_prune = true;
                     warned = false;
                 }
                 Err(error) => {
@@ -211,9 +222,10 @@ fn write_loop(
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        if std::time::Instant::now() >= next_prune {
+        if written_since_prune && std::time::Instant::now() >= next_prune {
             prune(&mut store, &mut warned);
             next_prune = std::time::Instant::now() + PRUNE_EVERY;
+            written_since_prune = false;
         }
     }
     prune(&mut store, &mut warned);
