@@ -11,6 +11,7 @@ pub mod generate;
 pub mod incidents;
 pub mod job;
 pub mod jobs;
+pub mod live;
 pub mod log;
 pub mod manual;
 pub mod minion;

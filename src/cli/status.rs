@@ -2,9 +2,10 @@
 //! open external incidents, master pressure, rollouts pending or stalled,
 //! failures of the last hour, minions missing jobs in a row, drift nothing put
 //! back, bus gaps; the outputs' spools (what waits to be sent, what upstream
-//! refused), read from their directories; and how fresh the history is. Exit 0
-//! when nothing is wrong, 1 when something is (a check for cron, Nagios/Icinga,
-//! a prompt).
+//! refused), read from their directories; the running agent's bus (connected,
+//! lag), asked on its loopback `/metrics` where it can be (`live`); and how
+//! fresh the history is. Exit 0 when nothing is wrong, 1 when something is (a
+//! check for cron, Nagios/Icinga, a prompt).
 
 use std::io::Write;
 
@@ -38,6 +39,8 @@ struct Answer<'a> {
     #[serde(flatten)]
     status: &'a Status,
     outputs: Vec<OutputBacklog>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<super::live::Live>,
 }
 
 /// The spools of the configured outputs that have one.
@@ -96,18 +99,31 @@ pub fn run(args: &StatusArgs, config: &Config, out: &mut dyn Write) -> Result<Ou
     let now = now();
     let found = status(&store, now).map_err(|e| Failure::runtime(e.to_string()))?;
     let outputs = spools(config);
+    let agent = super::live::address(config).map(super::live::ask);
     let mut wrong = found.wrong();
     wrong.extend(spools_wrong(&outputs, now));
+    if agent.as_ref().is_some_and(|a| a.connected == Some(false)) {
+        wrong.push("saltsight is not connected to the event bus".into());
+    }
     let written = if args.query.json {
         print_json(
             &Answer {
                 status: &found,
                 outputs,
+                agent,
             },
             out,
         )
     } else {
-        show(&found, &outputs, &wrong, now, Style::for_stdout(), out)
+        show(
+            &found,
+            &outputs,
+            agent.as_ref(),
+            &wrong,
+            now,
+            Style::for_stdout(),
+            out,
+        )
     };
     written.map_err(|e| Failure::runtime(format!("writing the answer: {e}")))?;
     if wrong.is_empty() {
@@ -123,6 +139,7 @@ pub fn run(args: &StatusArgs, config: &Config, out: &mut dyn Write) -> Result<Ou
 fn show(
     s: &Status,
     outputs: &[OutputBacklog],
+    agent: Option<&super::live::Live>,
     wrong: &[String],
     now: Stamp,
     style: Style,
@@ -259,6 +276,26 @@ fn show(
             Tone::Warn
         };
         writeln!(out, "{}", style.paint(tone, &line))?;
+    }
+    if let Some(a) = agent {
+        let line = match (&a.unanswered, a.connected) {
+            (Some(why), _) => style.paint(Tone::Dim, &format!("agent on {}: {why}", a.address)),
+            (None, Some(false)) => style.paint(
+                Tone::Bad,
+                &format!("agent on {}: not connected to the event bus", a.address),
+            ),
+            (None, _) => {
+                let lag = a
+                    .bus_lag_p99_s
+                    .map(|s| format!(", bus lag p99 {}", duration_micros((s * 1e6) as i64)))
+                    .unwrap_or_default();
+                style.paint(
+                    Tone::Dim,
+                    &format!("agent on {}: connected to the event bus{lag}", a.address),
+                )
+            }
+        };
+        writeln!(out, "{line}")?;
     }
     if wrong.is_empty() {
         writeln!(out, "{}", style.paint(Tone::Good, "Nothing wrong now."))?;

@@ -750,3 +750,76 @@ fn status_names_an_old_backlog_and_a_refused_batch() {
         "{code}: {text}"
     );
 }
+
+/// `status` asks the running agent on its loopback `/metrics` (a fixed port,
+/// no TLS or auth): disconnected from the bus is wrong, connected is said
+/// with the lag; a stand-in agent answers here.
+#[test]
+fn status_asks_the_running_agent_whether_it_is_connected() {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let answers = [
+        "saltsight_bus_connected 0\n",
+        "saltsight_bus_connected 1\nsaltsight_master_bus_lag_p99_seconds 0.25\n",
+    ];
+    let agent = std::thread::spawn(move || {
+        for body in answers {
+            let (stream, _) = listener.accept().expect("accept");
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let mut stream = stream;
+            write!(
+                stream,
+                "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n{body}"
+            )
+            .expect("answer");
+        }
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("saltsight.toml");
+    let history = dir.path().join("history.sqlite");
+    std::fs::write(
+        &config,
+        format!(
+            "master_id = \"m\"\n[history]\npath = {:?}\n[metrics]\nlisten_address = \"127.0.0.1:{port}\"\n",
+            history.display().to_string()
+        ),
+    )
+    .expect("config");
+    drop(saltsight::history::Store::open_writer(&history).expect("an empty history"));
+    let status = || {
+        let out = Command::new(bin())
+            .arg("--config")
+            .arg(&config)
+            .arg("status")
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, text) = status();
+    assert!(
+        code == 1 && text.contains("not connected to the event bus"),
+        "{code}: {text}"
+    );
+    let (code, text) = status();
+    assert!(
+        code == 0 && text.contains("connected to the event bus, bus lag p99 250ms"),
+        "{code}: {text}"
+    );
+    agent.join().expect("the stand-in agent");
+    // Nobody answering is said, not wrong: the agent may run another config.
+    let (code, text) = status();
+    assert!(
+        code == 0 && text.contains("no saltsight answering"),
+        "{code}: {text}"
+    );
+}
