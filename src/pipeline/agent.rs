@@ -513,3 +513,6 @@ impl Handler for Agent {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
