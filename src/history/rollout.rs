@@ -8,6 +8,8 @@ use serde::Serialize;
 
 use super::rows::latest_by;
 use super::{HistoryError, Store};
+use crate::correlate::applied::coverage_of;
+use crate::correlate::rollout::Coverage;
 use crate::record::{JobPublished, MinionMissing, MinionReturn, RecordKind, Rollout, StateFailure};
 use crate::time::Stamp;
 
@@ -115,25 +117,19 @@ const STATE_RUNS: [&str; 4] = [
     "state.sls_id",
 ];
 
-/// The SLS a state job ran, from its published arguments (`highstate` when
-/// none are named).
+/// The SLS a state job ran, by the rule the rollout itself applies
+/// (`correlate::applied::coverage_of`; `highstate` when it covers the whole
+/// tree).
 fn sls_of(published: &JobPublished) -> Vec<String> {
-    let first = published
+    let args = published
         .arg
         .as_ref()
-        .and_then(|a| a.as_array()?.first().cloned());
-    let named = match first {
-        Some(serde_json::Value::String(list)) => Some(list),
-        Some(serde_json::Value::Object(kwargs)) => kwargs
-            .get("mods")
-            .and_then(|m| m.as_str())
-            .map(str::to_owned),
-        _ => None,
-    };
-    match (published.fun.as_str(), named) {
-        ("state.highstate", _) | ("state.apply", None) => vec!["highstate".into()],
-        (_, Some(list)) => list.split(',').map(|s| s.trim().to_owned()).collect(),
-        (_, None) => Vec::new(),
+        .and_then(|a| a.as_array())
+        .map_or(&[][..], Vec::as_slice);
+    match coverage_of(&published.fun, args, false) {
+        Some(Coverage::All) => vec!["highstate".into()],
+        Some(Coverage::Sls(names)) => names,
+        None => Vec::new(),
     }
 }
 
@@ -261,14 +257,16 @@ fn pending(store: &Store, minion: &str, rollout: &Rollout) -> Result<PendingMini
         })
         .collect();
     let last_state_run = state_runs.iter().map(|r| r.at).max();
-    let under_commit = |jid: &str| -> Result<bool, HistoryError> {
-        Ok(published(store, jid)?
-            .is_some_and(|p| p.commits.get(&rollout.repo) == Some(&rollout.commit)))
+    let under_commit = |p: &Option<JobPublished>| {
+        p.as_ref()
+            .is_some_and(|p| p.commits.get(&rollout.repo) == Some(&rollout.commit))
     };
+    // Each run with its job's published record, read once.
     let mut since = Vec::new();
     for run in state_runs.iter().take(MAX_VERDICTS) {
-        if run.at >= rollout.seen_at || under_commit(&run.body.jid)? {
-            since.push(run);
+        let job = published(store, &run.body.jid)?;
+        if run.at >= rollout.seen_at || under_commit(&job) {
+            since.push((run, job));
         }
     }
     let mut view = PendingMinion {
@@ -278,20 +276,20 @@ fn pending(store: &Store, minion: &str, rollout: &Rollout) -> Result<PendingMini
         jid: None,
         last_state_run,
     };
-    if let Some(newest) = since.iter().max_by_key(|r| r.at) {
+    if let Some((newest, _)) = since.iter().max_by_key(|(r, _)| r.at) {
         view.jid = Some(newest.body.jid.clone());
-        if since.iter().all(|r| r.body.context.test) {
+        if since.iter().all(|(r, _)| r.body.context.test) {
             view.why = PendingWhy::RanWithTest;
             return Ok(view);
         }
         let (mut ran, mut other_commits) = (BTreeSet::new(), BTreeSet::new());
-        for run in since.iter().filter(|r| !r.body.context.test) {
-            if let Some(p) = published(store, &run.body.jid)? {
+        for (_, job) in since.iter().filter(|(r, _)| !r.body.context.test) {
+            if let Some(p) = job {
                 match p.commits.get(&rollout.repo) {
                     Some(head) if *head != rollout.commit => {
                         other_commits.insert(head.get(..10).unwrap_or(head).to_owned());
                     }
-                    _ => ran.extend(sls_of(&p)),
+                    _ => ran.extend(sls_of(p)),
                 }
             }
         }
@@ -309,7 +307,7 @@ fn pending(store: &Store, minion: &str, rollout: &Rollout) -> Result<PendingMini
         .iter()
         .take(MAX_VERDICTS)
     {
-        if m.at >= rollout.seen_at || under_commit(&m.body.jid)? {
+        if m.at >= rollout.seen_at || under_commit(&published(store, &m.body.jid)?) {
             view.why = PendingWhy::MissingFromJobs;
             view.jid = Some(m.body.jid.clone());
             view.detail = m.body.reason.to_string();
