@@ -700,20 +700,7 @@ fn status_names_an_old_backlog_and_a_refused_batch() {
     )
     .expect("config");
     drop(saltsight::history::Store::open_writer(&history).expect("an empty history"));
-    let status = || {
-        let out = Command::new(bin())
-            .arg("--config")
-            .arg(&config)
-            .arg("status")
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
-    };
+    let status = || crate::support::ask(&config, dir.path(), &["status"]);
     let up = spool.join("up");
     std::fs::create_dir_all(up.join("dead-letter")).expect("spool dir");
     let micros = |ago_s: u64| {
@@ -791,20 +778,7 @@ fn status_asks_the_running_agent_whether_it_is_connected() {
     )
     .expect("config");
     drop(saltsight::history::Store::open_writer(&history).expect("an empty history"));
-    let status = || {
-        let out = Command::new(bin())
-            .arg("--config")
-            .arg(&config)
-            .arg("status")
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
-    };
+    let status = || crate::support::ask(&config, dir.path(), &["status"]);
     let (code, text) = status();
     assert!(
         code == 1 && text.contains("not connected to the event bus"),
