@@ -33,6 +33,32 @@ impl fmt::Display for Endpoint {
     }
 }
 
+/// `unix:/path`, a bare absolute path, `tcp:host:port` or `host:port` (an IP
+/// literal): as `bus.endpoint` and `reactor.endpoint` are written.
+impl std::str::FromStr for Endpoint {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            format!(
+                "endpoint {text:?} is not `unix:/path/to/master_event_pub.ipc` or `tcp:127.0.0.1:4512`"
+            )
+        };
+        if let Some(path) = text.strip_prefix("unix:") {
+            return if path.starts_with('/') {
+                Ok(Endpoint::Unix(path.into()))
+            } else {
+                Err(bad())
+            };
+        }
+        if text.starts_with('/') {
+            return Ok(Endpoint::Unix(text.into()));
+        }
+        let addr = text.strip_prefix("tcp:").unwrap_or(text);
+        addr.parse().map(Endpoint::Tcp).map_err(|_| bad())
+    }
+}
+
 /// A connection to the publisher that can only be read from.
 pub struct BusStream {
     inner: Inner,
@@ -228,6 +254,30 @@ pub fn current_user() -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::str::FromStr;
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(
+            Endpoint::from_str("unix:/a/b.ipc"),
+            Ok(Endpoint::Unix("/a/b.ipc".into()))
+        );
+        assert_eq!(
+            Endpoint::from_str("/a/b.ipc"),
+            Ok(Endpoint::Unix("/a/b.ipc".into()))
+        );
+        assert_eq!(
+            Endpoint::from_str("tcp:127.0.0.1:4512"),
+            Ok(Endpoint::Tcp("127.0.0.1:4512".parse().unwrap()))
+        );
+        assert_eq!(
+            Endpoint::from_str("[::1]:4512"),
+            Ok(Endpoint::Tcp("[::1]:4512".parse().unwrap()))
+        );
+        assert!(Endpoint::from_str("unix:relative").is_err());
+        assert!(Endpoint::from_str("localhost").is_err());
+    }
+
     use super::*;
 
     #[tokio::test]

@@ -80,3 +80,10 @@ pub const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(600);
 pub const DEFAULT_FILE_MAX_BYTES: u64 = 100 << 20;
 pub const DEFAULT_FILE_KEEP: usize = 5;
 pub const DEFAULT_CLICKHOUSE_TABLE: &str = "saltsight.records";
+
+// [reactor]
+pub const DEFAULT_REACTOR_PER_SECOND: u32 = 10;
+pub const DEFAULT_REACTOR_BURST: u32 = 50;
+pub const DEFAULT_REACTOR_QUEUE: usize = 256;
+pub const DEFAULT_REACTOR_MAX_MINIONS: usize = 1_000;
+pub const DEFAULT_REACTOR_ALERT_MAX_BYTES: usize = 1 << 20;

@@ -45,6 +45,8 @@ pub struct FileConfig {
     pub metrics: super::metrics::MetricsSection,
     #[serde(default)]
     pub redact: super::redact::RedactSection,
+    #[serde(default)]
+    pub reactor: super::reactor::ReactorSection,
 }
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
@@ -138,7 +140,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         table.remove(&key);
         found.push((key, of::<FileConfig>().join(", ")));
     }
-    let sections: [(&str, &[&str]); 15] = [
+    let sections: [(&str, &[&str]); 16] = [
         ("bus", of::<BusSection>()),
         ("jobs", of::<JobsSection>()),
         ("triage", of::<TriageSection>()),
@@ -154,6 +156,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         ("history", of::<super::history::HistorySection>()),
         ("metrics", of::<super::metrics::MetricsSection>()),
         ("redact", of::<super::redact::RedactSection>()),
+        ("reactor", of::<super::reactor::ReactorSection>()),
     ];
     for (name, takes) in sections {
         let Some(toml::Value::Table(section)) = table.get_mut(name) else {

@@ -1,5 +1,6 @@
 //! Reads the Salt master's own config (YAML) for its `id`, for what locates its
-//! event bus: `root_dir`, `sock_dir`, `ipc_mode`, `tcp_master_pub_port`, and for where its
+//! event bus: `root_dir`, `sock_dir`, `ipc_mode`, `tcp_master_pub_port` (and
+//! `tcp_master_pull_port`, where `[reactor]` fires), and for where its
 //! state tree and pillar live (`file_roots`, `pillar_roots`, `cachedir` for
 //! gitfs), following
 //! `default_include` (`master.d/*.conf`) as Salt does, later files winning.
@@ -19,12 +20,15 @@ pub const DEFAULT_MASTER_CONFIG: &str = "/etc/salt/master";
 const DEFAULT_SOCK_DIR: &str = "/var/run/salt/master";
 const DEFAULT_CACHEDIR: &str = "/var/cache/salt/master";
 const DEFAULT_TCP_PUB_PORT: u16 = 4512;
+const DEFAULT_TCP_PULL_PORT: u16 = 4513;
 const DEFAULT_PUBLISH_PORT: u16 = 4505;
 const DEFAULT_PIDFILE: &str = "/var/run/salt-master.pid";
 const DEFAULT_PKI_DIR: &str = "/etc/salt/pki/master";
 const DEFAULT_FILE_ROOTS: &[&str] = &["/srv/salt", "/srv/spm/salt"];
 const DEFAULT_PILLAR_ROOTS: &[&str] = &["/srv/pillar", "/srv/spm/pillar"];
 const PUB_SOCKET: &str = "master_event_pub.ipc";
+/// Where `fire_event` writes on the master (read only by `[reactor]`).
+pub const PULL_SOCKET: &str = "master_event_pull.ipc";
 
 /// The bus-relevant settings, with where each came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +40,8 @@ pub struct MasterBusSettings {
     pub sock_dir: PathBuf,
     pub ipc_mode_tcp: bool,
     pub tcp_master_pub_port: u16,
+    /// `tcp_master_pull_port` (`ipc_mode: tcp`): where `fire_event` writes.
+    pub tcp_master_pull_port: u16,
     /// `ipv6: True` moves the TCP publisher to `::1` (Salt's `_ipc_loopback`).
     pub ipv6: bool,
     /// `cachedir`, under `root_dir` (gitfs keeps its checkouts in `<cachedir>/gitfs`).
@@ -86,15 +92,25 @@ pub enum MasterConfigError {
 impl MasterBusSettings {
     /// The publisher endpoint these settings describe.
     pub fn endpoint(&self) -> Endpoint {
+        self.socket(PUB_SOCKET, self.tcp_master_pub_port)
+    }
+
+    /// The endpoint Salt's `fire_event` writes to (the master republishes what
+    /// it reads there): only `[reactor]` opens it.
+    pub fn pull_endpoint(&self) -> Endpoint {
+        self.socket(PULL_SOCKET, self.tcp_master_pull_port)
+    }
+
+    fn socket(&self, ipc_name: &str, tcp_port: u16) -> Endpoint {
         if self.ipc_mode_tcp {
             let host = if self.ipv6 {
                 IpAddr::V6(Ipv6Addr::LOCALHOST)
             } else {
                 IpAddr::V4(Ipv4Addr::LOCALHOST)
             };
-            Endpoint::Tcp(SocketAddr::from((host, self.tcp_master_pub_port)))
+            Endpoint::Tcp(SocketAddr::from((host, tcp_port)))
         } else {
-            Endpoint::Unix(self.sock_dir.join(PUB_SOCKET))
+            Endpoint::Unix(self.sock_dir.join(ipc_name))
         }
     }
 
@@ -180,6 +196,7 @@ impl MasterBusSettings {
             sock_dir,
             ipc_mode_tcp,
             tcp_master_pub_port: raw.tcp_master_pub_port.unwrap_or(DEFAULT_TCP_PUB_PORT),
+            tcp_master_pull_port: raw.tcp_master_pull_port.unwrap_or(DEFAULT_TCP_PULL_PORT),
             ipv6: raw.ipv6.unwrap_or(false),
             publish_port: raw.publish_port.unwrap_or(DEFAULT_PUBLISH_PORT),
             minion_data_cache: raw.minion_data_cache.unwrap_or(true),
@@ -198,6 +215,7 @@ struct RawSettings {
     cachedir: Option<String>,
     ipc_mode: Option<String>,
     tcp_master_pub_port: Option<u16>,
+    tcp_master_pull_port: Option<u16>,
     publish_port: Option<u16>,
     ipv6: Option<bool>,
     minion_data_cache: Option<bool>,
@@ -316,6 +334,9 @@ impl RawSettings {
         }
         if let Some(v) = port_key(path, &doc, "tcp_master_pub_port")? {
             self.tcp_master_pub_port = Some(v);
+        }
+        if let Some(v) = port_key(path, &doc, "tcp_master_pull_port")? {
+            self.tcp_master_pull_port = Some(v);
         }
         if let Some(v) = port_key(path, &doc, "publish_port")? {
             self.publish_port = Some(v);
@@ -506,6 +527,21 @@ mod tests {
             PathBuf::from("/srv/lab/var/run/salt/master")
         );
         assert_eq!(settings.files.len(), 3);
+        assert_eq!(
+            settings.pull_endpoint(),
+            Endpoint::Tcp("127.0.0.1:4513".parse().unwrap()),
+            "Salt's default pull port"
+        );
+        std::fs::write(
+            dir.path().join("master.d/25-pull.conf"),
+            "tcp_master_pull_port: 47121\n",
+        )
+        .unwrap();
+        let settings = MasterBusSettings::load(&dir.path().join("master"), false).unwrap();
+        assert_eq!(
+            settings.pull_endpoint(),
+            Endpoint::Tcp("127.0.0.1:47121".parse().unwrap())
+        );
         std::fs::write(dir.path().join("master.d/30-v6.conf"), "ipv6: True\n").unwrap();
         let settings = MasterBusSettings::load(&dir.path().join("master"), false).unwrap();
         assert_eq!(

@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod model;
 pub mod presence;
 pub mod pressure;
+pub mod reactor;
 pub mod redact;
 pub mod resolve;
 pub mod rollouts;

@@ -34,6 +34,7 @@ pub struct Config {
     pub outputs: Vec<RawOutput>,
     pub metrics: super::metrics::MetricsConfig,
     pub redact: super::redact::RedactConfig,
+    pub reactor: super::reactor::ReactorConfig,
     /// The saltsight config file read, if any.
     pub file: Option<PathBuf>,
 }

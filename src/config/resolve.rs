@@ -115,6 +115,16 @@ pub fn load_with<T>(
         &mut errors,
     );
     let redact = super::redact::resolve(&file.redact, &mut errors);
+    let explicit_bus = (overrides.endpoint.as_ref())
+        .or(file.bus.endpoint.as_ref())
+        .and_then(|text| text.parse::<Endpoint>().ok());
+    let reactor = super::reactor::resolve(
+        &file.reactor,
+        explicit_bus.as_ref(),
+        master_settings(&file, overrides).as_ref(),
+        &metrics,
+        &mut errors,
+    );
     match (bus, log) {
         (Some(bus), Some(log)) if errors.is_empty() => Ok((
             Config {
@@ -137,6 +147,7 @@ pub fn load_with<T>(
                 outputs: raw,
                 metrics,
                 redact,
+                reactor,
                 file: file_path,
             },
             resolved,
@@ -218,7 +229,7 @@ fn resolve_bus(
 ) -> Option<BusConfig> {
     let endpoint_text = o.endpoint.clone().or_else(|| file.bus.endpoint.clone());
     let (endpoint, endpoint_origin) = match endpoint_text {
-        Some(text) => match parse_endpoint(&text) {
+        Some(text) => match text.parse::<Endpoint>() {
             Ok(endpoint) => (
                 Some(endpoint),
                 "set explicitly (--bus.endpoint, SALTSIGHT_ENDPOINT or bus.endpoint)".to_string(),
@@ -420,27 +431,6 @@ fn resolve_log(file: &FileConfig, o: &Overrides, errors: &mut Vec<String>) -> Op
     Some(LogConfig { level, format })
 }
 
-/// `unix:/path`, `tcp:host:port`, an absolute path, or `host:port`.
-pub fn parse_endpoint(text: &str) -> Result<Endpoint, String> {
-    let bad = || {
-        format!(
-            "endpoint {text:?} is not `unix:/path/to/master_event_pub.ipc` or `tcp:127.0.0.1:4512`"
-        )
-    };
-    if let Some(path) = text.strip_prefix("unix:") {
-        return if path.starts_with('/') {
-            Ok(Endpoint::Unix(path.into()))
-        } else {
-            Err(bad())
-        };
-    }
-    if text.starts_with('/') {
-        return Ok(Endpoint::Unix(text.into()));
-    }
-    let addr = text.strip_prefix("tcp:").unwrap_or(text);
-    addr.parse().map(Endpoint::Tcp).map_err(|_| bad())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -572,27 +562,5 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(err.0.len(), 2, "{err}");
-    }
-
-    #[test]
-    fn endpoints() {
-        assert_eq!(
-            parse_endpoint("unix:/a/b.ipc"),
-            Ok(Endpoint::Unix("/a/b.ipc".into()))
-        );
-        assert_eq!(
-            parse_endpoint("/a/b.ipc"),
-            Ok(Endpoint::Unix("/a/b.ipc".into()))
-        );
-        assert_eq!(
-            parse_endpoint("tcp:127.0.0.1:4512"),
-            Ok(Endpoint::Tcp("127.0.0.1:4512".parse().unwrap()))
-        );
-        assert_eq!(
-            parse_endpoint("[::1]:4512"),
-            Ok(Endpoint::Tcp("[::1]:4512".parse().unwrap()))
-        );
-        assert!(parse_endpoint("unix:relative").is_err());
-        assert!(parse_endpoint("localhost").is_err());
     }
 }
