@@ -399,7 +399,7 @@ fn build_body<'a>(
             minion: minion_from_tag()?,
             name: parsed.detail.map(Text::borrowed).unwrap_or_default(),
         }),
-        TagClass::Other => Body::Other,
+        TagClass::Saltsight | TagClass::Other => Body::Other,
     })
 }
 

@@ -23,6 +23,8 @@ crate::label_set! {
         Key = "key",
         Presence = "presence",
         Beacon = "beacon",
+        /// `saltsight/...`: fired by saltsight (`[reactor]`); the stages ignore it.
+        Saltsight = "saltsight",
         Other = "other",
     }
 }
@@ -93,6 +95,7 @@ pub fn parse(tag: &str) -> ParsedTag<'_> {
             _ => ParsedTag::new(TagClass::Other),
         },
         ("minion_start", None) => ParsedTag::new(TagClass::MinionStart),
+        ("saltsight", Some(_)) => ParsedTag::new(TagClass::Saltsight),
         (jid, None) if looks_like_jid(jid) => ParsedTag {
             jid: Some(jid),
             ..ParsedTag::new(TagClass::JobMinions)

@@ -122,7 +122,8 @@ crate::label_set! {
         Orchestrated = "orchestrated",
         /// Published through salt-api (its user is one of `jobs.api_users`).
         Api = "api",
-        /// Published by the reactor (user `Reactor`).
+        /// Published by the reactor: user `Reactor` (its runner and wheel
+        /// jobs), or metadata naming the job it answers ([`RETRY_OF`]).
         Reactor = "reactor",
         /// A runner (`salt/run/...`), e.g. an orchestration itself.
         Runner = "runner",
@@ -134,6 +135,11 @@ crate::label_set! {
         Unknown = "unknown",
     }
 }
+
+/// The metadata key a job started by a Reactor in answer to a saltsight
+/// event carries (the shipped SLS in `packaging/reactor/` set it): the jid of
+/// the original job that event was about. Such a job's run kind is `reactor`.
+pub const RETRY_OF: &str = "saltsight_retry_of";
 
 /// What every job-related record says of its job: how it came to run and what it
 /// was told.

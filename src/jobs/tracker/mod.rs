@@ -286,6 +286,9 @@ impl JobTracker {
                 if let (Some(job), Some(meta)) =
                     (self.open.get_mut(p.jid.as_str()), raw_to_json(p.metadata))
                 {
+                    if meta.get(crate::record::RETRY_OF).is_some() {
+                        job.context.run_kind = crate::record::RunKind::Reactor;
+                    }
                     job.context.metadata = Some(meta);
                 }
             }
