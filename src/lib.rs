@@ -51,6 +51,7 @@ pub mod pipeline;
 pub mod plain;
 pub mod pressure;
 pub mod ratelimit;
+pub mod reactor;
 pub mod record;
 pub mod service;
 pub mod shutdown;

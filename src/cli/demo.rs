@@ -127,6 +127,7 @@ pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
                 checkpoint: false,
                 master_processes: false,
                 presence: true,
+                reactor: false,
             },
         )?;
         let consumer = assembly.consumer(&config, cancel.clone());

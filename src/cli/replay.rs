@@ -46,6 +46,7 @@ pub async fn run(args: ReplayArgs, session: Session) -> anyhow::Result<Outcome> 
             checkpoint: false,
             master_processes: false,
             presence: false,
+            reactor: false,
         },
     )?;
     let consumer = assembly.consumer(&config, cancel.clone());

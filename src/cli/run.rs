@@ -75,6 +75,7 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
             &config.metrics,
             metrics.registry.clone(),
             reader_stats.clone(),
+            assembly.alert_webhook(&config, &redactor),
         )
         .await?;
         let web = server.web_switch();

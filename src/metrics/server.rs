@@ -1,11 +1,13 @@
 //! The HTTP endpoint: `/metrics` (OpenMetrics or the 0.0.4 text format, as the
 //! scrape's `Accept` asks: [`super::exposition`]), `/` (a landing page),
 //! `/healthz` (the process answers) and `/readyz` (connected to the bus), over
-//! HTTP/1.1, with TLS and basic auth when a web config asks for them.
+//! HTTP/1.1, with TLS and basic auth when a web config asks for them; and,
+//! only when `reactor.alerts` hands it an [`AlertWebhook`], `POST /alerts`
+//! (Alertmanager's webhook), behind the same auth, its body bounded.
 //!
 //! Bounded like everything else: at most [`MAX_CONNECTIONS`] connections at once
 //! (more are closed at accept), a header read timeout, a TLS handshake timeout.
-//! Only GET and HEAD are answered. The listener is bound before the pipeline
+//! Only GET and HEAD are answered, and POST on `/alerts` when it is served. The listener is bound before the pipeline
 //! starts, so a port in use is an error at start, not a silent absence.
 
 use std::convert::Infallible;
@@ -49,10 +51,30 @@ pub enum ServeError {
     Web(#[from] WebError),
 }
 
+/// Where Alertmanager posts.
+pub const ALERTS_PATH: &str = "/alerts";
+
+/// What `POST /alerts` hands its body to (`reactor::alerts`).
+pub trait AlertWebhook: Send + Sync {
+    /// Bodies above this are refused with a 413, unread.
+    fn max_bytes(&self) -> usize;
+    /// A request was refused before its body reached [`AlertWebhook::receive`].
+    fn refused(&self);
+    /// How many alerts were fired, or why the body fired nothing.
+    fn receive(&self, body: &[u8]) -> Result<usize, WebhookRefusal>;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WebhookRefusal {
+    /// Not a payload the webhook takes: a 400 with the reason.
+    Malformed(String),
+}
+
 /// What every request needs.
 struct Site {
     registry: Arc<Registry>,
     reader: Arc<ReaderStats>,
+    alerts: Option<Arc<dyn AlertWebhook>>,
     /// The web config's effect, replaced whole on reload ([`WebSwitch`]).
     web: watch::Receiver<Arc<Web>>,
 }
@@ -115,6 +137,7 @@ impl MetricsServer {
         config: &MetricsConfig,
         registry: Arc<Registry>,
         reader: Arc<ReaderStats>,
+        alerts: Option<Arc<dyn AlertWebhook>>,
     ) -> Result<MetricsServer, ServeError> {
         let address = config.listen.socket_addr();
         let listener = match TcpListener::bind(address).await {
@@ -141,6 +164,7 @@ impl MetricsServer {
             site: Arc::new(Site {
                 registry,
                 reader,
+                alerts,
                 web,
             }),
             switch: WebSwitch(switch),
@@ -171,6 +195,7 @@ impl MetricsServer {
                 scope,
                 tls = web.tls.is_some(),
                 basic_auth = web.auth.is_some(),
+                alerts = self.site.alerts.is_some(),
                 "Serving metrics."
             );
         }
@@ -220,7 +245,25 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
 ) {
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let site = site.clone();
-        async move { Ok::<_, Infallible>(respond(&site, &request)) }
+        async move {
+            let response = match &site.alerts {
+                Some(webhook)
+                    if request.method() == Method::POST && request.uri().path() == ALERTS_PATH =>
+                {
+                    let web = site.web.borrow().clone();
+                    let response = match refuse_unauthorised(&web, &request) {
+                        Some(refused) => {
+                            webhook.refused();
+                            refused
+                        }
+                        None => alerts(webhook.as_ref(), request.into_body()).await,
+                    };
+                    with_headers(&web, response)
+                }
+                _ => respond(&site, &request),
+            };
+            Ok::<_, Infallible>(response)
+        }
     });
     let served = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -232,12 +275,80 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     }
 }
 
-fn respond<B>(site: &Site, request: &Request<B>) -> Response<Full<Bytes>> {
-    let web = site.web.borrow().clone();
-    let mut response = route(site, &web, request);
+/// `POST /alerts`: the body read up to the webhook's bound, then handed over.
+async fn alerts<B>(webhook: &dyn AlertWebhook, body: B) -> Response<Full<Bytes>>
+where
+    B: hyper::body::Body,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    use http_body_util::BodyExt;
+    let max = webhook.max_bytes();
+    let too_large = || {
+        webhook.refused();
+        reply(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "text/plain",
+            format!("the body is over reactor.alerts_max_bytes ({max})\n"),
+        )
+    };
+    if hyper::body::Body::size_hint(&body)
+        .exact()
+        .is_some_and(|n| n > max as u64)
+    {
+        return too_large();
+    }
+    let bytes = match http_body_util::Limited::new(body, max).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => return too_large(),
+        Err(error) => {
+            webhook.refused();
+            return reply(
+                StatusCode::BAD_REQUEST,
+                "text/plain",
+                format!("cannot read the body: {error}\n"),
+            );
+        }
+    };
+    match webhook.receive(&bytes) {
+        Ok(fired) => reply(
+            StatusCode::OK,
+            "text/plain",
+            format!("fired {fired} alert events\n"),
+        ),
+        Err(WebhookRefusal::Malformed(why)) => {
+            reply(StatusCode::BAD_REQUEST, "text/plain", format!("{why}\n"))
+        }
+    }
+}
+
+fn with_headers(web: &Web, mut response: Response<Full<Bytes>>) -> Response<Full<Bytes>> {
     for (name, value) in &web.headers {
         response.headers_mut().insert(name.clone(), value.clone());
     }
+    response
+}
+
+/// A 401 when basic auth is configured and the request does not pass it.
+fn refuse_unauthorised<B>(web: &Web, request: &Request<B>) -> Option<Response<Full<Bytes>>> {
+    let auth = web.auth.as_ref()?;
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if auth.admits(given) {
+        return None;
+    }
+    let mut response = reply(StatusCode::UNAUTHORIZED, "text/plain", "Unauthorized\n");
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"saltsight\""),
+    );
+    Some(response)
+}
+
+fn respond<B>(site: &Site, request: &Request<B>) -> Response<Full<Bytes>> {
+    let web = site.web.borrow().clone();
+    let mut response = with_headers(&web, route(site, &web, request));
     if request.method() == Method::HEAD {
         *response.body_mut() = Full::new(Bytes::new());
     }
@@ -267,19 +378,8 @@ fn route<B>(site: &Site, web: &Web, request: &Request<B>) -> Response<Full<Bytes
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return response;
     }
-    if let Some(auth) = &web.auth {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        if !auth.admits(given) {
-            let mut response = reply(StatusCode::UNAUTHORIZED, "text/plain", "Unauthorized\n");
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Basic realm=\"saltsight\""),
-            );
-            return response;
-        }
+    if let Some(refused) = refuse_unauthorised(web, request) {
+        return refused;
     }
     match request.uri().path() {
         "/metrics" => {
@@ -345,6 +445,7 @@ mod tests {
         Site {
             registry: Arc::new(registry),
             reader: Arc::new(ReaderStats::default()),
+            alerts: None,
             web: watch::channel(Arc::new(web)).1,
         }
     }

@@ -30,6 +30,10 @@ use crate::counter::Counts;
 use crate::master_connections::ConnectionWatch;
 use crate::master_processes::MasterProcesses;
 use crate::metrics::Observer;
+use crate::metrics::server::AlertWebhook;
+use crate::reactor::alerts::Alerts;
+use crate::reactor::verdicts::VerdictOutput;
+use crate::reactor::{Firer, ReactorCounts};
 use crate::record::redact::Redactor;
 use crate::sink::history::HistoryOutput;
 use crate::sink::output::Output;
@@ -76,6 +80,9 @@ pub struct AgentOptions {
     pub master_processes: bool,
     /// Read the master's connections for presence (`[presence]`): live only.
     pub presence: bool,
+    /// Fire verdicts onto the master's bus when `[reactor]` is enabled: only
+    /// the service (`run`), the one agent a Reactor should hear.
+    pub reactor: bool,
 }
 
 impl AgentOptions {
@@ -98,6 +105,7 @@ impl AgentOptions {
             checkpoint: true,
             master_processes: true,
             presence: true,
+            reactor: true,
         }
     }
 }
@@ -112,6 +120,7 @@ pub struct Assembly {
     checkpoint: Option<(Checkpointer, Option<Restored>)>,
     processes: Option<MasterProcesses>,
     connections: Option<ConnectionWatch>,
+    firer: Option<Arc<Firer>>,
 }
 
 impl Assembly {
@@ -180,6 +189,15 @@ impl Assembly {
         if let Some(watch) = &connections {
             counts.push(watch.counts.clone());
         }
+        let firer = if live && options.reactor && config.reactor.enabled {
+            let reactor_counts = Arc::new(ReactorCounts::default());
+            counts.push(reactor_counts.clone());
+            let firer = Firer::start(&config.reactor, reactor_counts)?;
+            outputs.add(Box::new(VerdictOutput::new(&config.reactor, firer.clone())));
+            Some(firer)
+        } else {
+            None
+        };
         Ok(Self {
             options,
             stages,
@@ -189,7 +207,23 @@ impl Assembly {
             checkpoint,
             processes,
             connections,
+            firer,
         })
+    }
+
+    /// What `POST /alerts` hands Alertmanager's webhooks to, when
+    /// `reactor.alerts` asks for it.
+    pub fn alert_webhook(
+        &self,
+        config: &Config,
+        redactor: &Redactor,
+    ) -> Option<Arc<dyn AlertWebhook>> {
+        let firer = self.firer.as_ref().filter(|_| config.reactor.alerts)?;
+        Some(Arc::new(Alerts::new(
+            firer.clone(),
+            redactor.clone(),
+            config.reactor.alerts_max_bytes,
+        )))
     }
 
     /// An output of the subcommand's own beside the configured ones (top's

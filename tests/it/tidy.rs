@@ -31,6 +31,7 @@ const ORDER: &[&str] = &[
     "history",
     "sink",
     "metrics",
+    "reactor",
     "service",
     "shutdown",
     "pipeline",

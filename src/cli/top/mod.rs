@@ -80,6 +80,7 @@ pub async fn run(args: TopArgs, session: Session, log_level: LogLevel) -> anyhow
             checkpoint: false,
             master_processes: false,
             presence: true,
+            reactor: false,
         },
     )?;
     let watch = Arc::new(feed::BusWatch::default());

@@ -33,6 +33,7 @@ async fn an_idle_agent_arms_no_checkpoint_until_something_changes() {
         checkpoint: true,
         master_processes: false,
         presence: false,
+        reactor: false,
     };
     let (mut agent, _senders) = Assembly::open(&config, &specs, options)
         .expect("opens")
