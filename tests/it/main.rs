@@ -17,6 +17,7 @@ mod metrics_live;
 mod mutations;
 mod presence_live;
 mod pressure_live;
+mod reactor_live;
 mod redact_live;
 mod rollouts_live;
 mod salt_exporter_live;

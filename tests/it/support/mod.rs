@@ -265,11 +265,17 @@ fn serving_address(line: &str) -> std::net::SocketAddr {
         .unwrap_or_else(|| panic!("no address in {serving}"))
 }
 
-/// The jid a `salt` CLI printed with `--show-jid` (`jid: <id>` on its own line).
+/// The jid a `salt` CLI printed with `--show-jid` (`jid: <id>` on its own
+/// line) or `--async` (`Executed command with job ID: <id>`).
 pub fn jid_from(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .find_map(|l| l.trim().strip_prefix("jid: ").map(str::to_owned))
+        .find_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("jid: ")
+                .or_else(|| l.strip_prefix("Executed command with job ID: "))
+                .map(str::to_owned)
+        })
         .unwrap_or_else(|| panic!("no jid in {}", String::from_utf8_lossy(&out.stdout)))
 }
 

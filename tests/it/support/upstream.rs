@@ -297,7 +297,8 @@ pub fn get_as(
     request(addr, "GET", target, &header, b"")
 }
 
-fn request(
+/// Any request, with `headers` as written lines (`Name: value\r\n`).
+pub fn request(
     addr: SocketAddr,
     method: &str,
     target: &str,
