@@ -85,6 +85,9 @@ pub async fn run(
     write_checkouts(config, out)?;
     write_drift(config, out)?;
     write_metrics(config, out)?;
+    if let Some(why) = write_reactor(config, args.no_environment, out)? {
+        unreachable.push((exit::UNAVAILABLE, "the master's pull socket".into(), why));
+    }
     if config.state.checkpoint {
         writeln!(
             out,
@@ -263,6 +266,71 @@ fn write_drift(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
             "drift: each state run's changes judged against the commits of {} ({} runs in a row make a state non-idempotent)",
             repo.name, config.drift.never_settles_after
         ),
+    }
+}
+
+/// What `[reactor]` fires, where, and whether the pull socket is there (a
+/// unix socket is looked at, never connected to); why not, if it is not.
+fn write_reactor(
+    config: &Config,
+    no_environment: bool,
+    out: &mut impl Write,
+) -> std::io::Result<Option<String>> {
+    let reactor = &config.reactor;
+    if !reactor.enabled {
+        writeln!(
+            out,
+            "reactor: off (nothing is written to the master's bus; reactor.enabled = false)"
+        )?;
+        return Ok(None);
+    }
+    let kinds: Vec<&str> = reactor.fire.iter().map(|k| k.as_str()).collect();
+    writeln!(
+        out,
+        "reactor: fires {} through {} ({}), at most {}/s (burst {})",
+        if kinds.is_empty() {
+            "no verdicts".to_string()
+        } else {
+            kinds.join(", ")
+        },
+        reactor.endpoint,
+        reactor.endpoint_origin,
+        reactor.max_per_second,
+        reactor.burst
+    )?;
+    if reactor.alerts {
+        writeln!(
+            out,
+            "reactor alerts: Alertmanager's webhook at POST {} on {} (at most {} bytes)",
+            crate::metrics::server::ALERTS_PATH,
+            config.metrics.listen,
+            reactor.alerts_max_bytes
+        )?;
+    }
+    let crate::bus::Endpoint::Unix(path) = &reactor.endpoint else {
+        writeln!(out, "  pull socket: TCP, not tried")?;
+        return Ok(None);
+    };
+    if no_environment {
+        writeln!(out, "  pull socket: not tried (--no-environment)")?;
+        return Ok(None);
+    }
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            writeln!(out, "  pull socket: present")?;
+            Ok(None)
+        }
+        Ok(_) => {
+            let why = format!("{} is not a socket", path.display());
+            writeln!(out, "  pull socket: {why}")?;
+            Ok(Some(why))
+        }
+        Err(e) => {
+            let why = format!("{}: {e}", path.display());
+            writeln!(out, "  pull socket: {why}")?;
+            Ok(Some(why))
+        }
     }
 }
 

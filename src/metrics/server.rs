@@ -557,4 +557,90 @@ mod tests {
             StatusCode::UNAUTHORIZED
         );
     }
+
+    /// A webhook that takes `{"n": <alerts>}` and counts what it refused.
+    #[derive(Default)]
+    struct Counting {
+        refused: std::sync::atomic::AtomicU64,
+        received: std::sync::Mutex<Vec<Vec<u8>>>,
+    }
+
+    impl AlertWebhook for Counting {
+        fn max_bytes(&self) -> usize {
+            64
+        }
+        fn refused(&self) {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        fn receive(&self, body: &[u8]) -> Result<usize, WebhookRefusal> {
+            self.received.lock().unwrap().push(body.to_vec());
+            let value: serde_json::Value = serde_json::from_slice(body)
+                .map_err(|e| WebhookRefusal::Malformed(e.to_string()))?;
+            Ok(value["n"].as_u64().unwrap_or(0) as usize)
+        }
+    }
+
+    /// A body that says nothing of its size: `left` chunks of `size` bytes.
+    struct Chunks {
+        left: usize,
+        size: usize,
+    }
+
+    impl hyper::body::Body for Chunks {
+        type Data = Bytes;
+        type Error = Infallible;
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+            if self.left == 0 {
+                return std::task::Poll::Ready(None);
+            }
+            self.left -= 1;
+            let chunk = Bytes::from(vec![b' '; self.size]);
+            std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(chunk))))
+        }
+    }
+
+    #[tokio::test]
+    async fn alerts_are_read_within_their_bound_and_refusals_counted() {
+        let webhook = Counting::default();
+        let full = |text: &str| Full::new(Bytes::from(text.to_owned()));
+        let response = alerts(&webhook, full("{\"n\": 2}")).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(futures_body_async(response).await, "fired 2 alert events\n");
+        let response = alerts(&webhook, full("nope")).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        // Over the bound by its length: refused unread.
+        let response = alerts(&webhook, full(&" ".repeat(65))).await;
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        // Over the bound with no length: refused once the bound is passed.
+        let response = alerts(
+            &webhook,
+            Chunks {
+                left: 100,
+                size: 10,
+            },
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(
+            webhook.received.lock().unwrap().len(),
+            2,
+            "only two were read whole"
+        );
+        assert_eq!(webhook.refused.load(Ordering::Relaxed), 2);
+        let response = alerts(&webhook, Chunks { left: 6, size: 10 }).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::BAD_REQUEST,
+            "60 spaces: read, not JSON"
+        );
+    }
+
+    async fn futures_body_async(response: Response<Full<Bytes>>) -> String {
+        use http_body_util::BodyExt;
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
 }

@@ -388,3 +388,193 @@ fn split_args(arg: Option<&Value>) -> (Vec<Value>, serde_json::Map<String, Value
     }
     (positional, kwarg)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::unix::net::{UnixListener, UnixStream};
+
+    use super::*;
+    use crate::bus::Endpoint;
+    use crate::record::{
+        JobPublished, MinionMissing, MinionReturn, MissingEvidence, MissingReason, RecordFactory,
+    };
+    use crate::time::Stamp;
+
+    const S: i64 = 1_000_000;
+
+    fn context(run_kind: RunKind, retry_of: Option<&str>) -> JobContext {
+        JobContext {
+            run_kind,
+            metadata: retry_of.map(|jid| serde_json::json!({ RETRY_OF: jid })),
+            ..JobContext::default()
+        }
+    }
+
+    /// A job of `minions` published, `failed` returning failed, `missing` never
+    /// returning: its records in the order the stages make them.
+    fn job(
+        f: &RecordFactory,
+        jid: &str,
+        context: &JobContext,
+        failed: &[&str],
+        missing: &[&str],
+    ) -> Vec<Record> {
+        let mut records = vec![f.make(
+            Stamp(S),
+            &[jid],
+            RecordBody::JobPublished(JobPublished {
+                jid: jid.into(),
+                fun: "state.apply".into(),
+                arg: Some(serde_json::json!(["web", {"__kwarg__": true, "pillar": {"v": 2}}])),
+                tgt: vec!["*".into()],
+                tgt_type: Some("glob".into()),
+                user: Some("root".into()),
+                expected: vec![],
+                expected_count: 0,
+                not_connected: vec![],
+                deadline: Stamp(60 * S),
+                context: context.clone(),
+                commits: BTreeMap::new(),
+            }),
+        )];
+        for minion in failed {
+            records.push(f.make(
+                Stamp(2 * S),
+                &[jid, minion],
+                RecordBody::MinionReturn(MinionReturn {
+                    jid: jid.into(),
+                    minion: (*minion).into(),
+                    fun: Some("state.apply".into()),
+                    retcode: Some(2),
+                    salt_success: Some(false),
+                    succeeded: false,
+                    context: context.clone(),
+                    schedule: None,
+                    duration_ms: Some(1000),
+                    states: None,
+                    trimmed: None,
+                }),
+            ));
+        }
+        for minion in missing {
+            records.push(f.make(
+                Stamp(60 * S),
+                &[jid, minion],
+                RecordBody::MinionMissing(MinionMissing {
+                    jid: jid.into(),
+                    minion: (*minion).into(),
+                    fun: "state.apply".into(),
+                    reason: MissingReason::NoResponse,
+                    evidence: MissingEvidence::Nothing,
+                    disconnected_at: None,
+                    address: None,
+                    missing_since: None,
+                    streak: 1,
+                    published_at: Stamp(S),
+                    deadline: Stamp(60 * S),
+                    during_master_pressure: None,
+                    context: context.clone(),
+                }),
+            ));
+        }
+        records
+    }
+
+    /// Each record queued, then one flush: one handled event.
+    fn handle(output: &mut VerdictOutput, records: &[Record]) {
+        for record in records {
+            let json = serde_json::to_vec(record).expect("json");
+            output.queue(record, &json).expect("queue");
+        }
+        output.flush().expect("flush");
+    }
+
+    /// The tags written to the pull socket, up to and including `last`.
+    fn tags_until(stream: &mut UnixStream, last: &str) -> Vec<(String, Value)> {
+        let mut seen = Vec::new();
+        loop {
+            let mut len = [0u8; 4];
+            stream.read_exact(&mut len).expect("a length");
+            let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+            stream.read_exact(&mut frame).expect("a frame");
+            let event = crate::event::decode(&frame).expect("an event");
+            let data = crate::event::json::to_json(event.data).expect("data");
+            let tag = event.tag.to_owned();
+            seen.push((tag.clone(), data));
+            if tag == last {
+                return seen;
+            }
+        }
+    }
+
+    #[test]
+    fn each_kind_fires_once_per_original_job_and_never_for_an_unnamed_reactor_job() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("master_event_pull.ipc");
+        let listener = UnixListener::bind(&path).expect("bind");
+        let config = ReactorConfig {
+            enabled: true,
+            endpoint: Endpoint::Unix(path),
+            ..ReactorConfig::default()
+        };
+        let counts = Arc::new(super::super::ReactorCounts::default());
+        let firer = Firer::start(&config, counts.clone()).expect("firer");
+        let mut output = VerdictOutput::new(&config, firer.clone());
+        let f = RecordFactory::new("m");
+
+        // The original: web2 missing. Then the Reactor's retry of it, missing
+        // again and failing on web3; then a retry of the retry, failing again.
+        let adhoc = context(RunKind::Adhoc, None);
+        handle(&mut output, &job(&f, "1", &adhoc, &[], &["web2"]));
+        let retry = context(RunKind::Reactor, Some("1"));
+        handle(&mut output, &job(&f, "2", &retry, &["web3"], &["web2"]));
+        let group = |jid: &str| {
+            let mut g: crate::record::FailureGroup = serde_json::from_value(serde_json::json!({
+                "jid": jid, "fingerprint": "f", "sls": "web", "state_id": "pkg",
+                "function": "pkg.installed", "category": "dependency.package", "rule": "apt",
+                "comment": "no", "comment_len": 2, "normalised": "no", "count": 1,
+                "minions": ["web3"], "first_seen_jid": jid,
+                "first_seen_at": "2026-11-26T00:00:01Z", "run_kind": "reactor",
+            }))
+            .expect("a failure group");
+            g.context = retry.clone();
+            f.make(Stamp(60 * S), &[jid, "f"], RecordBody::FailureGroup(g))
+        };
+        handle(&mut output, &[group("2")]);
+        handle(&mut output, &job(&f, "3", &retry, &["web3"], &[]));
+        handle(&mut output, &[group("3")]);
+        // A Reactor job that names no original: nothing.
+        let unnamed = context(RunKind::Reactor, None);
+        handle(&mut output, &job(&f, "4", &unnamed, &[], &["web2"]));
+        firer
+            .fire("saltsight/test/end", &serde_json::json!({}))
+            .expect("fire");
+
+        let (mut stream, _) = listener.accept().expect("the firer connected");
+        let seen = tags_until(&mut stream, "saltsight/test/end");
+        let tags: Vec<&str> = seen.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(
+            tags,
+            [
+                "saltsight/job/1/missing",
+                "saltsight/job/2/failed",
+                "saltsight/test/end"
+            ]
+        );
+        let missing = &seen[0].1;
+        assert_eq!(missing["minions"], serde_json::json!(["web2"]));
+        assert_eq!(missing["reasons"]["web2"]["reason"], "no_response");
+        assert_eq!(missing["arg"], serde_json::json!(["web"]));
+        assert_eq!(missing["kwarg"], serde_json::json!({"pillar": {"v": 2}}));
+        assert_eq!(missing["retry_of"], "1");
+        assert_eq!(missing["records"][0]["kind"], "minion_missing");
+        let failed = &seen[1].1;
+        assert_eq!(failed["retry_of"], "1", "the original, not the retry");
+        assert_eq!(failed["minions"], serde_json::json!(["web3"]));
+        assert_eq!(failed["records"][0]["kind"], "failure_group");
+        assert_eq!(counts.loop_suppressed.get(), 2, "2's missing, 3's failed");
+        assert_eq!(counts.unnamed_reactor_jobs.get(), 1);
+        assert_eq!(counts.fired.get(), 3);
+    }
+}

@@ -42,6 +42,56 @@ fn an_unknown_config_key_exits_78_naming_key_and_file() {
     assert!(err.contains(path.to_str().unwrap()), "{err}");
 }
 
+/// The alert endpoint puts events in front of the Reactor: on every interface
+/// without auth, `check-config` and `run` refuse the config, naming why; on
+/// loopback it is accepted, and `check-config` says what will be fired where.
+#[test]
+fn reactor_alerts_off_loopback_without_auth_are_refused_by_check_config_and_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = dir.path().join("master");
+    std::fs::write(&master, "ipc_mode: tcp\ntcp_master_pull_port: 47121\n").unwrap();
+    let path = dir.path().join("saltsight.toml");
+    let config = |listen: &str| {
+        format!(
+            "[bus]\nmaster_config = {:?}\n[metrics]\nlisten_address = {listen:?}\n[reactor]\nenabled = true\nalerts = true\n",
+            master.to_str().unwrap()
+        )
+    };
+    std::fs::write(&path, config(":47470")).unwrap();
+    for args in [&["check-config"][..], &["run", "--allow-root"][..]] {
+        let mut all = vec!["--config", path.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let out = saltsight(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{args:?}: {err}");
+        assert!(
+            err.contains("reactor.alerts on :47470 (not loopback) needs basic_auth_users"),
+            "{args:?}: {err}"
+        );
+    }
+    std::fs::write(&path, config("127.0.0.1:47470")).unwrap();
+    let out = saltsight(&[
+        "--config",
+        path.to_str().unwrap(),
+        "check-config",
+        "--no-environment",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("reactor: fires missing, failed, incident, rollout, pressure through tcp:127.0.0.1:47121"),
+        "{text}"
+    );
+    assert!(
+        text.contains("reactor alerts: Alertmanager's webhook at POST /alerts on 127.0.0.1:47470"),
+        "{text}"
+    );
+}
+
 #[test]
 fn check_config_resolves_the_endpoint_from_the_master_config() {
     let dir = tempfile::tempdir().unwrap();

@@ -472,3 +472,58 @@ fn memory_stays_bounded_by_config_not_by_the_input() {
             .is_some_and(|s| s.success())
     );
 }
+
+/// `[reactor]` off (the default): however many verdicts there are, the
+/// master's pull socket is never opened. The same run with it on is the
+/// control: its verdict arrives there, framed as `fire_event` frames it.
+/// Judged after the process has exited, so nothing is still on its way.
+#[test]
+fn the_pull_socket_is_opened_only_when_the_reactor_is_enabled() {
+    use std::io::Read;
+    use std::os::unix::net::UnixListener;
+    for enabled in [false, true] {
+        let publisher = Publisher::unix(Framing::Bare);
+        let pub_path = publisher
+            .endpoint()
+            .strip_prefix("unix:")
+            .expect("a unix endpoint");
+        let pull_path = Path::new(pub_path).with_file_name("master_event_pull.ipc");
+        let pull = UnixListener::bind(&pull_path).expect("bind the pull socket");
+        pull.set_nonblocking(true).expect("nonblocking");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let reactor = if enabled {
+            "[reactor]\nenabled = true\n"
+        } else {
+            ""
+        };
+        let (mut run, _) = run_against(&publisher, dir.path(), "1s", reactor, &[]);
+        let mut sub = publisher.accept();
+        let jid = "20261126100000000001";
+        let (tag, data) = new_job(jid, &["web1", "web2"]);
+        sub.send(&tag, data).expect("send");
+        let (tag, data) = ret(jid, "web1");
+        sub.send(&tag, data).expect("send");
+        let mut seen = Vec::new();
+        read_records(&run.stdout, &mut seen, Duration::from_secs(15), |s| {
+            completed(s, jid)
+        })
+        .expect("the job completes with web2 missing");
+        assert!(
+            run.terminate(Duration::from_secs(5))
+                .is_some_and(|s| s.success()),
+            "run exits 0 on SIGTERM"
+        );
+        match pull.accept() {
+            Err(e) if !enabled && e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Ok((mut stream, _)) if enabled => {
+                let mut bytes = Vec::new();
+                stream.read_to_end(&mut bytes).expect("read what was fired");
+                let len = u32::from_be_bytes(bytes[..4].try_into().expect("a length")) as usize;
+                assert_eq!(len, bytes.len() - 4, "one event, behind its length");
+                let event = saltsight::event::decode(&bytes[4..]).expect("Salt's frame");
+                assert_eq!(event.tag, format!("saltsight/job/{jid}/missing"));
+            }
+            other => panic!("reactor enabled: {enabled}; the pull socket saw {other:?}"),
+        }
+    }
+}
