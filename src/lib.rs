@@ -5,7 +5,7 @@
 //! ```text
 //! bus (bytes → frames) → event (frames → typed events)
 //!   → pipeline::Stages: pressure, triage → incident → correlate, jobs (with presence) → correlate, rollouts, drift
-//!   → record (redacted) → sink | metrics | history
+//!   → record (redacted) → sink | metrics | history | reactor (opt-in)
 //! ```
 //!
 //! - [`label`], [`counter`], [`time`], [`ratelimit`], [`plain`]: leaves: closed label sets, a stage's counts, `Stamp`, log rate limits, how a duration, a time, a list or a cut text is said to a person.
@@ -25,6 +25,7 @@
 //! - [`config`]: saltsight's TOML, the Salt master's YAML, resolved into one validated [`config::Config`].
 //! - [`sink`]: the outputs (stdout, file, http with its disk spool, the history) and their registry.
 //! - [`metrics`]: the Prometheus catalog and the `/metrics` endpoint (docs/metrics.md).
+//! - [`reactor`]: opt-in: verdicts and Alertmanager's alerts fired as `saltsight/` events through the master's pull socket, for Salt's Reactor (docs/reactor.md).
 //! - [`service`], [`shutdown`]: systemd's notify protocol and watchdog; signals and the grace deadline.
 //! - [`pipeline`]: the source, the consumer loop, the stages in order, the agent and the one way to build it.
 //! - [`lab`]: a real Salt master and minions on loopback, for the tests and the demo.

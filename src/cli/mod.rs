@@ -42,7 +42,8 @@ use crate::sink::OutputSpec;
 pub use flags::{GlobalArgs, LegacyArgs};
 
 /// Watches a Salt master's event bus, read-only, and reports on jobs, returns and
-/// failures. It never sends anything to the master.
+/// failures. It never sends a command to the master; with `[reactor]` on, it
+/// fires its own `saltsight/` events for Salt's Reactor.
 #[derive(Debug, Parser)]
 #[command(name = "saltsight", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {

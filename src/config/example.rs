@@ -324,6 +324,33 @@ max_field_bytes = {max_field_bytes}
 # [redact.extra_patterns]
 # vault_token = 'hvs\.[A-Za-z0-9]{{20,}}'
 
+[reactor]
+# Off by default: the one write saltsight can make. On, saltsight fires its
+# verdicts onto the master's bus through the pull socket, as Salt's fire_event
+# does, for Salt's Reactor to act on (docs/reactor.md; Reactor SLS ship in
+# /usr/share/saltsight/reactor): saltsight/job/<jid>/missing (the minions that
+# did not return, with reasons, the job's function and arguments),
+# saltsight/job/<jid>/failed (root causes, the failed minions),
+# saltsight/incident/<id>/open|closed, saltsight/pressure/<id>/open|closed,
+# saltsight/rollout/<repo>/<commit>/<status>. Each kind fires at most once per
+# original job: a job a Reactor starts names the one it answers in its metadata
+# (saltsight_retry_of), so a retry that fails again fires nothing.
+enabled = false
+fire = ["missing", "failed", "incident", "rollout", "pressure"]
+# endpoint = "unix:/var/run/salt/master/master_event_pull.ipc"   # default: from the master config
+# Events per second at most, and at once; past them, or past the queue, or with
+# the pull socket absent, events are counted and dropped, never kept to retry.
+max_per_second = {re_rate}
+burst = {re_burst}
+queue = {re_queue}
+# Minions one event lists at most (the rest counted in `more`).
+max_minions = {re_minions}
+# Alertmanager's webhook (version 4) at POST /alerts on the metrics listener:
+# one saltsight/alert/<alertname> event per alert. Off loopback it needs
+# basic_auth_users or required client certificates in the web config.
+alerts = false
+alerts_max_bytes = {re_alert_bytes}
+
 [log]
 # error, warn, info, debug, trace, or a tracing filter such as
 # "info,saltsight::bus=debug". Flag: --log.level.
@@ -347,6 +374,11 @@ format = "text"
         hist_age = DEFAULT_HISTORY_MAX_AGE.as_secs() / 86_400,
         hist_bytes = DEFAULT_HISTORY_MAX_BYTES,
         hist_batch = DEFAULT_HISTORY_BATCH_MAX_AGE.as_secs(),
+        re_rate = DEFAULT_REACTOR_PER_SECOND,
+        re_burst = DEFAULT_REACTOR_BURST,
+        re_queue = DEFAULT_REACTOR_QUEUE,
+        re_minions = DEFAULT_REACTOR_MAX_MINIONS,
+        re_alert_bytes = DEFAULT_REACTOR_ALERT_MAX_BYTES,
         ro_relist = DEFAULT_ROLLOUT_RELIST_EVERY.as_secs(),
         ro_update = DEFAULT_ROLLOUT_UPDATE_EVERY.as_secs(),
         ro_stall = DEFAULT_ROLLOUT_STALL_AFTER.as_secs(),

@@ -518,7 +518,7 @@ mod tests {
             endpoint: Endpoint::Unix(path),
             ..ReactorConfig::default()
         };
-        let counts = Arc::new(super::super::ReactorCounts::default());
+        let counts = Arc::new(crate::reactor::ReactorCounts::default());
         let firer = Firer::start(&config, counts.clone()).expect("firer");
         let mut output = VerdictOutput::new(&config, firer.clone());
         let f = RecordFactory::new("m");

@@ -260,6 +260,10 @@ fn metrics_with(metrics: &str) -> (saltsight::metrics::Metrics, tempfile::TempDi
     let checkpointer =
         saltsight::pipeline::Checkpointer::new(dir.path(), "m", std::time::Duration::ZERO);
     counts.push(checkpointer.stats.clone());
+    // As `[reactor] enabled = true` adds them.
+    counts.push(std::sync::Arc::new(
+        saltsight::reactor::ReactorCounts::default(),
+    ));
     let metrics = saltsight::metrics::Metrics::new(
         &config.metrics,
         Default::default(),
