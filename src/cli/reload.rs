@@ -139,6 +139,8 @@ pub fn listen_for_hangups() -> std::io::Result<Signal> {
 }
 
 /// The parts of `new` that differ from `running` and apply only at a start.
+/// Every section is named (the destructuring does not compile without a new
+/// one), so none changes unnoticed.
 fn needs_restart(running: &Config, new: &Config, web_live: bool) -> Vec<&'static str> {
     let mut changed = Vec::new();
     let mut differs = |name: &'static str, differ: bool| {
@@ -146,24 +148,95 @@ fn needs_restart(running: &Config, new: &Config, web_live: bool) -> Vec<&'static
             changed.push(name);
         }
     };
-    differs("master_id", running.master_id != new.master_id);
-    differs("bus", running.bus != new.bus);
-    differs("jobs", running.jobs != new.jobs);
-    differs("triage", running.triage != new.triage);
-    differs("correlate", running.correlate != new.correlate);
-    differs("log.format", running.log.format != new.log.format);
-    differs("spool", running.spool != new.spool);
-    differs("output", running.outputs != new.outputs);
-    differs("redact", running.redact != new.redact);
-    let without_web = |c: &Config| {
-        let mut metrics = c.metrics.clone();
+    let Config {
+        warnings: _,
+        master_id,
+        master_id_origin: _,
+        bus,
+        jobs,
+        triage,
+        correlate,
+        log,
+        spool,
+        state,
+        incidents,
+        presence,
+        pressure,
+        rollouts,
+        drift,
+        history,
+        outputs,
+        metrics,
+        redact,
+        reactor,
+        file: _,
+    } = new;
+    differs("master_id", &running.master_id != master_id);
+    differs("bus", &running.bus != bus);
+    differs("jobs", &running.jobs != jobs);
+    differs("triage", &running.triage != triage);
+    differs("correlate", &running.correlate != correlate);
+    // log.level is applied live.
+    differs("log.format", running.log.format != log.format);
+    differs("spool", &running.spool != spool);
+    differs("state", &running.state != state);
+    differs("incidents", &running.incidents != incidents);
+    differs("presence", &running.presence != presence);
+    differs("pressure", &running.pressure != pressure);
+    differs("rollouts", &running.rollouts != rollouts);
+    differs("drift", &running.drift != drift);
+    differs("history", &running.history != history);
+    differs("output", &running.outputs != outputs);
+    differs("redact", &running.redact != redact);
+    differs("reactor", &running.reactor != reactor);
+    let without_web = |m: &crate::config::metrics::MetricsConfig| {
+        let mut metrics = m.clone();
         metrics.web = None;
         metrics
     };
-    differs("metrics", without_web(running) != without_web(new));
+    differs(
+        "metrics",
+        without_web(&running.metrics) != without_web(metrics),
+    );
     differs(
         "metrics web config (no metrics server runs)",
-        !web_live && running.metrics.web != new.metrics.web,
+        !web_live && running.metrics.web != metrics.web,
     );
     changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> Config {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("saltsight.toml");
+        std::fs::write(
+            &path,
+            format!("[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n{extra}"),
+        )
+        .expect("write");
+        crate::pipeline::load_config(&crate::config::Overrides {
+            config: Some(path),
+            ..Default::default()
+        })
+        .expect("loads")
+        .0
+    }
+
+    /// Every section but `log.level` and the web config waits for a restart,
+    /// and is named: the ones added after this list was first written too.
+    #[test]
+    fn sections_that_apply_at_start_are_named_when_they_change() {
+        let running = config("[log]\nlevel = \"info\"\n");
+        let new = config(
+            "[log]\nlevel = \"debug\"\n[drift]\nenabled = false\n[history]\nenabled = false\n[reactor]\nenabled = true\n",
+        );
+        assert_eq!(
+            needs_restart(&running, &new, true),
+            ["drift", "history", "reactor"]
+        );
+        assert!(needs_restart(&running, &running, true).is_empty());
+    }
 }
