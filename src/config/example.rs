@@ -268,6 +268,14 @@ checkpoint = true
 # retry_min = "{retry_min}ms"
 # retry_max = "{retry_max}s"
 # retry_after_max = "{retry_after_max}s"
+#
+# [[output]]
+# type = "otlp"                          # OpenTelemetry logs (docs/opentelemetry.md)
+# name = "collector"
+# endpoint = "http://127.0.0.1:4318"     # /v1/logs is appended; OTLP/HTTP protobuf
+# Every key of `http` but url, encoding and table applies (headers, credentials
+# from files, ca_file, timeouts, gzip, batches, retries); a partial success is
+# counted in saltsight_upstream_rejected_records_total.
 
 [metrics]
 # Prometheus metrics (docs/metrics.md) at /metrics, with /, /healthz and /readyz,

@@ -292,6 +292,13 @@ impl SelfCollector {
         )?;
         counters(
             e,
+            "saltsight_upstream_rejected_records",
+            "Records in delivered batches that upstream refused (an OTLP partial success)",
+            "output",
+            &stat(|s| &s.rejected_records),
+        )?;
+        counters(
+            e,
             "saltsight_upstream_sent_batches",
             "Batches delivered (2xx)",
             "output",

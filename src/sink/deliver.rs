@@ -30,6 +30,12 @@ const BODY_LOG_BYTES: usize = 512;
 #[derive(Debug, PartialEq, Eq)]
 pub enum Attempt {
     Delivered,
+    /// Taken, but upstream refused `rejected` of its records (an OTLP partial
+    /// success): the batch leaves the spool; the refused are counted, logged.
+    Partial {
+        rejected: u64,
+        message: String,
+    },
     Retry {
         status: Option<u16>,
         /// How long upstream asked to wait (`Retry-After`), when it did.
@@ -163,6 +169,23 @@ impl<U: Upstream> Sender<U> {
                             "Upstream took the batch after {failures} failed attempt(s)."
                         );
                     }
+                    spool.delivered(sealed);
+                    backoff.reset();
+                    return true;
+                }
+                Attempt::Partial { rejected, message } => {
+                    spool
+                        .stats()
+                        .rejected_records
+                        .fetch_add(rejected, Ordering::Relaxed);
+                    warn!(
+                        url = %self.upstream.shown(),
+                        seq = sealed.seq,
+                        records = sealed.records,
+                        rejected,
+                        message = %cap(&message, BODY_LOG_BYTES),
+                        "Upstream took the batch but refused some of its records."
+                    );
                     spool.delivered(sealed);
                     backoff.reset();
                     return true;

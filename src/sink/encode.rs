@@ -23,6 +23,9 @@ pub enum Encoding {
     Ndjson,
     /// One row per line for `INSERT INTO <table> FORMAT JSONEachRow`.
     ClickHouse,
+    /// One JSON record per line in the spool, sent as OTLP log records
+    /// (protobuf) when a batch leaves it (`sink::otlp`).
+    Otlp,
 }
 
 impl Encoding {
@@ -30,6 +33,7 @@ impl Encoding {
         match self {
             Encoding::Ndjson => "ndjson",
             Encoding::ClickHouse => "clickhouse",
+            Encoding::Otlp => "otlp",
         }
     }
 }
@@ -44,7 +48,7 @@ pub fn ndjson(record: &Record, out: &mut Vec<u8>) {
 /// Appends `record` in `encoding`; `json` is its ndjson line when already made.
 pub fn encode(encoding: Encoding, record: &Record, json: &[u8], out: &mut Vec<u8>) {
     match encoding {
-        Encoding::Ndjson => out.extend_from_slice(json),
+        Encoding::Ndjson | Encoding::Otlp => out.extend_from_slice(json),
         Encoding::ClickHouse => clickhouse_row(record, json, out),
     }
 }

@@ -19,6 +19,7 @@ pub mod encode;
 pub mod file;
 pub mod history;
 pub mod http;
+pub mod otlp;
 pub mod output;
 pub mod retry;
 pub mod segment;
@@ -49,6 +50,7 @@ output::output_kinds! {
     Stdout => stdout::Stdout,
     File => file::File,
     Http => http::Http,
+    Otlp => otlp::Otlp,
 }
 
 use spool::Spool;

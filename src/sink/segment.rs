@@ -27,6 +27,7 @@ pub fn header(encoding: Encoding) -> [u8; HEADER_LEN] {
     header[8] = match encoding {
         Encoding::Ndjson => 1,
         Encoding::ClickHouse => 2,
+        Encoding::Otlp => 3,
     };
     header
 }
@@ -103,6 +104,7 @@ pub fn decode(bytes: &[u8], fallback: Encoding) -> Segment {
     let encoding = match (bytes.get(..8), bytes.get(8)) {
         (Some(magic), Some(1)) if magic == MAGIC => Some(Encoding::Ndjson),
         (Some(magic), Some(2)) if magic == MAGIC => Some(Encoding::ClickHouse),
+        (Some(magic), Some(3)) if magic == MAGIC => Some(Encoding::Otlp),
         _ => None,
     };
     let mut segment = Segment {

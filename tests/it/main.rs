@@ -15,6 +15,7 @@ mod jobs_live;
 mod map;
 mod metrics_live;
 mod mutations;
+mod otlp;
 mod presence_live;
 mod pressure_live;
 mod reactor_live;

@@ -69,17 +69,17 @@ impl OutputKind for Http {
         context
             .deliveries
             .push(Delivery::new(name, spool.clone(), upstream, settings.retry));
-        Ok(Box::new(SpoolOutput {
-            name: name.to_owned(),
-            writer: SpoolWriter::new(spool, settings.batch),
-            encoding: settings.encoding,
-            row: Vec::new(),
-        }))
+        Ok(Box::new(SpoolOutput::new(
+            name,
+            SpoolWriter::new(spool, settings.batch),
+            settings.encoding,
+        )))
     }
 }
 
-/// Records into a spool, in the upstream's encoding.
-struct SpoolOutput {
+/// Records into a spool, in the upstream's encoding (every spooled output:
+/// `http`, `otlp`).
+pub(crate) struct SpoolOutput {
     name: String,
     writer: SpoolWriter,
     encoding: Encoding,
@@ -87,6 +87,15 @@ struct SpoolOutput {
 }
 
 impl SpoolOutput {
+    pub(crate) fn new(name: &str, writer: SpoolWriter, encoding: Encoding) -> Self {
+        Self {
+            name: name.to_owned(),
+            writer,
+            encoding,
+            row: Vec::new(),
+        }
+    }
+
     /// A spool write or seal failed: its open batch is lost (the spool counts it).
     fn failed(&mut self, records: u64, error: SpoolError) -> OutputError {
         self.writer.on_error();
@@ -105,7 +114,7 @@ impl Output for SpoolOutput {
 
     fn queue(&mut self, record: &Record, json: &[u8]) -> Result<(), OutputError> {
         let payload = match self.encoding {
-            Encoding::Ndjson => json,
+            Encoding::Ndjson | Encoding::Otlp => json,
             Encoding::ClickHouse => {
                 self.row.clear();
                 encode::encode(self.encoding, record, json, &mut self.row);

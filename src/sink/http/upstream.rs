@@ -77,6 +77,7 @@ impl HttpUpstream {
         let content_type = match config.encoding {
             Encoding::Ndjson => "application/x-ndjson",
             Encoding::ClickHouse => "text/plain; charset=utf-8",
+            Encoding::Otlp => "application/x-protobuf",
         };
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         if config.gzip {
@@ -149,19 +150,33 @@ impl Upstream for HttpUpstream {
 
     /// One POST of a prepared body.
     async fn attempt(&self, body: Bytes) -> Attempt {
+        self.post(body, false).await.0
+    }
+}
+
+impl HttpUpstream {
+    /// One POST of a prepared body; with `read_reply`, a 2xx's body too
+    /// (capped), for an upstream whose success can be partial (OTLP).
+    pub async fn post(&self, body: Bytes, read_reply: bool) -> (Attempt, Option<Bytes>) {
         let response = match self.client.post(self.url.clone()).body(body).send().await {
             Ok(response) => response,
             Err(e) => {
-                return Attempt::Retry {
+                let attempt = Attempt::Retry {
                     status: None,
                     after: None,
                     error: error_chain(&e),
                 };
+                return (attempt, None);
             }
         };
         let status = response.status();
         if status.is_success() {
-            return Attempt::Delivered;
+            let reply = if read_reply {
+                read_capped_bytes(response).await
+            } else {
+                None
+            };
+            return (Attempt::Delivered, reply);
         }
         let code = status.as_u16();
         let retry_after = response
@@ -170,7 +185,7 @@ impl Upstream for HttpUpstream {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, SystemTime::now()));
         let body = read_capped(response).await;
-        match code {
+        let attempt = match code {
             429 | 503 => Attempt::Retry {
                 status: Some(code),
                 after: retry_after,
@@ -182,7 +197,8 @@ impl Upstream for HttpUpstream {
                 error: body,
             },
             _ => Attempt::Reject { status: code, body },
-        }
+        };
+        (attempt, None)
     }
 }
 
@@ -244,7 +260,13 @@ fn basic_auth_value(user: &str, password: &str) -> Result<HeaderValue, HttpSetup
     })
 }
 
-async fn read_capped(mut response: reqwest::Response) -> String {
+async fn read_capped(response: reqwest::Response) -> String {
+    let body = read_capped_bytes(response).await.unwrap_or_default();
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// A response's body, at most [`BODY_KEEP_BYTES`] of it.
+async fn read_capped_bytes(mut response: reqwest::Response) -> Option<Bytes> {
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = response.chunk().await {
         let room = BODY_KEEP_BYTES.saturating_sub(body.len());
@@ -253,7 +275,7 @@ async fn read_capped(mut response: reqwest::Response) -> String {
             break;
         }
     }
-    String::from_utf8_lossy(&body).into_owned()
+    Some(Bytes::from(body))
 }
 
 /// The error and its causes on one line ("error sending request: connection refused").

@@ -66,6 +66,9 @@ pub struct SpoolStats {
     pub retries: AtomicU64,
     pub dead_batches: AtomicU64,
     pub dead_records: AtomicU64,
+    /// Records in delivered batches that upstream said it refused (OTLP's
+    /// partial success).
+    pub rejected_records: AtomicU64,
 }
 
 fn add(counter: &AtomicU64, n: u64) {

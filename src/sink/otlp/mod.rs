@@ -1,0 +1,254 @@
+//! The `otlp` output: records as OpenTelemetry log records over OTLP/HTTP
+//! (protobuf, gzip) to `<endpoint>/v1/logs`, through the disk spool like
+//! `http` and with its transport: headers, credentials read from files, a
+//! custom CA, timeouts, retries with `Retry-After`, dead letters. A partial
+//! success (`rejected_log_records`) is counted. The messages are the
+//! OpenTelemetry project's own definitions (`proto.rs`, generated).
+//! docs/opentelemetry.md.
+
+pub mod logs;
+pub mod proto;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use prost::Message;
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use super::SinkError;
+use super::deliver::{Attempt, Delivery, Upstream};
+use super::encode::Encoding;
+use super::http::config::{self as http_config, HttpSection, HttpSettings};
+use super::http::{HttpUpstream, SpoolOutput};
+use super::output::{OpenContext, Output, OutputError, OutputKind, Probe};
+use super::spool::{Spool, SpoolWriter};
+use crate::config::spool::SpoolConfig;
+use crate::record::Record;
+use crate::time::Stamp;
+use proto::opentelemetry::proto::collector::logs::v1::ExportLogsServiceResponse;
+
+/// `type = "otlp"`.
+pub struct Otlp;
+
+/// An `otlp` output's keys as written: `endpoint` (the collector's base URL;
+/// `/v1/logs` is appended, as `OTEL_EXPORTER_OTLP_ENDPOINT` does), and the
+/// transport keys of `http`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtlpSection {
+    pub endpoint: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub bearer_token_file: Option<PathBuf>,
+    pub basic_auth_user: Option<String>,
+    pub basic_auth_password_file: Option<PathBuf>,
+    pub ca_file: Option<PathBuf>,
+    pub connect_timeout: Option<String>,
+    pub timeout: Option<String>,
+    pub gzip: Option<bool>,
+    pub batch_max_records: Option<u64>,
+    pub batch_max_bytes: Option<u64>,
+    pub batch_max_age: Option<String>,
+    pub retry_min: Option<String>,
+    pub retry_max: Option<String>,
+    pub retry_after_max: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtlpSettings {
+    /// As written (for `check-config`).
+    pub endpoint: String,
+    /// The transport, its URL `<endpoint>/v1/logs`.
+    pub transport: HttpSettings,
+}
+
+impl OutputKind for Otlp {
+    const TYPE: &'static str = "otlp";
+    type Section = OtlpSection;
+    type Settings = OtlpSettings;
+
+    fn resolve(
+        section: OtlpSection,
+        spool: &SpoolConfig,
+        problems: &mut Vec<String>,
+    ) -> Option<OtlpSettings> {
+        let Some(endpoint) = section.endpoint.clone() else {
+            problems.push(
+                "`endpoint` is missing (the collector's base URL, e.g. http://127.0.0.1:4318)"
+                    .into(),
+            );
+            return None;
+        };
+        let logs = format!("{}/v1/logs", endpoint.trim_end_matches('/'));
+        let transport = HttpSection {
+            url: Some(logs),
+            encoding: None,
+            table: None,
+            headers: section.headers,
+            bearer_token_file: section.bearer_token_file,
+            basic_auth_user: section.basic_auth_user,
+            basic_auth_password_file: section.basic_auth_password_file,
+            ca_file: section.ca_file,
+            connect_timeout: section.connect_timeout,
+            timeout: section.timeout,
+            gzip: section.gzip,
+            batch_max_records: section.batch_max_records,
+            batch_max_bytes: section.batch_max_bytes,
+            batch_max_age: section.batch_max_age,
+            retry_min: section.retry_min,
+            retry_max: section.retry_max,
+            retry_after_max: section.retry_after_max,
+        };
+        let before = problems.len();
+        let transport = http_config::resolve(transport, spool, problems)?;
+        // The transport's problems name `url`: here it is `endpoint`.
+        for problem in &mut problems[before..] {
+            *problem = problem.replace("url ", "endpoint ");
+        }
+        Some(OtlpSettings {
+            endpoint,
+            transport: HttpSettings {
+                encoding: Encoding::Otlp,
+                ..transport
+            },
+        })
+    }
+
+    fn describe(name: &str, settings: &OtlpSettings, spool: &SpoolConfig) -> String {
+        format!(
+            "otlp {} (OTLP/HTTP logs), spool {}",
+            settings.transport.url,
+            spool.dir.join(name).display()
+        )
+    }
+
+    fn probe(_settings: &OtlpSettings, _timeout: Duration) -> Option<Probe> {
+        // A collector answers only POSTs of its own messages; an empty export
+        // would be one, but is nothing to send just to ask.
+        None
+    }
+
+    fn open(
+        name: &str,
+        settings: &OtlpSettings,
+        context: &mut OpenContext<'_>,
+    ) -> Result<Box<dyn Output>, SinkError> {
+        let http = HttpUpstream::new(&settings.transport).map_err(|source| SinkError::Http {
+            name: name.to_owned(),
+            source,
+        })?;
+        let sender = logs::Sender {
+            host: nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_default(),
+        };
+        let (spool, _) = Spool::open(&context.spool.dir, name, context.spool, Encoding::Otlp)
+            .map_err(|source| SinkError::Spool {
+                name: name.to_owned(),
+                source,
+            })?;
+        context.deliveries.push(Delivery::new(
+            name,
+            spool.clone(),
+            OtlpUpstream { http, sender },
+            settings.transport.retry,
+        ));
+        Ok(Box::new(OtlpOutput {
+            spool: SpoolOutput::new(
+                name,
+                SpoolWriter::new(spool, settings.transport.batch),
+                Encoding::Otlp,
+            ),
+            line: Vec::new(),
+        }))
+    }
+}
+
+/// Records into the spool as [`logs::spooled`] lines.
+struct OtlpOutput {
+    spool: SpoolOutput,
+    line: Vec<u8>,
+}
+
+impl Output for OtlpOutput {
+    fn name(&self) -> &str {
+        self.spool.name()
+    }
+
+    fn queue(&mut self, record: &Record, json: &[u8]) -> Result<(), OutputError> {
+        self.line.clear();
+        logs::spooled(record, json, &mut self.line);
+        let line = std::mem::take(&mut self.line);
+        let queued = self.spool.queue(record, &line);
+        self.line = line;
+        queued
+    }
+
+    fn flush(&mut self) -> Result<(), OutputError> {
+        self.spool.flush()
+    }
+
+    fn durable(&self) -> bool {
+        true
+    }
+
+    fn next_seal_at(&self) -> Option<Instant> {
+        self.spool.next_seal_at()
+    }
+
+    fn seal(&mut self, now: Instant, all: bool) -> Result<(), OutputError> {
+        self.spool.seal(now, all)
+    }
+}
+
+/// The collector: a batch becomes one `ExportLogsServiceRequest`, sent over
+/// the `http` transport; a 2xx's `partial_success` is read.
+struct OtlpUpstream {
+    http: HttpUpstream,
+    sender: logs::Sender,
+}
+
+impl Upstream for OtlpUpstream {
+    fn shown(&self) -> &str {
+        self.http.shown()
+    }
+
+    fn encoding(&self) -> Encoding {
+        Encoding::Otlp
+    }
+
+    fn prepare(&self, batch: &[u8]) -> Bytes {
+        let observed = Stamp::from_system_time(SystemTime::now());
+        let (request, skipped) = logs::request(batch, &self.sender, observed);
+        if skipped > 0 {
+            tracing::warn!(skipped, url = %self.http.shown(), "Spooled lines that are not records were left out of the batch.");
+        }
+        self.http.prepare(&request.encode_to_vec())
+    }
+
+    async fn attempt(&self, body: Bytes) -> Attempt {
+        match self.http.post(body, true).await {
+            (Attempt::Delivered, Some(reply)) => partial(&reply),
+            (attempt, _) => attempt,
+        }
+    }
+}
+
+/// A 2xx reply: all taken, or a partial success with how many were refused.
+/// A reply that is not an `ExportLogsServiceResponse` (an empty one, JSON from
+/// a proxy) is taken as full success, as the OTLP spec has clients do.
+fn partial(reply: &[u8]) -> Attempt {
+    match ExportLogsServiceResponse::decode(reply)
+        .ok()
+        .and_then(|r| r.partial_success)
+    {
+        Some(p) if p.rejected_log_records > 0 => Attempt::Partial {
+            rejected: p.rejected_log_records as u64,
+            message: p.error_message,
+        },
+        _ => Attempt::Delivered,
+    }
+}
