@@ -50,6 +50,7 @@ fn records() -> Vec<Record> {
                     },
                     schedule: None,
                     trimmed: None,
+                    return_trace: None,
                     duration_ms: Some(1_843 + i as u64 % 500),
                     states: Some(StateCounts {
                         ok: 212,
@@ -133,6 +134,11 @@ async fn deliver(
             Encoding::ClickHouse => {
                 row.clear();
                 encode::encode(encoding, record, json, row);
+                &row[..]
+            }
+            Encoding::Otlp => {
+                row.clear();
+                saltsight::sink::otlp::logs::spooled(record, json, row);
                 &row[..]
             }
         };

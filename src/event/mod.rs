@@ -79,6 +79,8 @@ pub struct JobPublication<'a> {
     /// Targeted but not connected (`new` only).
     pub missing: Option<TextList<'a>>,
     pub metadata: Option<Raw<'a>>,
+    /// The job's trace context, with Salt's tracing on (3008+).
+    pub traceparent: Option<Text<'a>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -98,6 +100,8 @@ pub struct JobReturn<'a> {
     pub tgt: Option<TextList<'a>>,
     pub tgt_type: Option<Text<'a>>,
     pub user: Option<Text<'a>>,
+    /// The trace context of the return's own request, with Salt's tracing on.
+    pub traceparent: Option<Text<'a>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -329,6 +333,7 @@ fn build_body<'a>(
             minions: f.minions,
             missing: f.missing,
             metadata: f.metadata,
+            traceparent: f.traceparent,
         })
     };
     let run = |f: Fields<'a>| -> Result<RunJob<'a>, DecodeError> {
@@ -365,6 +370,7 @@ fn build_body<'a>(
             tgt: f.tgt,
             tgt_type: f.tgt_type,
             user: f.user,
+            traceparent: f.traceparent,
         }),
         TagClass::JobProgress => Body::JobProgress(JobProgress {
             jid: jid()?,

@@ -174,6 +174,8 @@ pub struct Fields<'a> {
     pub success: Option<bool>,
     pub schedule: Option<Text<'a>>,
     pub metadata: Option<Raw<'a>>,
+    /// W3C trace context Salt's tracing adds to the events it fires (3008+).
+    pub traceparent: Option<Text<'a>>,
     pub ret: Option<Raw<'a>>,
     pub out: Option<Text<'a>>,
     pub stamp: Option<Text<'a>>,
@@ -237,6 +239,7 @@ impl<'a> Fields<'a> {
             "success" => self.success = typed(raw, "success", m),
             "schedule" => self.schedule = typed(raw, "schedule", m),
             "metadata" => self.metadata = Some(Raw(raw)),
+            "traceparent" => self.traceparent = typed(raw, "traceparent", m),
             "return" => self.ret = Some(Raw(raw)),
             "out" => self.out = typed(raw, "out", m),
             "_stamp" => self.stamp = typed(raw, "_stamp", m),

@@ -35,6 +35,7 @@ fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
                 duration_ms: Some(1000),
                 states: None,
                 trimmed: None,
+                return_trace: None,
             }),
         )
     };
@@ -277,6 +278,7 @@ fn status_names_what_is_wrong_and_forgets_it_once_it_is_not() {
             duration_ms: Some(10),
             states: None,
             trimmed: None,
+            return_trace: None,
         }),
     );
     store

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::event::args::{raw_to_json, test_kwarg, texts};
 use crate::event::{JobPublication, JobReturn, RunArgs, Text};
-use crate::record::{JobContext, RunKind};
+use crate::record::{JobContext, RunKind, TraceContext};
 use crate::time::Stamp;
 
 /// The user the reactor publishes runner and wheel jobs as.
@@ -73,6 +73,7 @@ impl ContextRules {
             orchestration_jid: step.map(|(_, jid, _)| jid.into_string()),
             metadata: raw_to_json(p.metadata),
             test: test_kwarg(p.arg),
+            trace: trace_of(p.traceparent.as_ref()),
         }
     }
 
@@ -111,5 +112,12 @@ pub fn context_of_return(r: &JobReturn<'_>) -> JobContext {
         orchestration_jid: None,
         metadata: raw_to_json(r.metadata),
         test: test_kwarg(r.fun_args),
+        // The return's own trace is not its job's: that one is unknown here.
+        trace: None,
     }
+}
+
+/// The trace context a `traceparent` field names, if it is one.
+pub fn trace_of(traceparent: Option<&Text<'_>>) -> Option<TraceContext> {
+    TraceContext::from_traceparent(traceparent?.as_str())
 }

@@ -454,6 +454,7 @@ mod tests {
                     duration_ms: Some(1000),
                     states: None,
                     trimmed: None,
+                    return_trace: None,
                 }),
             ));
         }

@@ -10,9 +10,11 @@ mod missing;
 pub mod pull_request;
 pub mod redact;
 pub mod text;
+pub mod trace;
 pub use drift::{ChangeKind, Drift, DriftedState, NonIdempotent, SettleStatus};
 pub use missing::{MissingEvidence, MissingReason};
 pub use pull_request::PullRequest;
+pub use trace::TraceContext;
 
 pub use episodes::{
     Delays, EpisodeStatus, ExternalIncident, IncidentEnd, MasterPressure, PressureSignal, Rollout,
@@ -155,6 +157,10 @@ pub struct JobContext {
     pub metadata: Option<serde_json::Value>,
     /// Run with `test=True`: states report what would change, nothing changed.
     pub test: bool,
+    /// The job's trace, when Salt's tracing put a `traceparent` on its
+    /// publication: `trace_id` and `span_id` on every record of the job.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -214,6 +220,10 @@ pub struct MinionReturn {
     /// state is never judged a success (its failed states cannot be seen).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trimmed: Option<Trimmed>,
+    /// The trace the minion's `ret` event carried (its own, not the job's):
+    /// what a job's span links to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_trace: Option<TraceContext>,
 }
 
 crate::label_set! {

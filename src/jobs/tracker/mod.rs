@@ -283,13 +283,17 @@ impl JobTracker {
         match &event.body {
             Body::JobNew(p) => self.on_new(p, at, commits, out),
             Body::JobPublish(p) => {
-                if let (Some(job), Some(meta)) =
-                    (self.open.get_mut(p.jid.as_str()), raw_to_json(p.metadata))
-                {
-                    if meta.get(crate::record::RETRY_OF).is_some() {
-                        job.context.run_kind = crate::record::RunKind::Reactor;
+                if let Some(job) = self.open.get_mut(p.jid.as_str()) {
+                    if let Some(meta) = raw_to_json(p.metadata) {
+                        if meta.get(crate::record::RETRY_OF).is_some() {
+                            job.context.run_kind = crate::record::RunKind::Reactor;
+                        }
+                        job.context.metadata = Some(meta);
                     }
-                    job.context.metadata = Some(meta);
+                    // The publish event carries the job's trace too, when `new` did not.
+                    if job.context.trace.is_none() {
+                        job.context.trace = crate::jobs::context::trace_of(p.traceparent.as_ref());
+                    }
                 }
             }
             Body::JobReturn(r) => self.on_return(r, at, out),

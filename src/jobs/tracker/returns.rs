@@ -61,6 +61,7 @@ impl JobTracker {
             duration_ms: None,
             states,
             trimmed,
+            return_trace: crate::jobs::context::trace_of(r.traceparent.as_ref()),
         };
         if let Some(job) = self.open.get_mut(jid) {
             record.context = job.context.clone();

@@ -107,6 +107,8 @@ impl Scrub for JobContext {
             orchestration_jid,
             metadata,
             test: _,
+            // Hex ids Salt generated: nothing to redact.
+            trace: _,
         } = self;
         scrub_all!(r, fired; orchestration_jid, metadata);
     }
@@ -146,6 +148,7 @@ impl Scrub for MinionReturn {
             duration_ms: _,
             states: _,
             trimmed: _,
+            return_trace: _,
         } = self;
         scrub_all!(r, fired; jid, minion, fun, context, schedule);
     }

@@ -47,6 +47,7 @@ fn returned(jid: &str, minion: &str, succeeded: bool) -> RecordBody {
         duration_ms: Some(3000),
         states: None,
         trimmed: None,
+        return_trace: None,
     })
 }
 
