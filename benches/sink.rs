@@ -136,7 +136,7 @@ async fn deliver(
                 encode::encode(encoding, record, json, row);
                 &row[..]
             }
-            Encoding::Otlp => {
+            Encoding::Otlp | Encoding::OtlpSpans => {
                 row.clear();
                 saltsight::sink::otlp::logs::spooled(record, json, row);
                 &row[..]

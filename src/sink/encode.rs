@@ -26,6 +26,9 @@ pub enum Encoding {
     /// One JSON record per line in the spool, sent as OTLP log records
     /// (protobuf) when a batch leaves it (`sink::otlp`).
     Otlp,
+    /// One span per line in the spool (`sink::otlp::spans::SpanLine`), sent
+    /// as OTLP spans.
+    OtlpSpans,
 }
 
 impl Encoding {
@@ -34,6 +37,7 @@ impl Encoding {
             Encoding::Ndjson => "ndjson",
             Encoding::ClickHouse => "clickhouse",
             Encoding::Otlp => "otlp",
+            Encoding::OtlpSpans => "otlp_spans",
         }
     }
 }
@@ -48,7 +52,7 @@ pub fn ndjson(record: &Record, out: &mut Vec<u8>) {
 /// Appends `record` in `encoding`; `json` is its ndjson line when already made.
 pub fn encode(encoding: Encoding, record: &Record, json: &[u8], out: &mut Vec<u8>) {
     match encoding {
-        Encoding::Ndjson | Encoding::Otlp => out.extend_from_slice(json),
+        Encoding::Ndjson | Encoding::Otlp | Encoding::OtlpSpans => out.extend_from_slice(json),
         Encoding::ClickHouse => clickhouse_row(record, json, out),
     }
 }

@@ -28,6 +28,7 @@ pub fn header(encoding: Encoding) -> [u8; HEADER_LEN] {
         Encoding::Ndjson => 1,
         Encoding::ClickHouse => 2,
         Encoding::Otlp => 3,
+        Encoding::OtlpSpans => 4,
     };
     header
 }
@@ -105,6 +106,7 @@ pub fn decode(bytes: &[u8], fallback: Encoding) -> Segment {
         (Some(magic), Some(1)) if magic == MAGIC => Some(Encoding::Ndjson),
         (Some(magic), Some(2)) if magic == MAGIC => Some(Encoding::ClickHouse),
         (Some(magic), Some(3)) if magic == MAGIC => Some(Encoding::Otlp),
+        (Some(magic), Some(4)) if magic == MAGIC => Some(Encoding::OtlpSpans),
         _ => None,
     };
     let mut segment = Segment {

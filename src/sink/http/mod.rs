@@ -114,7 +114,7 @@ impl Output for SpoolOutput {
 
     fn queue(&mut self, record: &Record, json: &[u8]) -> Result<(), OutputError> {
         let payload = match self.encoding {
-            Encoding::Ndjson | Encoding::Otlp => json,
+            Encoding::Ndjson | Encoding::Otlp | Encoding::OtlpSpans => json,
             Encoding::ClickHouse => {
                 self.row.clear();
                 encode::encode(self.encoding, record, json, &mut self.row);

@@ -77,7 +77,7 @@ impl HttpUpstream {
         let content_type = match config.encoding {
             Encoding::Ndjson => "application/x-ndjson",
             Encoding::ClickHouse => "text/plain; charset=utf-8",
-            Encoding::Otlp => "application/x-protobuf",
+            Encoding::Otlp | Encoding::OtlpSpans => "application/x-protobuf",
         };
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         if config.gzip {

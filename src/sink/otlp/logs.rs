@@ -74,12 +74,7 @@ pub fn request(batch: &[u8], sender: &Sender, observed: Stamp) -> (ExportLogsSer
         records.push(log_record(text, record, observed));
     }
     let resource = Resource {
-        attributes: vec![
-            string("service.name", "saltsight"),
-            string("service.version", env!("CARGO_PKG_VERSION")),
-            string("host.name", &sender.host),
-            string("salt.master", master.as_deref().unwrap_or_default()),
-        ],
+        attributes: resource(sender, master.as_deref().unwrap_or_default()),
         ..Resource::default()
     };
     let request = ExportLogsServiceRequest {
@@ -98,6 +93,16 @@ pub fn request(batch: &[u8], sender: &Sender, observed: Stamp) -> (ExportLogsSer
         }],
     };
     (request, skipped)
+}
+
+/// Who sent it: saltsight on this host, for `master`.
+pub fn resource(sender: &Sender, master: &str) -> Vec<KeyValue> {
+    vec![
+        string("service.name", "saltsight"),
+        string("service.version", env!("CARGO_PKG_VERSION")),
+        string("host.name", &sender.host),
+        string("salt.master", master),
+    ]
 }
 
 fn log_record(
@@ -246,7 +251,7 @@ pub fn hex(text: &str, len: usize) -> Option<Vec<u8>> {
     bytes.filter(|b| b.iter().any(|x| *x != 0))
 }
 
-fn nanos(at: Stamp) -> u64 {
+pub(super) fn nanos(at: Stamp) -> u64 {
     u64::try_from(at.0).unwrap_or(0).saturating_mul(1_000)
 }
 
