@@ -16,6 +16,7 @@ mod map;
 mod metrics_live;
 mod mutations;
 mod otlp;
+mod otlp_live;
 mod presence_live;
 mod pressure_live;
 mod reactor_live;

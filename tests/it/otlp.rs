@@ -28,7 +28,8 @@ fn text(value: Option<&AnyValue>) -> &str {
     }
 }
 
-/// Each log record of a request: (record id, event name, severity, body).
+/// Each log record of a request: (record id, event name, severity, body);
+/// none has a trace (the capture's master had no tracing).
 fn logs(body: &[u8]) -> Vec<(String, String, i32, String)> {
     let request = ExportLogsServiceRequest::decode(body).expect("an ExportLogsServiceRequest");
     let resource = request.resource_logs[0]
@@ -49,6 +50,7 @@ fn logs(body: &[u8]) -> Vec<(String, String, i32, String)> {
         .log_records
         .iter()
         .map(|r| {
+            assert!(r.trace_id.is_empty() && r.span_id.is_empty());
             let id = r
                 .attributes
                 .iter()
@@ -69,6 +71,13 @@ fn logs(body: &[u8]) -> Vec<(String, String, i32, String)> {
 fn otlp_logs_are_retried_partly_refused_counted_and_dead_lettered() {
     let expected = replay(CAPTURE, "");
     assert_eq!(expected.len(), 14, "the capture's records");
+    // A master without tracing: no trace id at all, not an empty one.
+    assert!(
+        expected
+            .iter()
+            .all(|r| r.get("trace_id").is_none() && r.get("span_id").is_none()),
+        "{expected:?}"
+    );
     let partial = ExportLogsServiceResponse {
         partial_success: Some(ExportLogsPartialSuccess {
             rejected_log_records: 2,
