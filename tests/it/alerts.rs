@@ -55,6 +55,13 @@ pub const NEED_A_WATCHED_STATE_TREE: &[&str] = &[
 pub const SALT_OWN_METRICS: &[&str] = &[
     "salt_master_workers_queue_depth",
     "salt_master_connected_minions_count",
+    // Salt 3008's OpenTelemetry metrics as Prometheus names them (the
+    // dashboard's "Salt's own metrics" row; docs/opentelemetry.md).
+    "salt_jobs_published_total",
+    "salt_jobs_completed_total",
+    "salt_master_requests_duration_milliseconds_bucket",
+    "salt_events_fired_total",
+    "salt_auth_attempts_total",
 ];
 
 /// Every `expr:` of the shipped rules (the YAML's block scalars included).

@@ -1,7 +1,7 @@
 """An OTLP/HTTP receiver for the tests: it decodes what it is sent with the
 OpenTelemetry project's own definitions (the `opentelemetry-proto` package,
 as Salt 3008's venv ships it) and writes one JSON line per request to a file:
-{"path": "/v1/logs" | "/v1/traces", "request": <MessageToDict of the request>}.
+{"path": "/v1/logs" | "/v1/traces" | "/v1/metrics", "request": <MessageToDict of the request>}.
 No collector is installable here; in production an OpenTelemetry Collector's
 otlp receiver takes its place (docs/opentelemetry.md).
 
@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 SIGNALS = {
@@ -28,6 +29,10 @@ SIGNALS = {
     "/v1/traces": (
         trace_service_pb2.ExportTraceServiceRequest,
         trace_service_pb2.ExportTraceServiceResponse,
+    ),
+    "/v1/metrics": (
+        metrics_service_pb2.ExportMetricsServiceRequest,
+        metrics_service_pb2.ExportMetricsServiceResponse,
     ),
 }
 
