@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS saltsight.records_local
     metadata String CODEC(ZSTD(1)),                
     release LowCardinality(String) MATERIALIZED JSONExtractString(metadata, 'release'),
     record String CODEC(ZSTD(3)),                  
+    trace_id String MATERIALIZED JSONExtractString(record, 'trace_id') CODEC(ZSTD(1)), 
     INDEX jid_idx jid TYPE bloom_filter(0.001) GRANULARITY 1,
     INDEX minion_idx minion TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX fingerprint_idx fingerprint TYPE bloom_filter(0.01) GRANULARITY 1
@@ -83,7 +84,8 @@ CREATE TABLE IF NOT EXISTS saltsight.records
     target LowCardinality(String),
     metadata String,
     release LowCardinality(String) ALIAS JSONExtractString(metadata, 'release'),
-    record String
+    record String,
+    trace_id String ALIAS JSONExtractString(record, 'trace_id')
 )
 ENGINE = Distributed(saltsight, saltsight, records_local, cityHash64(master));
 

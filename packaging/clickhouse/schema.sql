@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS saltsight.records
     metadata String CODEC(ZSTD(1)),                -- the job's --metadata as JSON text
     release LowCardinality(String) MATERIALIZED JSONExtractString(metadata, 'release'),
     record String CODEC(ZSTD(3)),                  -- the whole record as JSON (docs/records.md)
+    trace_id String MATERIALIZED JSONExtractString(record, 'trace_id') CODEC(ZSTD(1)), -- the job's trace, with Salt's tracing on (docs/opentelemetry.md)
     INDEX jid_idx jid TYPE bloom_filter(0.001) GRANULARITY 1,
     INDEX minion_idx minion TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX fingerprint_idx fingerprint TYPE bloom_filter(0.01) GRANULARITY 1

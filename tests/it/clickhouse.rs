@@ -501,6 +501,7 @@ fn an_earlier_legacy_table_upgrades_to_the_legacy_schema() {
         "suspect_last_ok String",
         "suspect_first_failed String",
         "target String",
+        "trace_id String",
     ];
     let schema = std::fs::read_to_string(packaging("legacy/schema.sql")).expect("schema");
     let old: String = schema
@@ -525,6 +526,7 @@ fn an_earlier_legacy_table_upgrades_to_the_legacy_schema() {
     let before = upgraded.query(describe);
     assert!(!before.contains("commit_subject"), "{before}");
     upgraded.apply(&packaging("legacy/upgrade.sql"));
+    upgraded.apply(&packaging("legacy/upgrade-trace.sql"));
     let mut fresh = Chdb::start();
     fresh.apply(&packaging("legacy/schema.sql"));
     assert_eq!(upgraded.query(describe), fresh.query(describe));
@@ -535,6 +537,53 @@ fn an_earlier_legacy_table_upgrades_to_the_legacy_schema() {
         "SELECT count() FROM saltsight.records WHERE target != '' AND kind = 'failure_group'",
     );
     assert_ne!(targets.trim(), "0");
+}
+
+/// A table made by an earlier schema.sql takes upgrade.sql (twice: it is
+/// idempotent) and then has exactly the columns of a new one; the trace id a
+/// record carries fills its column, on the current and the legacy schema.
+#[test]
+fn the_current_table_upgrades_and_fills_the_trace_id_from_the_record() {
+    let schema = std::fs::read_to_string(packaging("schema.sql")).expect("schema");
+    let old: String = schema
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("trace_id String"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let describe = "SELECT name, type, default_kind, default_expression FROM system.columns \
+                    WHERE database = 'saltsight' AND table = 'records' ORDER BY name";
+    let mut upgraded = Chdb::start();
+    for statement in split(&old) {
+        upgraded.query(&statement);
+    }
+    assert!(!upgraded.query(describe).contains("trace_id"));
+    upgraded.apply(&packaging("upgrade.sql"));
+    upgraded.apply(&packaging("upgrade.sql"));
+    let mut fresh = Chdb::start();
+    fresh.apply(&packaging("schema.sql"));
+    assert_eq!(upgraded.query(describe), fresh.query(describe));
+
+    let mut rows = fleet_rows();
+    rows.truncate(3);
+    let mut traced = rows[0].clone();
+    let mut record: Value =
+        serde_json::from_str(traced["record"].as_str().expect("record")).expect("JSON");
+    record["trace_id"] = "0af7651916cd43dd8448eb211c80319c".into();
+    traced["record"] = record.to_string().into();
+    traced["id"] = "traced".into();
+    rows.push(traced);
+    let mut old_server = Chdb::start();
+    old_server.apply(&packaging("legacy/schema.sql"));
+    for (mut ch, table) in [(upgraded, "current"), (old_server, "legacy")] {
+        ch.insert("saltsight.records", &body(&rows));
+        let traced =
+            ch.query("SELECT id, trace_id FROM saltsight.records WHERE trace_id != '' FORMAT TSV");
+        assert_eq!(
+            traced.trim(),
+            "traced\t0af7651916cd43dd8448eb211c80319c",
+            "{table}"
+        );
+    }
 }
 
 /// A `drift` record of `master` (its states `sls:id`), as the encoding makes it.

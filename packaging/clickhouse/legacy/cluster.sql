@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS saltsight.records_local
     commit_subject String,     
     suspect_last_ok String,    
     suspect_first_failed String, 
-    target String              
+    target String,             
+    trace_id String MATERIALIZED visitParamExtractString(record, 'trace_id') 
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(at)
@@ -73,6 +74,7 @@ CREATE TABLE IF NOT EXISTS saltsight.records
     commit_subject String,
     suspect_last_ok String,
     suspect_first_failed String,
-    target String
+    target String,
+    trace_id String ALIAS visitParamExtractString(record, 'trace_id')
 )
 ENGINE = Distributed(saltsight, saltsight, records_local, cityHash64(master));

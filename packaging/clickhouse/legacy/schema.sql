@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS saltsight.records
     commit_subject String,     -- that commit's subject line
     suspect_last_ok String,    -- suspect range: HEAD of the minion's last passing run
     suspect_first_failed String, -- ... and of its first failing run
-    target String              -- an external cause's host, URL or package
+    target String,             -- an external cause's host, URL or package
+    trace_id String MATERIALIZED visitParamExtractString(record, 'trace_id') -- the job's trace, with Salt's tracing on
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(at)
