@@ -517,19 +517,11 @@ fn an_earlier_legacy_table_upgrades_to_the_legacy_schema() {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let describe = "SELECT name, type, default_kind, default_expression FROM system.columns \
-                    WHERE database = 'saltsight' AND table = 'records' ORDER BY name";
-    let mut upgraded = Chdb::start();
-    for statement in split(&old) {
-        upgraded.query(&statement);
-    }
-    let before = upgraded.query(describe);
-    assert!(!before.contains("commit_subject"), "{before}");
-    upgraded.apply(&packaging("legacy/upgrade.sql"));
-    upgraded.apply(&packaging("legacy/upgrade-trace.sql"));
-    let mut fresh = Chdb::start();
-    fresh.apply(&packaging("legacy/schema.sql"));
-    assert_eq!(upgraded.query(describe), fresh.query(describe));
+    let mut upgraded = upgrades(
+        &old,
+        &["legacy/upgrade.sql", "legacy/upgrade-trace.sql"],
+        "legacy/schema.sql",
+    );
     // And the rows of today's saltsight fill the new columns there.
     let rows = fleet_rows();
     upgraded.insert("saltsight.records", &body(&rows));
@@ -537,6 +529,27 @@ fn an_earlier_legacy_table_upgrades_to_the_legacy_schema() {
         "SELECT count() FROM saltsight.records WHERE target != '' AND kind = 'failure_group'",
     );
     assert_ne!(targets.trim(), "0");
+}
+
+/// A server with the table `old_schema` makes, after `upgrades` were applied
+/// to it: its columns are checked to be those `schema` makes (and to differ
+/// before).
+fn upgrades(old_schema: &str, upgrades: &[&str], schema: &str) -> Chdb {
+    let describe = "SELECT name, type, default_kind, default_expression FROM system.columns \
+                    WHERE database = 'saltsight' AND table = 'records' ORDER BY name";
+    let mut upgraded = Chdb::start();
+    for statement in split(old_schema) {
+        upgraded.query(&statement);
+    }
+    let mut fresh = Chdb::start();
+    fresh.apply(&packaging(schema));
+    let before = upgraded.query(describe);
+    assert_ne!(before, fresh.query(describe), "the old table lacks columns");
+    for file in upgrades {
+        upgraded.apply(&packaging(file));
+    }
+    assert_eq!(upgraded.query(describe), fresh.query(describe));
+    upgraded
 }
 
 /// A table made by an earlier schema.sql takes upgrade.sql (twice: it is
@@ -550,18 +563,7 @@ fn the_current_table_upgrades_and_fills_the_trace_id_from_the_record() {
         .filter(|l| !l.trim_start().starts_with("trace_id String"))
         .collect::<Vec<_>>()
         .join("\n");
-    let describe = "SELECT name, type, default_kind, default_expression FROM system.columns \
-                    WHERE database = 'saltsight' AND table = 'records' ORDER BY name";
-    let mut upgraded = Chdb::start();
-    for statement in split(&old) {
-        upgraded.query(&statement);
-    }
-    assert!(!upgraded.query(describe).contains("trace_id"));
-    upgraded.apply(&packaging("upgrade.sql"));
-    upgraded.apply(&packaging("upgrade.sql"));
-    let mut fresh = Chdb::start();
-    fresh.apply(&packaging("schema.sql"));
-    assert_eq!(upgraded.query(describe), fresh.query(describe));
+    let upgraded = upgrades(&old, &["upgrade.sql", "upgrade.sql"], "schema.sql");
 
     let mut rows = fleet_rows();
     rows.truncate(3);
