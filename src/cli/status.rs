@@ -43,15 +43,17 @@ struct Answer<'a> {
     agent: Option<super::live::Live>,
 }
 
-/// The spools of the configured outputs that have one.
+/// The spools of the configured outputs that have one (an `otlp` output's
+/// spans have a second).
 fn spools(config: &Config) -> Vec<OutputBacklog> {
     config
         .outputs
         .iter()
-        .filter_map(|o| {
-            let dir = config.spool.dir.join(&o.name);
+        .flat_map(|o| [o.name.clone(), crate::sink::otlp::traces_spool(&o.name)])
+        .filter_map(|name| {
+            let dir = config.spool.dir.join(&name);
             backlog(&dir).ok().map(|backlog| OutputBacklog {
-                output: o.name.clone(),
+                output: name,
                 backlog,
             })
         })

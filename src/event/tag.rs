@@ -165,6 +165,19 @@ mod tests {
                 Some("web2"),
             ),
             (
+                "saltsight/job/20261121194540490471/missing",
+                TagClass::Saltsight,
+                None,
+                None,
+            ),
+            (
+                "saltsight/alert/DiskAlmostFull",
+                TagClass::Saltsight,
+                None,
+                None,
+            ),
+            ("saltsight", TagClass::Other, None, None),
+            (
                 "20261121194540490471",
                 TagClass::JobMinions,
                 Some("20261121194540490471"),

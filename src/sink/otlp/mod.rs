@@ -155,7 +155,7 @@ impl OutputKind for Otlp {
         };
         let logs = signal(name, settings, Signal::Logs, &sender, context)?;
         let traces = if settings.traces {
-            let traces_name = format!("{name}-traces");
+            let traces_name = traces_spool(name);
             let spool = signal(&traces_name, settings, Signal::Traces, &sender, context)?;
             Some((spans::JobSpans::default(), spool))
         } else {
@@ -167,6 +167,11 @@ impl OutputKind for Otlp {
             line: Vec::new(),
         }))
     }
+}
+
+/// The spool of an `otlp` output's spans, beside its own (`<name>`).
+pub fn traces_spool(name: &str) -> String {
+    format!("{name}-traces")
 }
 
 /// What one of the output's spools carries.
