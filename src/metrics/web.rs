@@ -69,7 +69,7 @@ pub fn acceptor(tls: &TlsServerConfig) -> Result<TlsAcceptor, WebError> {
         path: tls.key_file.display().to_string(),
         source,
     })?;
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let versions: &[&rustls::SupportedProtocolVersion] = match (tls.min_version, tls.max_version) {
         (TlsVersion::Tls13, _) => &[&rustls::version::TLS13],
         (TlsVersion::Tls12, TlsVersion::Tls12) => &[&rustls::version::TLS12],

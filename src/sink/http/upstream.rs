@@ -102,6 +102,10 @@ impl HttpUpstream {
                 headers.insert(header::AUTHORIZATION, value);
             }
         }
+        // reqwest is built without a crypto provider of its own: it uses the
+        // process's default, rustls' ring one (installed once; a second call
+        // finds it there).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut builder = reqwest::Client::builder()
             .user_agent(concat!("saltsight/", env!("CARGO_PKG_VERSION")))
             .default_headers(headers)
