@@ -279,7 +279,9 @@ impl Output for VerdictOutput {
                     json,
                 );
             }
-            RecordBody::FailureGroup(g) if self.fires(FireKind::Failed) => {
+            // A late return's amended groups (revision > 0) are the same
+            // verdict again: the first is what fires.
+            RecordBody::FailureGroup(g) if self.fires(FireKind::Failed) && g.revision == 0 => {
                 let minions: Vec<&str> = g.minions.iter().map(String::as_str).collect();
                 self.gather(&g.jid, FireKind::Failed, &g.context, &minions, None, json);
             }
