@@ -124,13 +124,7 @@ impl Firer {
             }
             Err(reason)
         };
-        let frame = match pull::frame(tag, data) {
-            Ok(frame) => frame,
-            Err(error) => {
-                debug!(%error, tag, "Cannot encode a saltsight/ event.");
-                return refused(Refused::Unencodable);
-            }
-        };
+        // The token first: over the rate (a flood), nothing is encoded.
         let admitted = self
             .bucket
             .lock()
@@ -139,6 +133,13 @@ impl Firer {
         if !admitted {
             return refused(Refused::RateLimited);
         }
+        let frame = match pull::frame(tag, data) {
+            Ok(frame) => frame,
+            Err(error) => {
+                debug!(%error, tag, "Cannot encode a saltsight/ event.");
+                return refused(Refused::Unencodable);
+            }
+        };
         let (count, _) = &*self.in_flight;
         if let Ok(mut n) = count.lock() {
             *n += 1;
