@@ -83,6 +83,8 @@ crate::counts! {
     pub struct OutputCounts {
         counter lost_records = "saltsight_output_lost_records",
             "Records an output could not take (file or spool write errors)";
+        counter trace_jobs_forgotten = "saltsight_otlp_trace_jobs_forgotten",
+            "Open jobs an otlp output with traces forgot before they closed (its bound of 10,000): they get no spans";
     }
 }
 
@@ -117,8 +119,10 @@ impl Outputs {
     ) -> Result<(Outputs, Senders), SinkError> {
         let mut stdout = Some(stdout);
         let mut deliveries = Vec::new();
+        let counts = Arc::<OutputCounts>::default();
         let mut context = OpenContext {
             spool,
+            counts: &counts,
             stdout: &mut stdout,
             flush_each,
             stdout_format,
@@ -135,7 +139,7 @@ impl Outputs {
                 outputs,
                 json: Vec::new(),
                 log: LogLimiter::new(Duration::from_secs(10)),
-                counts: Arc::default(),
+                counts,
             },
             Senders { deliveries },
         ))

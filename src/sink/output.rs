@@ -68,6 +68,8 @@ pub enum StdoutFormat {
 /// What opening an output may need and give back.
 pub struct OpenContext<'a> {
     pub spool: &'a SpoolConfig,
+    /// The outputs' counts, for an output with a bound of its own to count.
+    pub counts: &'a std::sync::Arc<super::OutputCounts>,
     /// Standard output, for the first output that takes it.
     pub stdout: &'a mut Option<Box<dyn std::io::Write + Send>>,
     /// Flush stdout after each event (live); replay lets it buffer.

@@ -157,7 +157,7 @@ impl OutputKind for Otlp {
         let traces = if settings.traces {
             let traces_name = traces_spool(name);
             let spool = signal(&traces_name, settings, Signal::Traces, &sender, context)?;
-            Some((spans::JobSpans::default(), spool))
+            Some((spans::JobSpans::new(context.counts.clone()), spool))
         } else {
             None
         };

@@ -87,11 +87,19 @@ struct OpenJob {
 pub struct JobSpans {
     jobs: HashMap<String, OpenJob>,
     order: VecDeque<String>,
-    /// Jobs forgotten before they closed (the bound).
-    pub forgotten: u64,
+    /// Jobs forgotten before they closed (the bound), counted here.
+    forgotten: std::sync::Arc<crate::sink::OutputCounts>,
 }
 
 impl JobSpans {
+    /// Counting the jobs it forgets in `counts`.
+    pub fn new(counts: std::sync::Arc<crate::sink::OutputCounts>) -> Self {
+        Self {
+            forgotten: counts,
+            ..Self::default()
+        }
+    }
+
     /// Takes one record; when it closes a job, that job's spans.
     pub fn take(&mut self, record: &Record) -> Vec<SpanLine> {
         match &record.body {
@@ -158,7 +166,7 @@ impl JobSpans {
                     break;
                 };
                 if self.jobs.remove(&oldest).is_some() {
-                    self.forgotten += 1;
+                    self.forgotten.trace_jobs_forgotten.inc();
                 }
             }
             self.order.push_back(jid.to_owned());
@@ -507,6 +515,23 @@ mod tests {
             .unwrap();
         assert_eq!(web1.links[0].trace_id, hex(RET_TRACE, 16).unwrap());
         assert_eq!(web1.parent_span_id, exported[0].span_id);
+    }
+
+    #[test]
+    fn past_its_bound_the_oldest_open_job_is_forgotten_and_counted() {
+        let counts = std::sync::Arc::new(crate::sink::OutputCounts::default());
+        let mut jobs = JobSpans::new(counts.clone());
+        let published = &job(false)[0];
+        for i in 0..=MAX_JOBS {
+            let mut record = published.clone();
+            if let RecordBody::JobPublished(p) = &mut record.body {
+                p.jid = i.to_string();
+            }
+            assert!(jobs.take(&record).is_empty());
+        }
+        assert_eq!(jobs.jobs.len(), MAX_JOBS);
+        assert!(!jobs.jobs.contains_key("0"), "the oldest went");
+        assert_eq!(counts.trace_jobs_forgotten.get(), 1);
     }
 
     #[test]
