@@ -1,30 +1,74 @@
-//! The record history kept on the master: every record (redacted, as the
-//! outputs get it) in an embedded SQLite store, so that `saltsight job`,
-//! `jobs`, `failures` and `minion` answer without an upstream.
+//! The record history kept on the master: what the agent saw (redacted, as
+//! the outputs get it) in an embedded SQLite store, so that `saltsight job`,
+//! `jobs`, `failures`, `minion`, `status` and `rollouts` answer without an
+//! upstream.
 //!
-//! One table: the columns queries filter on (time, kind, jid, minion,
-//! fingerprint, commit, function), indexed, and the whole record as JSON. WAL
-//! mode: the agent writes in batches (from its own thread, see
-//! `sink::history`) while the query commands read. Bounded by age and by size:
-//! the oldest records go first, counted. The file is 0640: readable by the
-//! agent's group (`salt`), not by the world.
-
+//! What is paid per return is paid once per job and batch: a row per job
+//! (`jobs`, its integer key growing with time), its minions' verdicts in
+//! compact chunks (`outcomes`, one per job and batch: see `verdicts`), and a
+//! row with the whole record only for the rest (`records`: publications,
+//! completions, failures, drift, episodes), keyed by an integer growing with
+//! time, with the three indexes the answers need. WAL mode: the agent writes
+//! in batches (from its own thread, see `sink::history`) while the query
+//! commands read. Bounded by age and by size: the oldest go first, counted.
+//! The file is 0640: readable by the agent's group (`salt`), not by the world.
 pub mod drift;
 pub mod query;
 pub mod rollout;
 pub mod rows;
 pub mod status;
+pub mod verdicts;
+mod write;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags, params};
+use rusqlite::{Connection, OpenFlags};
 
 use crate::record::Record;
 use crate::time::Stamp;
 
-/// The schema's version (`PRAGMA user_version`).
-pub const SCHEMA: i64 = 1;
+pub use write::{Batch, JobVerdicts};
+
+/// The schema's version (`PRAGMA user_version`): 2 since a job's returns
+/// are kept per job (`write::upgrade` reads 1 into it).
+pub const SCHEMA: i64 = 2;
+
+/// The tables and indexes of schema 2.
+const TABLES: &str = "
+    CREATE TABLE IF NOT EXISTS jobs (
+        id INTEGER PRIMARY KEY,
+        jid TEXT NOT NULL UNIQUE,
+        at INTEGER NOT NULL,
+        fun TEXT,
+        lost INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX IF NOT EXISTS jobs_at ON jobs(at);
+    CREATE TABLE IF NOT EXISTS minions (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE
+    );
+    CREATE TABLE IF NOT EXISTS outcomes (
+        job INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        entries INTEGER NOT NULL,
+        returns BLOB NOT NULL,
+        missing BLOB NOT NULL,
+        PRIMARY KEY (job, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS records (
+        id INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        job INTEGER,
+        minion TEXT,
+        fingerprint TEXT,
+        record TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS records_kind_at ON records(kind, at);
+    CREATE INDEX IF NOT EXISTS records_job ON records(job) WHERE job IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS records_minion ON records(minion) WHERE minion IS NOT NULL;
+";
 
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
@@ -43,12 +87,17 @@ pub enum HistoryError {
     )]
     Schema { path: PathBuf, found: i64 },
     #[error(
+        "history {path} has schema {found}, written by an older saltsight; `saltsight run` upgrades it when it starts"
+    )]
+    Older { path: PathBuf, found: i64 },
+    #[error(
         "no history at {path} (is `saltsight run` running with [history] on, and is this the state directory it uses?)"
     )]
     Missing { path: PathBuf },
 }
 
-/// One record as stored.
+/// One record as stored whole (every kind but a minion's verdict, which a
+/// job keeps compact: `verdicts`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     pub id: String,
@@ -85,11 +134,14 @@ impl Row {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// The writer's numbers of jobs and minions it wrote lately.
+    keys: write::Keys,
 }
 
 /// What the store holds now.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Figures {
+    /// Records kept: rows, and the verdicts the jobs keep compact.
     pub rows: u64,
     pub bytes: u64,
     /// The oldest record's time.
@@ -105,7 +157,7 @@ impl Store {
     }
 
     /// Opens (making it, and its directory, when missing) to write: WAL, the
-    /// schema, 0640.
+    /// schema (a schema 1 store upgraded in place), 0640.
     pub fn open_writer(path: &Path) -> Result<Store, HistoryError> {
         let io = |source| HistoryError::Io {
             path: path.to_path_buf(),
@@ -120,9 +172,10 @@ impl Store {
             path: path.to_path_buf(),
             source,
         })?;
-        let store = Store {
+        let mut store = Store {
             conn,
             path: path.to_path_buf(),
+            keys: write::Keys::default(),
         };
         // auto_vacuum must be chosen before the first table exists.
         store.sql(store.conn.execute_batch(
@@ -142,26 +195,23 @@ impl Store {
                 found,
             });
         }
-        store.sql(store.conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS records (
-                 id TEXT PRIMARY KEY,
-                 kind TEXT NOT NULL,
-                 at INTEGER NOT NULL,
-                 jid TEXT,
-                 minion TEXT,
-                 fingerprint TEXT,
-                 commit_id TEXT,
-                 fun TEXT,
-                 record TEXT NOT NULL
-             );
-             CREATE INDEX IF NOT EXISTS records_at ON records(at);
-             CREATE INDEX IF NOT EXISTS records_kind_at ON records(kind, at);
-             CREATE INDEX IF NOT EXISTS records_jid ON records(jid) WHERE jid IS NOT NULL;
-             CREATE INDEX IF NOT EXISTS records_minion_at ON records(minion, at) WHERE minion IS NOT NULL;
-             CREATE INDEX IF NOT EXISTS records_fingerprint ON records(fingerprint) WHERE fingerprint IS NOT NULL;
-             CREATE INDEX IF NOT EXISTS records_commit ON records(commit_id) WHERE commit_id IS NOT NULL;
-             PRAGMA user_version = 1;",
-        ))?;
+        if found == 1 {
+            store.upgrade()?;
+        } else {
+            store.sql(store.conn.execute_batch(TABLES))?;
+            store.sql(
+                store
+                    .conn
+                    .execute_batch(&format!("PRAGMA user_version = {SCHEMA};")),
+            )?;
+        }
+        store
+            .keys
+            .start(&store.conn)
+            .map_err(|source| HistoryError::Sql {
+                path: path.to_path_buf(),
+                source,
+            })?;
         for file in [
             path.to_path_buf(),
             with_suffix(path, "-wal"),
@@ -193,6 +243,7 @@ impl Store {
         let store = Store {
             conn,
             path: path.to_path_buf(),
+            keys: write::Keys::default(),
         };
         store.sql(store.conn.busy_timeout(std::time::Duration::from_secs(5)))?;
         let found: i64 = store.sql(
@@ -200,6 +251,12 @@ impl Store {
                 .conn
                 .query_row("PRAGMA user_version", [], |r| r.get(0)),
         )?;
+        if found < SCHEMA && found > 0 {
+            return Err(HistoryError::Older {
+                path: path.to_path_buf(),
+                found,
+            });
+        }
         if found != SCHEMA {
             return Err(HistoryError::Schema {
                 path: path.to_path_buf(),
@@ -209,60 +266,16 @@ impl Store {
         Ok(store)
     }
 
-    /// Writes `rows` in one transaction; a record already there (the same id:
-    /// a replay, a restart) is kept once.
-    pub fn insert(&mut self, rows: &[Row]) -> Result<u64, HistoryError> {
-        let tx = self
-            .conn
-            .transaction()
-            .map_err(|source| HistoryError::Sql {
-                path: self.path.clone(),
-                source,
-            })?;
-        let mut written = 0;
-        {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO records (id, kind, at, jid, minion, fingerprint, commit_id, fun, record)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )
-                .map_err(|source| HistoryError::Sql {
-                    path: self.path.clone(),
-                    source,
-                })?;
-            for r in rows {
-                written += insert
-                    .execute(params![
-                        r.id,
-                        r.kind,
-                        r.at,
-                        r.jid,
-                        r.minion,
-                        r.fingerprint,
-                        r.commit,
-                        r.fun,
-                        r.json
-                    ])
-                    .map_err(|source| HistoryError::Sql {
-                        path: self.path.clone(),
-                        source,
-                    })? as u64;
-            }
-        }
-        tx.commit().map_err(|source| HistoryError::Sql {
-            path: self.path.clone(),
-            source,
-        })?;
-        Ok(written)
-    }
-
-    /// Removes records older than `before`, then the oldest until the store
+    /// Removes what is older than `before`, then the oldest until the store
     /// is within `max_bytes`. The records removed, for age and for size.
     pub fn prune(&mut self, before: Stamp, max_bytes: u64) -> Result<(u64, u64), HistoryError> {
-        let aged = self.sql(
-            self.conn
-                .execute("DELETE FROM records WHERE at < ?1", [before.0]),
-        )? as u64;
+        // Jobs (their rows and verdicts) by the time they were first seen,
+        // other records by their own; both keys grow with time.
+        let aged = self.remove(
+            "SELECT coalesce(max(id), 0) FROM jobs WHERE at < ?1",
+            "SELECT coalesce(max(id), 0) FROM records WHERE job IS NULL AND at < ?1",
+            before.0,
+        )?;
         let mut sized = 0u64;
         loop {
             self.reclaim()?;
@@ -270,14 +283,56 @@ impl Store {
             if figures.bytes <= max_bytes || figures.rows == 0 {
                 break;
             }
-            // A tenth of what is there, oldest first, at least one.
-            let n = (figures.rows / 10).max(1);
-            sized += self.sql(self.conn.execute(
-                "DELETE FROM records WHERE rowid IN (SELECT rowid FROM records ORDER BY at LIMIT ?1)",
-                [n as i64],
-            ))? as u64;
+            // A tenth of the jobs and of the other records, oldest first.
+            let removed = self.remove(
+                "SELECT coalesce(max(id), 0) FROM (SELECT id FROM jobs ORDER BY id
+                  LIMIT max(1, (SELECT count(*) FROM jobs) / 10))",
+                "SELECT coalesce(max(id), 0) FROM (SELECT id FROM records WHERE job IS NULL ORDER BY id
+                  LIMIT max(1, (SELECT count(*) FROM records WHERE job IS NULL) / 10))",
+                0,
+            )?;
+            if removed == 0 {
+                break;
+            }
+            sized += removed;
         }
+        self.keys.forget_jobs();
         Ok((aged, sized))
+    }
+
+    /// Removes the jobs up to the one `last_job` selects (their records and
+    /// verdicts) and the other records up to the one `last_record` selects
+    /// (each given `at`). The records removed.
+    fn remove(&self, last_job: &str, last_record: &str, at: i64) -> Result<u64, HistoryError> {
+        let bind = |sql: &str| -> Result<i64, HistoryError> {
+            let mut statement = self.sql(self.conn.prepare(sql))?;
+            let wanted = statement.parameter_count();
+            self.sql(if wanted == 0 {
+                statement.query_row([], |r| r.get(0))
+            } else {
+                statement.query_row([at], |r| r.get(0))
+            })
+        };
+        let (job, record) = (bind(last_job)?, bind(last_record)?);
+        let tx = self.sql(self.conn.unchecked_transaction())?;
+        let verdicts: i64 = self.sql(tx.query_row(
+            "SELECT coalesce(sum(entries), 0) FROM outcomes WHERE job <= ?1",
+            [job],
+            |r| r.get(0),
+        ))?;
+        let mut removed = verdicts.max(0) as u64;
+        self.sql(tx.execute("DELETE FROM outcomes WHERE job <= ?1", [job]))?;
+        removed += self.sql(tx.execute(
+            "DELETE FROM records WHERE job IS NOT NULL AND job <= ?1",
+            [job],
+        ))? as u64;
+        self.sql(tx.execute("DELETE FROM jobs WHERE id <= ?1", [job]))?;
+        removed += self.sql(tx.execute(
+            "DELETE FROM records WHERE job IS NULL AND id <= ?1",
+            [record],
+        ))? as u64;
+        self.sql(tx.commit())?;
+        Ok(removed)
     }
 
     /// Gives freed pages back to the file system and keeps the WAL short.
@@ -296,13 +351,18 @@ impl Store {
     pub fn figures(&self) -> Result<Figures, HistoryError> {
         let pages: i64 = self.sql(self.conn.query_row("PRAGMA page_count", [], |r| r.get(0)))?;
         let size: i64 = self.sql(self.conn.query_row("PRAGMA page_size", [], |r| r.get(0)))?;
-        let (rows, oldest): (i64, Option<i64>) = self.sql(self.conn.query_row(
-            "SELECT count(*), min(at) FROM records",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        ))?;
+        let count = |sql: &str| -> Result<(i64, Option<i64>), HistoryError> {
+            self.sql(self.conn.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?))))
+        };
+        let (records, oldest_record) = count("SELECT count(*), min(at) FROM records")?;
+        let (verdicts, oldest_job) =
+            count("SELECT (SELECT coalesce(sum(entries), 0) FROM outcomes), min(at) FROM jobs")?;
+        let oldest = match (oldest_record, oldest_job) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         Ok(Figures {
-            rows: rows.max(0) as u64,
+            rows: (records.max(0) + verdicts.max(0)) as u64,
             bytes: (pages.max(0) as u64) * (size.max(0) as u64),
             oldest: oldest.map(Stamp),
         })

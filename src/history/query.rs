@@ -12,10 +12,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::rows::{Revised, Stored, decode, latest_by};
+use super::verdicts::Answer;
 use super::{HistoryError, Store};
 use crate::record::{
     ExternalIncident, FailureGroup, IntroducedBy, JobCompleted, JobPublished, MasterPressure,
-    MinionMissing, MinionReturn, RecordKind, RenderFailure, StateFailure,
+    RecordKind, RenderFailure, StateFailure,
 };
 use crate::time::Stamp;
 
@@ -82,6 +83,9 @@ pub struct JobRecap {
     pub expected: u64,
     /// Still open (no `job_completed` yet).
     pub open: bool,
+    /// Records of the job the history could not take (its writer was
+    /// behind past its bound): the answer lacks as many. 0: it is whole.
+    pub incomplete: u64,
     pub succeeded: Vec<String>,
     pub failed: Vec<String>,
     pub missing: Vec<Missing>,
@@ -200,13 +204,13 @@ fn positional(arg: Option<&Value>) -> Vec<String> {
 
 /// The job `jid` as the history has it (`None`: nothing of it).
 pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
-    let rows = store.rows(
-        "SELECT kind, record FROM records WHERE jid = ?1 ORDER BY at, rowid",
-        &[&jid],
-    )?;
-    if rows.is_empty() {
+    let Some(job_row) = store.job_row(jid)? else {
         return Ok(None);
-    }
+    };
+    let rows = store.rows(
+        "SELECT kind, record FROM records WHERE job = ?1 ORDER BY at, id",
+        &[&job_row.id],
+    )?;
     let published = rows
         .of::<JobPublished>(RecordKind::JobPublished)
         .into_iter()
@@ -215,33 +219,33 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
     let mut succeeded = BTreeSet::new();
     let mut failed = BTreeSet::new();
     let mut changed_states = 0;
-    let returns = rows.of::<MinionReturn>(RecordKind::MinionReturn);
-    let late = rows.of::<MinionReturn>(RecordKind::LateReturn);
-    for r in returns.into_iter().chain(late) {
-        if let Some(states) = &r.body.states {
-            changed_states += u64::from(states.changed + states.would_change);
-        }
-        let minion = r.body.minion;
-        if r.body.succeeded {
-            failed.remove(&minion);
-            succeeded.insert(minion);
-        } else {
-            failed.insert(minion);
+    let mut missed = Vec::new();
+    for v in store.verdicts_of_job(job_row.id)? {
+        let v = v.verdict;
+        match v.answer {
+            Answer::Returned(r) => {
+                changed_states += u64::from(r.changed);
+                if r.succeeded {
+                    failed.remove(&v.minion);
+                    succeeded.insert(v.minion);
+                } else {
+                    failed.insert(v.minion);
+                }
+            }
+            Answer::Missing(m) => missed.push((v.minion, m)),
         }
     }
-    let missing: Vec<Missing> = rows
-        .of::<MinionMissing>(RecordKind::MinionMissing)
+    let missing: Vec<Missing> = missed
         .into_iter()
-        .map(|m| m.body)
-        .filter(|m| !succeeded.contains(&m.minion) && !failed.contains(&m.minion))
-        .map(|m| Missing {
+        .filter(|(minion, _)| !succeeded.contains(minion) && !failed.contains(minion))
+        .map(|(minion, m)| Missing {
             reason: m.reason.to_string(),
             evidence: m.evidence.to_string(),
             disconnected_at: m.disconnected_at.map(|t| t.to_string()),
             address: m.address,
             streak: u64::from(m.streak),
             missing_since: m.missing_since.map(|t| t.to_string()),
-            minion: m.minion,
+            minion,
         })
         .collect();
     let groups: Vec<Group> = latest_by(rows.of::<FailureGroup>(RecordKind::FailureGroup), |g| {
@@ -308,6 +312,7 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
         fun: p
             .map(|p| p.fun.clone())
             .or(c.map(|c| c.fun.clone()))
+            .or(job_row.fun)
             .unwrap_or_default(),
         args: positional(p.and_then(|p| p.arg.as_ref())),
         target: target_of(published.as_ref()),
@@ -325,6 +330,7 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
             .or(p.map(|p| p.expected_count))
             .map_or(0, u64::from),
         open: c.is_none(),
+        incomplete: job_row.lost,
         succeeded: succeeded.into_iter().collect(),
         failed: failed.into_iter().collect(),
         missing,
@@ -373,7 +379,7 @@ pub struct JobFilter {
 pub fn jobs(store: &Store, filter: &JobFilter) -> Result<Vec<JobLine>, HistoryError> {
     let since = filter.since.map_or(i64::MIN, |s| s.0);
     let rows = store.rows(
-        "SELECT kind, record FROM records WHERE kind IN ('job_published', 'job_completed') AND at >= ?1 ORDER BY at, rowid",
+        "SELECT kind, record FROM records WHERE kind IN ('job_published', 'job_completed') AND at >= ?1 ORDER BY at, id",
         &[&since],
     )?;
     // Each jid in the order it first appears, with its publication and its
@@ -453,7 +459,7 @@ pub fn jobs(store: &Store, filter: &JobFilter) -> Result<Vec<JobLine>, HistoryEr
 pub fn failures(store: &Store, since: Option<Stamp>) -> Result<Vec<FailureLine>, HistoryError> {
     let since = since.map_or(i64::MIN, |s| s.0);
     let rows = store.rows(
-        "SELECT kind, record FROM records WHERE kind = 'failure_group' AND at >= ?1 ORDER BY at, rowid",
+        "SELECT kind, record FROM records WHERE kind = 'failure_group' AND at >= ?1 ORDER BY at, id",
         &[&since],
     )?;
     let latest = latest_by(rows.of::<FailureGroup>(RecordKind::FailureGroup), |g| {
@@ -508,11 +514,12 @@ pub fn minion(
     minion: &str,
     limit: usize,
 ) -> Result<Option<MinionView>, HistoryError> {
+    let verdicts = store.verdicts_of_minion(minion)?;
     let rows = store.rows(
-        "SELECT kind, record FROM records WHERE minion = ?1 ORDER BY at DESC, rowid DESC",
+        "SELECT kind, record FROM records WHERE minion = ?1 AND kind = 'state_failure' ORDER BY at DESC, id DESC",
         &[&minion],
     )?;
-    if rows.is_empty() {
+    if verdicts.is_empty() && rows.is_empty() {
         return Ok(None);
     }
     let mut view = MinionView {
@@ -526,72 +533,51 @@ pub fn minion(
     };
     let mut seen_jobs = BTreeSet::new();
     let mut streak_known = false;
-    let mut failures: BTreeMap<String, MinionFailure> = BTreeMap::new();
-    // Newest first, across kinds: the streak is the newest verdict's.
-    for (kind, json) in &rows.0 {
-        match kind {
-            RecordKind::MinionReturn | RecordKind::LateReturn => {
-                let Some(r) = decode::<MinionReturn>(*kind, json) else {
-                    continue;
-                };
-                let (at, fun) = (r.at.to_string(), r.body.fun.unwrap_or_default());
-                if r.body.succeeded {
-                    view.last_success.entry(fun.clone()).or_insert(at.clone());
+    // Newest first: the streak is the newest verdict's.
+    for v in verdicts {
+        let at = v.verdict.at.to_string();
+        let outcome = match v.verdict.answer {
+            Answer::Returned(r) => {
+                if r.succeeded {
+                    view.last_success.entry(v.fun.clone()).or_insert(at.clone());
                 }
                 streak_known = true;
-                if view.jobs.len() < limit && seen_jobs.insert(r.body.jid.clone()) {
-                    let outcome = if r.body.succeeded {
-                        "succeeded"
-                    } else {
-                        "failed"
-                    };
-                    view.jobs.push(MinionJob {
-                        jid: r.body.jid,
-                        fun,
-                        outcome: outcome.into(),
-                        at,
-                    });
-                }
+                if r.succeeded { "succeeded" } else { "failed" }.to_owned()
             }
-            RecordKind::MinionMissing => {
-                let Some(m) = decode::<MinionMissing>(*kind, json) else {
-                    continue;
-                };
-                let reason = m.body.reason.to_string();
+            Answer::Missing(m) => {
+                let reason = m.reason.to_string();
                 *view.missing_reasons.entry(reason.clone()).or_default() += 1;
                 if !streak_known {
-                    view.streak = u64::from(m.body.streak);
-                    view.missing_since = m.body.missing_since.map(|t| t.to_string());
+                    view.streak = u64::from(m.streak);
+                    view.missing_since = m.missing_since.map(|t| t.to_string());
                     streak_known = true;
                 }
-                if view.jobs.len() < limit && seen_jobs.insert(m.body.jid.clone()) {
-                    view.jobs.push(MinionJob {
-                        jid: m.body.jid,
-                        fun: m.body.fun,
-                        outcome: reason,
-                        at: m.at.to_string(),
-                    });
-                }
+                reason
             }
-            RecordKind::StateFailure => {
-                let Some(f) = decode::<StateFailure>(*kind, json) else {
-                    continue;
-                };
-                let at = f.at.to_string();
-                let f = f.body;
-                let seen = failures
-                    .entry(f.fingerprint.clone())
-                    .or_insert_with(|| MinionFailure {
-                        state: format!("{}:{}", f.sls, f.state_id),
-                        category: f.cause.category.to_string(),
-                        fingerprint: f.fingerprint,
-                        times: 0,
-                        last: at,
-                    });
-                seen.times += 1;
-            }
-            _ => {}
+        };
+        if view.jobs.len() < limit && seen_jobs.insert(v.jid.clone()) {
+            view.jobs.push(MinionJob {
+                jid: v.jid,
+                fun: v.fun,
+                outcome,
+                at,
+            });
         }
+    }
+    let mut failures: BTreeMap<String, MinionFailure> = BTreeMap::new();
+    for f in rows.of::<StateFailure>(RecordKind::StateFailure) {
+        let at = f.at.to_string();
+        let f = f.body;
+        let seen = failures
+            .entry(f.fingerprint.clone())
+            .or_insert_with(|| MinionFailure {
+                state: format!("{}:{}", f.sls, f.state_id),
+                category: f.cause.category.to_string(),
+                fingerprint: f.fingerprint,
+                times: 0,
+                last: at,
+            });
+        seen.times += 1;
     }
     view.failures = failures.into_values().collect();
     view.failures.sort_by(|a, b| b.last.cmp(&a.last));

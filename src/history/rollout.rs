@@ -6,11 +6,13 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use super::rows::JobVerdict;
 use super::rows::latest_by;
+use super::verdicts::{Answer, Returned};
 use super::{HistoryError, Store};
 use crate::correlate::applied::coverage_of;
 use crate::correlate::rollout::Coverage;
-use crate::record::{JobPublished, MinionMissing, MinionReturn, RecordKind, Rollout, StateFailure};
+use crate::record::{JobPublished, RecordKind, Rollout, StateFailure};
 use crate::time::Stamp;
 
 /// Which rollout: the newest (`HEAD`), or a commit by a unique prefix.
@@ -200,7 +202,7 @@ fn failed(
     fingerprint: Option<&str>,
 ) -> Result<FailedMinion, HistoryError> {
     let rows = store.rows(
-        "SELECT kind, record FROM records WHERE jid = ?1 AND minion = ?2 AND kind = 'state_failure' ORDER BY at, rowid",
+        "SELECT kind, record FROM records WHERE job = (SELECT id FROM jobs WHERE jid = ?1) AND minion = ?2 AND kind = 'state_failure' ORDER BY at, id",
         &[&jid, &minion],
     )?;
     let failures = rows.of::<StateFailure>(RecordKind::StateFailure);
@@ -224,7 +226,7 @@ fn failed(
 /// The published record of job `jid`, when the history has it.
 fn published(store: &Store, jid: &str) -> Result<Option<JobPublished>, HistoryError> {
     let rows = store.rows(
-        "SELECT kind, record FROM records WHERE jid = ?1 AND kind = 'job_published'",
+        "SELECT kind, record FROM records WHERE job = (SELECT id FROM jobs WHERE jid = ?1) AND kind = 'job_published'",
         &[&jid],
     )?;
     Ok(rows
@@ -240,33 +242,25 @@ const MAX_VERDICTS: usize = 50;
 /// missing verdicts since the commit was seen (or of jobs published under it:
 /// the HEAD move is seen at the publish of the job that follows it).
 fn pending(store: &Store, minion: &str, rollout: &Rollout) -> Result<PendingMinion, HistoryError> {
-    let rows = store.rows(
-        "SELECT kind, record FROM records WHERE minion = ?1 AND kind IN ('minion_return', 'late_return', 'minion_missing') ORDER BY at DESC, rowid DESC",
-        &[&minion],
-    )?;
-    let returns = rows.of::<MinionReturn>(RecordKind::MinionReturn);
-    let late = rows.of::<MinionReturn>(RecordKind::LateReturn);
-    let state_runs: Vec<_> = returns
+    let verdicts = store.verdicts_of_minion(minion)?;
+    let state_runs: Vec<(&JobVerdict, &Returned)> = verdicts
         .iter()
-        .chain(&late)
-        .filter(|r| {
-            r.body
-                .fun
-                .as_deref()
-                .is_some_and(|f| STATE_RUNS.contains(&f))
+        .filter_map(|v| match &v.verdict.answer {
+            Answer::Returned(r) if STATE_RUNS.contains(&v.fun.as_str()) => Some((v, r)),
+            _ => None,
         })
         .collect();
-    let last_state_run = state_runs.iter().map(|r| r.at).max();
+    let last_state_run = state_runs.iter().map(|(v, _)| v.verdict.at).max();
     let under_commit = |p: &Option<JobPublished>| {
         p.as_ref()
             .is_some_and(|p| p.commits.get(&rollout.repo) == Some(&rollout.commit))
     };
     // Each run with its job's published record, read once.
     let mut since = Vec::new();
-    for run in state_runs.iter().take(MAX_VERDICTS) {
-        let job = published(store, &run.body.jid)?;
-        if run.at >= rollout.seen_at || under_commit(&job) {
-            since.push((run, job));
+    for (run, returned) in state_runs.iter().take(MAX_VERDICTS) {
+        let job = published(store, &run.jid)?;
+        if run.verdict.at >= rollout.seen_at || under_commit(&job) {
+            since.push(((run, returned), job));
         }
     }
     let mut view = PendingMinion {
@@ -276,14 +270,14 @@ fn pending(store: &Store, minion: &str, rollout: &Rollout) -> Result<PendingMini
         jid: None,
         last_state_run,
     };
-    if let Some((newest, _)) = since.iter().max_by_key(|(r, _)| r.at) {
-        view.jid = Some(newest.body.jid.clone());
-        if since.iter().all(|(r, _)| r.body.context.test) {
+    if let Some(((newest, _), _)) = since.iter().max_by_key(|((r, _), _)| r.verdict.at) {
+        view.jid = Some(newest.jid.clone());
+        if since.iter().all(|((_, r), _)| r.test) {
             view.why = PendingWhy::RanWithTest;
             return Ok(view);
         }
         let (mut ran, mut other_commits) = (BTreeSet::new(), BTreeSet::new());
-        for (_, job) in since.iter().filter(|(r, _)| !r.body.context.test) {
+        for (_, job) in since.iter().filter(|((_, r), _)| !r.test) {
             if let Some(p) = job {
                 match p.commits.get(&rollout.repo) {
                     Some(head) if *head != rollout.commit => {
@@ -302,15 +296,15 @@ fn pending(store: &Store, minion: &str, rollout: &Rollout) -> Result<PendingMini
         view.detail = named.into_iter().collect::<Vec<_>>().join(", ");
         return Ok(view);
     }
-    for m in rows
-        .of::<MinionMissing>(RecordKind::MinionMissing)
-        .iter()
-        .take(MAX_VERDICTS)
-    {
-        if m.at >= rollout.seen_at || under_commit(&published(store, &m.body.jid)?) {
+    let missed = verdicts.iter().filter_map(|v| match &v.verdict.answer {
+        Answer::Missing(m) => Some((v, m)),
+        Answer::Returned(_) => None,
+    });
+    for (v, m) in missed.take(MAX_VERDICTS) {
+        if v.verdict.at >= rollout.seen_at || under_commit(&published(store, &v.jid)?) {
             view.why = PendingWhy::MissingFromJobs;
-            view.jid = Some(m.body.jid.clone());
-            view.detail = m.body.reason.to_string();
+            view.jid = Some(v.jid.clone());
+            view.detail = m.reason.to_string();
             return Ok(view);
         }
     }
@@ -326,7 +320,7 @@ fn pending(store: &Store, minion: &str, rollout: &Rollout) -> Result<PendingMini
             continue;
         }
         let closed = store.rows(
-            "SELECT kind, record FROM records WHERE jid = ?1 AND kind = 'job_completed' LIMIT 1",
+            "SELECT kind, record FROM records WHERE job = (SELECT id FROM jobs WHERE jid = ?1) AND kind = 'job_completed' LIMIT 1",
             &[&job.jid],
         )?;
         if closed.is_empty() {

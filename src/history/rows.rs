@@ -3,12 +3,13 @@
 //! answers too, and a field the writer no longer gives fails the round-trip
 //! test (`pipeline::keys_agree`) rather than an answer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rusqlite::params_from_iter;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::verdicts::{self, Answer, Verdict};
 use super::{HistoryError, Store};
 use crate::record::{ExternalIncident, FailureGroup, JobCompleted, MasterPressure, RecordKind};
 use crate::time::Stamp;
@@ -88,8 +89,13 @@ impl Store {
             })
             .map_err(sql_error)?;
         let mut out = Vec::new();
+        // A record written twice (a replay, a restart) is read once.
+        let mut seen = HashSet::new();
         for row in rows.take(MAX_ROWS) {
             let (kind, json) = row.map_err(sql_error)?;
+            if !seen.insert(json.clone()) {
+                continue;
+            }
             match kind.parse::<RecordKind>() {
                 Ok(kind) => out.push((kind, json)),
                 Err(_) => tracing::warn!(%kind, "history row of an unknown kind not read"),
@@ -141,4 +147,206 @@ pub(super) fn latest_by<T: Revised, K: Ord>(
         }
     }
     latest.into_values().collect()
+}
+
+/// A job as the history keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct JobRow {
+    pub id: i64,
+    pub at: Stamp,
+    pub fun: Option<String>,
+    /// Records of it the history could not take.
+    pub lost: u64,
+}
+
+/// A verdict read back with its job.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct JobVerdict {
+    pub jid: String,
+    pub fun: String,
+    pub verdict: Verdict,
+}
+
+/// Verdicts one query reads at most.
+pub const MAX_VERDICTS: usize = 5_000_000;
+
+/// Which chunks a verdict query reads.
+enum Chunks<'a> {
+    Job(i64),
+    Since(i64),
+    Minion(&'a str),
+}
+
+impl Store {
+    /// The job `jid`, when the history has it.
+    pub(super) fn job_row(&self, jid: &str) -> Result<Option<JobRow>, HistoryError> {
+        use rusqlite::OptionalExtension;
+        self.conn()
+            .query_row(
+                "SELECT id, at, fun, lost FROM jobs WHERE jid = ?1",
+                [jid],
+                |r| {
+                    Ok(JobRow {
+                        id: r.get(0)?,
+                        at: Stamp(r.get(1)?),
+                        fun: r.get(2)?,
+                        lost: r.get::<_, i64>(3)?.max(0) as u64,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|source| HistoryError::Sql {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
+    /// The verdicts of job number `job`, in the order written.
+    pub(super) fn verdicts_of_job(&self, job: i64) -> Result<Vec<JobVerdict>, HistoryError> {
+        self.verdicts(Chunks::Job(job))
+    }
+
+    /// The verdicts of the jobs first seen at or after `since`, oldest job
+    /// first.
+    pub(super) fn verdicts_since(&self, since: i64) -> Result<Vec<JobVerdict>, HistoryError> {
+        self.verdicts(Chunks::Since(since))
+    }
+
+    /// The time of the newest verdict written (of the last chunk).
+    pub(super) fn newest_verdict(&self) -> Result<Option<Stamp>, HistoryError> {
+        use rusqlite::OptionalExtension;
+        let chunk: Option<(Vec<u8>, Vec<u8>)> = self
+            .conn()
+            .query_row(
+                "SELECT returns, missing FROM outcomes ORDER BY job DESC, seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|source| HistoryError::Sql {
+                path: self.path.clone(),
+                source,
+            })?;
+        Ok(chunk.and_then(|(returns, missing)| {
+            let returned = verdicts::returns(&returns).map(|(_, at, _)| at);
+            let missed = verdicts::missing(&missing)
+                .into_iter()
+                .map(|(_, at, _)| Stamp(at));
+            returned.chain(missed).max()
+        }))
+    }
+
+    /// `minion`'s verdicts, newest first.
+    pub(super) fn verdicts_of_minion(&self, minion: &str) -> Result<Vec<JobVerdict>, HistoryError> {
+        let mut out = self.verdicts(Chunks::Minion(minion))?;
+        out.sort_by_key(|v| std::cmp::Reverse(v.verdict.at));
+        Ok(out)
+    }
+
+    fn verdicts(&self, chunks: Chunks) -> Result<Vec<JobVerdict>, HistoryError> {
+        let sql_error = |source| HistoryError::Sql {
+            path: self.path.clone(),
+            source,
+        };
+        let conn = self.conn();
+        let select = "SELECT j.jid, coalesce(j.fun, ''), o.returns, o.missing FROM outcomes o JOIN jobs j ON j.id = o.job";
+        let (sql, arg): (String, rusqlite::types::Value) = match chunks {
+            Chunks::Job(id) => (
+                format!("{select} WHERE o.job = ?1 ORDER BY o.seq"),
+                id.into(),
+            ),
+            Chunks::Since(at) => (
+                format!(
+                    "{select} WHERE o.job >= coalesce((SELECT min(id) FROM jobs WHERE at >= ?1), 1 << 62) ORDER BY o.job, o.seq"
+                ),
+                at.into(),
+            ),
+            Chunks::Minion(name) => (
+                format!("{select} WHERE ?1 IS NOT NULL ORDER BY o.job, o.seq"),
+                name.to_owned().into(),
+            ),
+        };
+        // The one minion asked for, by number (none: it never answered).
+        let only: Option<u32> = match chunks {
+            Chunks::Minion(name) => {
+                use rusqlite::OptionalExtension;
+                let id: Option<i64> = conn
+                    .query_row("SELECT id FROM minions WHERE name = ?1", [name], |r| {
+                        r.get(0)
+                    })
+                    .optional()
+                    .map_err(sql_error)?;
+                match id.and_then(|id| u32::try_from(id).ok()) {
+                    Some(id) => Some(id),
+                    None => return Ok(Vec::new()),
+                }
+            }
+            _ => None,
+        };
+        let mut names: HashMap<u32, String> = HashMap::new();
+        let mut name_of = |id: u32| -> Result<String, HistoryError> {
+            if let Some(name) = names.get(&id) {
+                return Ok(name.clone());
+            }
+            let name: String = conn
+                .prepare_cached("SELECT name FROM minions WHERE id = ?1")
+                .and_then(|mut s| s.query_row([id], |r| r.get(0)))
+                .map_err(sql_error)?;
+            names.insert(id, name.clone());
+            Ok(name)
+        };
+        let mut statement = conn.prepare(&sql).map_err(sql_error)?;
+        let mut rows = statement.query([arg]).map_err(sql_error)?;
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        while let Some(row) = rows.next().map_err(sql_error)? {
+            let jid: String = row.get(0).map_err(sql_error)?;
+            let fun: String = row.get(1).map_err(sql_error)?;
+            let returns = row.get_ref(2).map_err(sql_error)?.as_blob().unwrap_or(&[]);
+            if only.is_some_and(|id| !verdicts::has_return_of(returns, id))
+                && row
+                    .get_ref(3)
+                    .map_err(sql_error)?
+                    .as_blob()
+                    .unwrap_or(&[])
+                    .is_empty()
+            {
+                continue;
+            }
+            let mut found = Vec::new();
+            for (id, at, r) in verdicts::returns(returns) {
+                if only.is_none_or(|o| o == id) {
+                    found.push((id, at, Answer::Returned(r)));
+                }
+            }
+            let missing = row.get_ref(3).map_err(sql_error)?.as_blob().unwrap_or(&[]);
+            for (id, at, m) in verdicts::missing(missing) {
+                if only.is_none_or(|o| o == id) {
+                    found.push((id, Stamp(at), Answer::Missing(m)));
+                }
+            }
+            for (id, at, answer) in found {
+                // A verdict written twice (a replay, a restart) is read once.
+                let late = matches!(&answer, Answer::Returned(r) if r.late);
+                let returned = matches!(answer, Answer::Returned(_));
+                if !seen.insert((jid.clone(), id, at, returned, late)) {
+                    continue;
+                }
+                let verdict = Verdict {
+                    minion: name_of(id)?,
+                    at,
+                    answer,
+                };
+                out.push(JobVerdict {
+                    jid: jid.clone(),
+                    fun: fun.clone(),
+                    verdict,
+                });
+                if out.len() >= MAX_VERDICTS {
+                    return Ok(out);
+                }
+            }
+        }
+        Ok(out)
+    }
 }

@@ -8,12 +8,13 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::query::{FailureLine, failures};
-use super::rows::{Revised, Stored, latest_by};
+use super::rows::JobVerdict;
+use super::rows::{Revised, latest_by};
+use super::verdicts::Answer;
 use super::{HistoryError, Store};
-use crate::record::MinionReturn;
 use crate::record::{
-    ChangeKind, Drift, EpisodeStatus, ExternalIncident, MasterPressure, MinionMissing, RecordKind,
-    Rollout, RolloutStatus,
+    ChangeKind, Drift, EpisodeStatus, ExternalIncident, MasterPressure, RecordKind, Rollout,
+    RolloutStatus,
 };
 use crate::time::Stamp;
 
@@ -156,8 +157,9 @@ pub fn status(store: &Store, now: Stamp) -> Result<Status, HistoryError> {
             .collect()
     };
     let failing = failures(store, Some(Stamp(hour_ago)))?;
-    let absent = absent(store, day_ago)?;
-    let drift_detected = detected_drift(store, day_ago)?;
+    let verdicts = store.verdicts_since(day_ago)?;
+    let absent = absent(&verdicts);
+    let drift_detected = detected_drift(store, day_ago, &verdicts)?;
     let gaps = store
         .rows(
             "SELECT kind, record FROM records WHERE kind = 'bus_gap' AND at >= ?1",
@@ -167,10 +169,11 @@ pub fn status(store: &Store, now: Stamp) -> Result<Status, HistoryError> {
     let figures = store.figures()?;
     let newest = store
         .rows(
-            "SELECT kind, record FROM records ORDER BY at DESC LIMIT 1",
+            "SELECT kind, record FROM records ORDER BY id DESC LIMIT 1",
             &[],
         )?
-        .at_of_first();
+        .at_of_first()
+        .max(store.newest_verdict()?);
     Ok(Status {
         now: now.to_string(),
         incidents: open_incidents,
@@ -189,48 +192,45 @@ pub fn status(store: &Store, now: Stamp) -> Result<Status, HistoryError> {
 
 /// Minions whose latest verdict of the last day is a miss in a streak of 2
 /// or more, with no return since.
-fn absent(store: &Store, since: i64) -> Result<Vec<Absent>, HistoryError> {
-    let rows = store.rows(
-        "SELECT kind, record FROM records WHERE kind = 'minion_missing' AND at >= ?1 ORDER BY at, rowid",
-        &[&since],
-    )?;
-    let mut last: BTreeMap<String, Stored<MinionMissing>> = BTreeMap::new();
-    for m in rows.of::<MinionMissing>(RecordKind::MinionMissing) {
-        last.insert(m.body.minion.clone(), m);
-    }
-    let mut absent = Vec::new();
-    for (minion, m) in last {
-        if m.body.streak < 2 {
-            continue;
-        }
-        let returned = store.rows(
-            "SELECT kind, record FROM records WHERE minion = ?1 AND kind IN ('minion_return', 'late_return') AND at > ?2 LIMIT 1",
-            &[&minion, &m.at.0],
-        )?;
-        if !returned.is_empty() {
-            continue;
-        }
-        absent.push(Absent {
-            minion,
-            streak: m.body.streak,
-            since: m.body.missing_since.map(|t| t.to_string()),
-            reason: m.body.reason.to_string(),
-            evidence: m.body.evidence.to_string(),
-        });
-        if absent.len() >= MAX_MINIONS {
-            break;
+fn absent(verdicts: &[JobVerdict]) -> Vec<Absent> {
+    // Each minion's latest verdict of the day, in the order the jobs came.
+    let mut last: BTreeMap<&str, &JobVerdict> = BTreeMap::new();
+    for v in verdicts {
+        let newer = last
+            .get(v.verdict.minion.as_str())
+            .is_none_or(|old| v.verdict.at >= old.verdict.at);
+        if newer {
+            last.insert(&v.verdict.minion, v);
         }
     }
+    let mut absent: Vec<Absent> = last
+        .into_iter()
+        .filter_map(|(minion, v)| match &v.verdict.answer {
+            Answer::Missing(m) if m.streak >= 2 => Some(Absent {
+                minion: minion.to_owned(),
+                streak: m.streak,
+                since: m.missing_since.map(|t| t.to_string()),
+                reason: m.reason.to_string(),
+                evidence: m.evidence.to_string(),
+            }),
+            _ => None,
+        })
+        .collect();
     absent.sort_by(|a, b| b.streak.cmp(&a.streak).then(a.minion.cmp(&b.minion)));
-    Ok(absent)
+    absent.truncate(MAX_MINIONS);
+    absent
 }
 
 /// Each (minion, state) whose last drift of the day a test=True run saw, and
 /// that no state run of the minion has applied since (a highstate after it
 /// puts it back, or changes it by a commit).
-fn detected_drift(store: &Store, since: i64) -> Result<Vec<(String, String)>, HistoryError> {
+fn detected_drift(
+    store: &Store,
+    since: i64,
+    verdicts: &[JobVerdict],
+) -> Result<Vec<(String, String)>, HistoryError> {
     let rows = store.rows(
-        "SELECT kind, record FROM records WHERE kind = 'drift' AND at >= ?1 ORDER BY at, rowid",
+        "SELECT kind, record FROM records WHERE kind = 'drift' AND at >= ?1 ORDER BY at, id",
         &[&since],
     )?;
     let mut last: BTreeMap<(String, String), (ChangeKind, Stamp)> = BTreeMap::new();
@@ -240,29 +240,27 @@ fn detected_drift(store: &Store, since: i64) -> Result<Vec<(String, String)>, Hi
             last.insert((d.body.minion.clone(), state), (s.change, d.at));
         }
     }
+    // Each minion's last state run that applied (not test=True).
+    let mut applied: BTreeMap<&str, Stamp> = BTreeMap::new();
+    for v in verdicts {
+        if let Answer::Returned(r) = &v.verdict.answer
+            && !r.test
+            && r.state_run
+            && v.fun.starts_with("state.")
+        {
+            let at = applied.entry(&v.verdict.minion).or_insert(v.verdict.at);
+            *at = (*at).max(v.verdict.at);
+        }
+    }
     let mut detected = Vec::new();
     for ((minion, state), (change, at)) in last {
         if change != ChangeKind::Detected {
             continue;
         }
-        let later = store.rows(
-            "SELECT kind, record FROM records WHERE minion = ?1 AND kind = 'minion_return' AND at > ?2 ORDER BY at",
-            &[&minion, &at.0],
-        )?;
-        let applied_since = later
-            .of::<MinionReturn>(RecordKind::MinionReturn)
-            .iter()
-            .any(|r| {
-                !r.body.context.test
-                    && r.body.states.is_some()
-                    && r.body
-                        .fun
-                        .as_deref()
-                        .is_some_and(|f| f.starts_with("state."))
-            });
-        if !applied_since {
-            detected.push((minion, state));
+        if applied.get(minion.as_str()).is_some_and(|a| *a > at) {
+            continue;
         }
+        detected.push((minion, state));
         if detected.len() >= MAX_MINIONS {
             break;
         }

@@ -10,11 +10,12 @@ use std::collections::BTreeMap;
 
 const S: i64 = 1_000_000;
 
-fn rows(records: &[Record]) -> Vec<Row> {
-    records
-        .iter()
-        .map(|r| Row::of(r, &serde_json::to_vec(r).expect("a record serialises")))
-        .collect()
+fn rows(records: &[Record]) -> Batch {
+    let mut batch = Batch::default();
+    for r in records {
+        batch.push(r, &serde_json::to_vec(r).expect("a record serialises"));
+    }
+    batch
 }
 
 /// A job of three minions: one returned, one failed, one missing.
@@ -110,12 +111,9 @@ fn a_job_reads_back_as_it_was_recorded() {
     let mut store = Store::open_writer(&path).expect("open");
     let f = RecordFactory::new("m");
     let records = a_job(&f, "1", 100);
-    assert_eq!(store.insert(&rows(&records)).unwrap(), 5);
-    assert_eq!(
-        store.insert(&rows(&records)).unwrap(),
-        0,
-        "the same records once"
-    );
+    assert_eq!(store.write(&rows(&records)).unwrap(), 5);
+    // A replay or a restart writes them again: they are read once.
+    store.write(&rows(&records)).unwrap();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640);
     let reader = Store::open_reader(&path).expect("read");
@@ -161,7 +159,7 @@ fn the_oldest_go_first_past_the_age_and_the_size() {
     let f = RecordFactory::new("m");
     for i in 0..400 {
         store
-            .insert(&rows(&a_job(&f, &format!("{i}"), i * 100)))
+            .write(&rows(&a_job(&f, &format!("{i}"), i * 100)))
             .unwrap();
     }
     let (aged, sized) = store.prune(Stamp(100 * 100 * S), u64::MAX).unwrap();
@@ -187,7 +185,7 @@ fn status_names_what_is_wrong_and_forgets_it_once_it_is_not() {
     let mut store = Store::open_writer(&path).expect("open");
     let f = RecordFactory::new("m");
     // c missed its second job in a row; an incident is open; web1 drifted.
-    store.insert(&rows(&a_job(&f, "1", 100))).unwrap();
+    store.write(&rows(&a_job(&f, "1", 100))).unwrap();
     let incident = |status: EpisodeStatus, revision: u32| {
         f.make(
             Stamp(150 * S),
@@ -242,7 +240,7 @@ fn status_names_what_is_wrong_and_forgets_it_once_it_is_not() {
         )
     };
     store
-        .insert(&rows(&[
+        .write(&rows(&[
             incident(EpisodeStatus::Open, 0),
             drift(ChangeKind::Detected, 160),
         ]))
@@ -282,7 +280,7 @@ fn status_names_what_is_wrong_and_forgets_it_once_it_is_not() {
         }),
     );
     store
-        .insert(&rows(&[
+        .write(&rows(&[
             incident(EpisodeStatus::Closed, 1),
             back,
             drift(ChangeKind::Corrected, 180),
@@ -294,4 +292,75 @@ fn status_names_what_is_wrong_and_forgets_it_once_it_is_not() {
         incidents(&reader, Stamp(0)).unwrap()[0].status,
         EpisodeStatus::Closed
     );
+}
+
+/// A schema 1 store (a row per record, as saltsight wrote until the
+/// history kept verdicts per job) is read into schema 2 when the agent
+/// opens it; the query commands ask for the agent first.
+#[test]
+fn a_schema_1_history_is_upgraded_in_place_and_answers_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (dir.path().join("old.db"), dir.path().join("new.db"));
+    let f = RecordFactory::new("m");
+    let records: Vec<Record> = [("1", 100), ("2", 200)]
+        .iter()
+        .flat_map(|(jid, t)| a_job(&f, jid, *t))
+        .collect();
+    {
+        let v1 = rusqlite::Connection::open(&old).unwrap();
+        v1.execute_batch(
+            "CREATE TABLE records (id TEXT PRIMARY KEY, kind TEXT NOT NULL, at INTEGER NOT NULL,
+                 jid TEXT, minion TEXT, fingerprint TEXT, commit_id TEXT, fun TEXT, record TEXT NOT NULL);
+             CREATE INDEX records_at ON records(at);
+             CREATE INDEX records_jid ON records(jid) WHERE jid IS NOT NULL;
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+        for r in &records {
+            let row = Row::of(r, &serde_json::to_vec(r).unwrap());
+            v1.execute(
+                "INSERT INTO records VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                rusqlite::params![
+                    row.id,
+                    row.kind,
+                    row.at,
+                    row.jid,
+                    row.minion,
+                    row.fingerprint,
+                    row.commit,
+                    row.fun,
+                    row.json
+                ],
+            )
+            .unwrap();
+        }
+        v1.execute(
+            "INSERT INTO records (id, kind, at, record) VALUES ('x', 'minion_return', 1, 'not json')",
+            [],
+        )
+        .unwrap();
+    }
+    match Store::open_reader(&old) {
+        Err(HistoryError::Older { found: 1, .. }) => {}
+        other => panic!("a schema 1 store read as {:?}", other.map(|_| ())),
+    }
+    drop(Store::open_writer(&old).expect("upgraded"));
+    Store::open_writer(&new)
+        .unwrap()
+        .write(&rows(&records))
+        .unwrap();
+    let (old, new) = (
+        Store::open_reader(&old).expect("schema 2"),
+        Store::open_reader(&new).unwrap(),
+    );
+    for jid in ["1", "2"] {
+        let (a, b) = (job(&old, jid).unwrap(), job(&new, jid).unwrap());
+        assert!(a.as_ref().is_some_and(|a| a.expected == 3), "{a:?}");
+        assert_eq!(a, b);
+    }
+    assert_eq!(
+        minion(&old, "c", 10).unwrap(),
+        minion(&new, "c", 10).unwrap()
+    );
+    assert_eq!(old.figures().unwrap().rows, new.figures().unwrap().rows);
 }

@@ -1,12 +1,18 @@
-//! The history output: every record into the store on the master
+//! The history output: what the agent sees into the store on the master
 //! (`history`), in batches, from a thread of its own so that SQLite's writes
-//! and fsyncs never hold the event loop. Batches go at `batch_max_age` or 512
-//! records, through a queue of 16 batches: a full queue (the disk stalled)
-//! drops the batch, counted and logged, never the pipeline. Every minute the
-//! thread removes what is past `max_age` or over `max_bytes`, oldest first.
-//! At the end the last batch is written and the thread joined; a SIGKILL loses
-//! at most the batch not yet written.
+//! and fsyncs never hold the event loop. A minion's verdict (a return, a
+//! missing minion) is a few appends to its job's list in the pending batch;
+//! other records are kept whole. Batches go at `batch_max_age` or 2,048
+//! records, through a queue of 16 batches. While the queue is full (the disk
+//! slow or stalled) the pending batch grows, up to 262,144 records: a burst
+//! as large as a 200,000-minion job whose minions all stay silent is held
+//! whole. Past that bound records are dropped, counted, logged, and charged
+//! to their job, whose answer then says it is incomplete and by how many;
+//! never the pipeline. Every minute the thread removes what is past
+//! `max_age` or over `max_bytes`, oldest first. At the end the last batch is
+//! written and the thread joined; a SIGKILL loses at most what was pending.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
@@ -18,12 +24,16 @@ use tracing::warn;
 use super::SinkError;
 use super::output::{Lost, Output, OutputError};
 use crate::config::history::HistoryConfig;
-use crate::history::{Row, Store};
+use crate::history::{Batch, Store};
 use crate::record::Record;
 use crate::time::Stamp;
 
-/// Records in a batch at most.
-const BATCH_ROWS: usize = 512;
+/// Records in a batch sent to the writer.
+const BATCH_RECORDS: usize = 2_048;
+/// Records pending while the writer is behind, at most.
+const MAX_PENDING: usize = 262_144;
+/// Jobs whose lost records are remembered until written, at most.
+const MAX_LOST_JOBS: usize = 4_096;
 /// Batches waiting for the writer at most.
 const QUEUE_BATCHES: usize = 16;
 /// How often the writer prunes and measures the store.
@@ -50,15 +60,23 @@ crate::counts! {
 }
 
 enum Message {
-    Batch(Vec<Row>),
+    Batch(Batch),
 }
 
 /// The output the agent writes to.
 pub struct HistoryOutput {
-    pending: Vec<Row>,
+    pending: Batch,
+    /// Records in `pending`.
+    pending_records: usize,
+    /// Records lost by job, not yet written into their job's row.
+    lost: HashMap<String, u64>,
     /// When the oldest pending record was queued.
     pending_since: Option<Instant>,
     batch_max_age: Duration,
+    /// Records in a batch sent to the writer (`BATCH_RECORDS`).
+    batch_records: usize,
+    /// Records pending at most (`MAX_PENDING`).
+    max_pending: usize,
     sender: Option<SyncSender<Message>>,
     writer: Option<JoinHandle<()>>,
     stats: Arc<HistoryStats>,
@@ -81,9 +99,13 @@ impl HistoryOutput {
         };
         Ok((
             HistoryOutput {
-                pending: Vec::new(),
+                pending: Batch::default(),
+                pending_records: 0,
+                lost: HashMap::new(),
                 pending_since: None,
                 batch_max_age: config.batch_max_age,
+                batch_records: BATCH_RECORDS,
+                max_pending: MAX_PENDING,
                 sender: Some(sender),
                 writer: Some(writer),
                 stats: stats.clone(),
@@ -92,27 +114,67 @@ impl HistoryOutput {
         ))
     }
 
+    /// Hands the pending batch to the writer; while it is behind, the batch
+    /// stays pending (and grows) until the bound.
     fn send(&mut self) -> Result<(), OutputError> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.lost.is_empty() {
             return Ok(());
         }
-        let batch = std::mem::take(&mut self.pending);
-        self.pending_since = None;
-        let n = batch.len() as u64;
         let Some(sender) = &self.sender else {
             return Ok(());
         };
+        let mut batch = std::mem::take(&mut self.pending);
+        batch.lost = self.lost.drain().collect();
         match sender.try_send(Message::Batch(batch)) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.stats.dropped.add(n);
-                Err(OutputError::Lost(Lost {
-                    records: n,
-                    what: "history_behind",
-                    error: "the history writer is behind (its disk is slow or stalled)".into(),
-                }))
+            Ok(()) => {
+                self.pending_records = 0;
+                self.pending_since = None;
+                Ok(())
+            }
+            Err(TrySendError::Full(Message::Batch(batch)))
+            | Err(TrySendError::Disconnected(Message::Batch(batch))) => {
+                let mut batch = batch;
+                self.lost.extend(std::mem::take(&mut batch.lost));
+                self.pending = batch;
+                Ok(())
             }
         }
+    }
+
+    /// At the end: hands what is pending to the writer, waiting for room.
+    fn send_last(&mut self) {
+        if self.pending.is_empty() && self.lost.is_empty() {
+            return;
+        }
+        let Some(sender) = &self.sender else {
+            return;
+        };
+        let mut batch = std::mem::take(&mut self.pending);
+        batch.lost = self.lost.drain().collect();
+        let records = batch.len() as u64;
+        self.pending_records = 0;
+        if sender.send(Message::Batch(batch)).is_err() {
+            // The writer is gone (it panicked): nothing can take them.
+            self.stats.dropped.add(records);
+        }
+    }
+
+    /// Counts `record` lost (the pending batch full), against its job.
+    fn lose(&mut self, record: &Record) -> OutputError {
+        self.stats.dropped.add(1);
+        let jid = record.keys().jid;
+        if !jid.is_empty() {
+            if let Some(n) = self.lost.get_mut(jid) {
+                *n += 1;
+            } else if self.lost.len() < MAX_LOST_JOBS {
+                self.lost.insert(jid.to_owned(), 1);
+            }
+        }
+        OutputError::Lost(Lost {
+            records: 1,
+            what: "history_behind",
+            error: "the history writer is behind (its disk is slow or stalled)".into(),
+        })
     }
 }
 
@@ -122,13 +184,23 @@ impl Output for HistoryOutput {
     }
 
     fn queue(&mut self, record: &Record, json: &[u8]) -> Result<(), OutputError> {
-        self.pending.push(Row::of(record, json));
+        if self.pending_records >= self.max_pending {
+            self.send()?;
+            if self.pending_records >= self.max_pending {
+                return Err(self.lose(record));
+            }
+        }
+        self.pending.push(record, json);
+        self.pending_records += 1;
         self.pending_since.get_or_insert_with(Instant::now);
+        if self.pending_records % self.batch_records == 0 {
+            self.send()?;
+        }
         Ok(())
     }
 
     fn flush(&mut self) -> Result<(), OutputError> {
-        if self.pending.len() >= BATCH_ROWS {
+        if self.pending_records >= self.batch_records {
             return self.send();
         }
         Ok(())
@@ -143,7 +215,9 @@ impl Output for HistoryOutput {
             self.send()?;
         }
         if all {
-            // The end: the writer takes what is queued and stops.
+            // The end: what is still pending waits for room in the queue,
+            // then the writer takes what is queued and stops.
+            self.send_last();
             self.sender = None;
             if let Some(writer) = self.writer.take() {
                 let _ = writer.join();
@@ -155,7 +229,7 @@ impl Output for HistoryOutput {
 
 impl Drop for HistoryOutput {
     fn drop(&mut self) {
-        let _ = self.send();
+        self.send_last();
         self.sender = None;
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
@@ -206,16 +280,16 @@ fn write_loop(
                 .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected)
         };
         match received {
-            Ok(Message::Batch(rows)) => match store.insert(&rows) {
+            Ok(Message::Batch(batch)) => match store.write(&batch) {
                 Ok(n) => {
                     stats.written.add(n);
                     written_since_prune = true;
                     warned = false;
                 }
                 Err(error) => {
-                    stats.dropped.add(rows.len() as u64);
+                    stats.dropped.add(batch.len() as u64);
                     if !std::mem::replace(&mut warned, true) {
-                        warn!(%error, records = rows.len(), "Cannot write to the history; records dropped.");
+                        warn!(%error, records = batch.len(), "Cannot write to the history; records dropped.");
                     }
                 }
             },
@@ -229,4 +303,112 @@ fn write_loop(
         }
     }
     prune(&mut store, &mut warned);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::query::job;
+    use crate::record::{
+        JobContext, MinionMissing, MissingEvidence, MissingReason, RecordBody, RecordFactory,
+    };
+
+    fn config(dir: &std::path::Path) -> HistoryConfig {
+        HistoryConfig {
+            enabled: true,
+            path: dir.join("history.db"),
+            max_age: Duration::from_secs(86_400),
+            max_bytes: 1 << 30,
+            batch_max_age: Duration::from_secs(1),
+        }
+    }
+
+    fn missing(f: &RecordFactory, jid: &str, minion: &str) -> Record {
+        // Now: the writer's last prune keeps a day.
+        let now = Stamp::from_system_time(SystemTime::now());
+        f.make(
+            now,
+            &[jid, minion],
+            RecordBody::MinionMissing(MinionMissing {
+                jid: jid.into(),
+                minion: minion.into(),
+                fun: "test.ping".into(),
+                reason: MissingReason::NoResponse,
+                evidence: MissingEvidence::Nothing,
+                disconnected_at: None,
+                address: None,
+                streak: 1,
+                missing_since: None,
+                published_at: now,
+                deadline: now,
+                during_master_pressure: None,
+                context: JobContext::default(),
+            }),
+        )
+    }
+
+    fn queue_all(output: &mut HistoryOutput, records: impl Iterator<Item = Record>) -> u64 {
+        let mut refused = 0;
+        for r in records {
+            let json = serde_json::to_vec(&r).expect("a record serialises");
+            if output.queue(&r, &json).is_err() {
+                refused += 1;
+            }
+            let _ = output.flush();
+        }
+        refused
+    }
+
+    /// A datacenter drops: one job of 200,000 minions, all silent. Its
+    /// missing list is a job's chunks, not 200,000 rows: the history holds
+    /// it whole however fast the verdicts come.
+    #[test]
+    fn a_job_whose_200000_minions_all_stay_silent_is_held_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut output, stats) = HistoryOutput::open(&config(dir.path())).expect("open");
+        let f = RecordFactory::new("m");
+        let refused = queue_all(
+            &mut output,
+            (1..200_000).map(|i| missing(&f, "20261126000000000001", &format!("m{i:06}"))),
+        );
+        output.seal(Instant::now(), true).expect("sealed");
+        assert_eq!((refused, stats.dropped.get()), (0, 0));
+        let store = Store::open_reader(&dir.path().join("history.db")).unwrap();
+        let recap = job(&store, "20261126000000000001")
+            .unwrap()
+            .expect("the job");
+        assert_eq!((recap.missing.len(), recap.incomplete), (199_999, 0));
+    }
+
+    /// Past its bound the history refuses, and the job's answer says by how
+    /// many records it is incomplete.
+    #[test]
+    fn what_the_bound_refuses_is_charged_to_its_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        let (mut output, stats) = HistoryOutput::open(&config(dir.path())).expect("open");
+        (output.batch_records, output.max_pending) = (4, 10);
+        // The disk stalls: another writer holds the store's lock.
+        let blocker = rusqlite::Connection::open(&path).unwrap();
+        blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let f = RecordFactory::new("m");
+        let jid = "20261126000000000002";
+        // The writer takes a batch (or not yet) and waits on the lock; 16
+        // wait in its queue; 10 records wait pending; the rest are refused.
+        let total = 4 + 16 * 4 + 10 + 25;
+        let refused = queue_all(
+            &mut output,
+            (0..total).map(|i| missing(&f, jid, &format!("m{i}"))),
+        );
+        assert!((25..=29).contains(&refused), "{refused} refused");
+        blocker.execute_batch("COMMIT").unwrap();
+        output.seal(Instant::now(), true).expect("sealed");
+        assert_eq!(stats.dropped.get(), refused);
+        let store = Store::open_reader(&path).unwrap();
+        let recap = job(&store, jid).unwrap().expect("the job");
+        assert_eq!(
+            (recap.missing.len() as u64, recap.incomplete),
+            (total - refused, refused)
+        );
+    }
 }

@@ -1,0 +1,223 @@
+//! A job's verdicts on its minions as the history keeps them: compact, a
+//! chunk per job and batch rather than a row per return. A return is the
+//! facts the answers read (minion, when, succeeded, late, test, a state run,
+//! states changed, duration), 21 bytes at a fixed width so a minion's story
+//! is a scan of 4-byte ids; a missing minion keeps its reason and presence's
+//! evidence (msgpack, few per job). Minions are numbered once (`minions`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::{
+    MinionMissing, MinionReturn, MissingEvidence, MissingReason, Record, RecordBody,
+};
+use crate::time::Stamp;
+
+/// A minion's answer to a job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub minion: String,
+    pub at: Stamp,
+    pub answer: Answer,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    Returned(Returned),
+    Missing(MissingFacts),
+}
+
+/// What the answers need of a return.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Returned {
+    pub succeeded: bool,
+    /// After the job closed (`late_return`).
+    pub late: bool,
+    pub test: bool,
+    /// It carried state results.
+    pub state_run: bool,
+    /// States changed or (test=True) that would change.
+    pub changed: u32,
+    pub duration_ms: Option<u64>,
+}
+
+/// What the answers need of a `minion_missing` verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MissingFacts {
+    pub reason: MissingReason,
+    pub evidence: MissingEvidence,
+    pub disconnected_at: Option<Stamp>,
+    pub address: Option<String>,
+    pub streak: u32,
+    pub missing_since: Option<Stamp>,
+}
+
+impl Returned {
+    /// What the answers keep of return `r` (`late`: a `late_return`).
+    pub fn of(r: &MinionReturn, late: bool) -> Returned {
+        let states = r.states.as_ref();
+        Returned {
+            succeeded: r.succeeded,
+            late,
+            test: r.context.test,
+            state_run: states.is_some(),
+            changed: states.map_or(0, |s| s.changed.saturating_add(s.would_change)),
+            duration_ms: r.duration_ms,
+        }
+    }
+}
+
+impl MissingFacts {
+    /// What the answers keep of verdict `m`.
+    pub fn of(m: &MinionMissing) -> MissingFacts {
+        MissingFacts {
+            reason: m.reason,
+            evidence: m.evidence,
+            disconnected_at: m.disconnected_at,
+            address: m.address.clone(),
+            streak: m.streak,
+            missing_since: m.missing_since,
+        }
+    }
+}
+
+/// The verdict a record states, with its jid and the job's function (a
+/// return, a late return, a missing minion); `None` for every other kind.
+pub fn of_record(record: &Record) -> Option<(&str, Option<&str>, Verdict)> {
+    match &record.body {
+        RecordBody::MinionReturn(r) | RecordBody::LateReturn(r) => {
+            let late = matches!(record.body, RecordBody::LateReturn(_));
+            let verdict = Verdict {
+                minion: r.minion.clone(),
+                at: record.at,
+                answer: Answer::Returned(Returned::of(r, late)),
+            };
+            Some((&r.jid, r.fun.as_deref(), verdict))
+        }
+        RecordBody::MinionMissing(m) => {
+            let verdict = Verdict {
+                minion: m.minion.clone(),
+                at: record.at,
+                answer: Answer::Missing(MissingFacts::of(m)),
+            };
+            Some((&m.jid, Some(m.fun.as_str()), verdict))
+        }
+        _ => None,
+    }
+}
+
+/// Bytes of one return in a chunk.
+pub const RETURN_WIDTH: usize = 21;
+/// The `duration_ms` of a return that had none.
+const NO_DURATION: u32 = u32::MAX;
+
+const SUCCEEDED: u8 = 1;
+const LATE: u8 = 2;
+const TEST: u8 = 4;
+const STATE_RUN: u8 = 8;
+
+/// Appends a return of minion number `minion` to a chunk's returns.
+pub fn put_return(out: &mut Vec<u8>, minion: u32, at: Stamp, r: &Returned) {
+    let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+    let flags = flag(r.succeeded, SUCCEEDED)
+        | flag(r.late, LATE)
+        | flag(r.test, TEST)
+        | flag(r.state_run, STATE_RUN);
+    let duration = r
+        .duration_ms
+        .map_or(NO_DURATION, |d| d.min(u64::from(NO_DURATION - 1)) as u32);
+    out.extend_from_slice(&minion.to_le_bytes());
+    out.extend_from_slice(&at.0.to_le_bytes());
+    out.push(flags);
+    out.extend_from_slice(&r.changed.to_le_bytes());
+    out.extend_from_slice(&duration.to_le_bytes());
+}
+
+/// The returns of a chunk: (minion number, time, return). A blob whose
+/// length is not a whole number of entries has its tail ignored.
+pub fn returns(blob: &[u8]) -> impl Iterator<Item = (u32, Stamp, Returned)> + '_ {
+    blob.chunks_exact(RETURN_WIDTH).map(|e| {
+        let u32_at = |i: usize| u32::from_le_bytes([e[i], e[i + 1], e[i + 2], e[i + 3]]);
+        let mut at = [0u8; 8];
+        at.copy_from_slice(&e[4..12]);
+        let flags = e[12];
+        let duration = u32_at(17);
+        let returned = Returned {
+            succeeded: flags & SUCCEEDED != 0,
+            late: flags & LATE != 0,
+            test: flags & TEST != 0,
+            state_run: flags & STATE_RUN != 0,
+            changed: u32_at(13),
+            duration_ms: (duration != NO_DURATION).then_some(u64::from(duration)),
+        };
+        (u32_at(0), Stamp(i64::from_le_bytes(at)), returned)
+    })
+}
+
+/// Whether minion number `minion` has a return in the chunk (a scan of ids).
+pub fn has_return_of(blob: &[u8], minion: u32) -> bool {
+    let id = minion.to_le_bytes();
+    blob.chunks_exact(RETURN_WIDTH).any(|e| e[..4] == id)
+}
+
+/// A chunk's missing minions, encoded.
+pub fn put_missing(missing: &[(u32, i64, MissingFacts)]) -> Vec<u8> {
+    // A Vec of plain structs always encodes; an empty blob reads as none.
+    rmp_serde::to_vec(missing).unwrap_or_default()
+}
+
+/// A chunk's missing minions, decoded (a damaged blob: none, logged).
+pub fn missing(blob: &[u8]) -> Vec<(u32, i64, MissingFacts)> {
+    if blob.is_empty() {
+        return Vec::new();
+    }
+    rmp_serde::from_slice(blob)
+        .inspect_err(|error| tracing::warn!(%error, "history missing list not read"))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_return_reads_back_as_written() {
+        let r = Returned {
+            succeeded: true,
+            late: false,
+            test: true,
+            state_run: true,
+            changed: 7,
+            duration_ms: Some(1234),
+        };
+        let none = Returned {
+            duration_ms: None,
+            late: true,
+            ..Returned::default()
+        };
+        let mut blob = Vec::new();
+        put_return(&mut blob, 3, Stamp(-5), &r);
+        put_return(&mut blob, 70_000, Stamp(i64::MAX), &none);
+        assert_eq!(blob.len(), 2 * RETURN_WIDTH);
+        let read: Vec<_> = returns(&blob).collect();
+        assert_eq!(
+            read,
+            vec![(3, Stamp(-5), r), (70_000, Stamp(i64::MAX), none)]
+        );
+        assert!(has_return_of(&blob, 70_000) && !has_return_of(&blob, 4));
+    }
+
+    #[test]
+    fn a_missing_list_reads_back_and_damage_reads_as_none() {
+        let facts = MissingFacts {
+            reason: MissingReason::NotConnected,
+            evidence: MissingEvidence::Nothing,
+            disconnected_at: Some(Stamp(9)),
+            address: Some("10.0.0.1".into()),
+            streak: 3,
+            missing_since: None,
+        };
+        let list = vec![(5, 1, facts)];
+        assert_eq!(missing(&put_missing(&list)), list);
+        assert!(missing(&[0xc1]).is_empty());
+    }
+}

@@ -1,0 +1,331 @@
+//! Writing the history: a batch is one transaction, a row per job it touches
+//! (made on its first record), a chunk of verdicts per job, and a row per
+//! other record. The numbers of jobs and minions written lately are kept in
+//! memory (bounded) so a batch looks each up once. `upgrade` reads a schema 1
+//! store (a row per record) into schema 2.
+
+use std::collections::HashMap;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::rows::Stored;
+use super::verdicts::{self, Answer, MissingFacts, Returned, Verdict};
+use super::{HistoryError, Row, SCHEMA, Store, TABLES};
+use crate::record::{MinionMissing, MinionReturn, Record, RecordKind};
+use crate::time::Stamp;
+
+/// Job numbers remembered at most (then forgotten together and looked up).
+const MAX_JOB_KEYS: usize = 65_536;
+/// Minion numbers remembered at most.
+const MAX_MINION_KEYS: usize = 1 << 20;
+
+/// One job's verdicts in a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobVerdicts {
+    pub jid: String,
+    /// The job's function, as its returns name it.
+    pub fun: Option<String>,
+    pub verdicts: Vec<Verdict>,
+}
+
+/// What the agent writes at once.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    /// Every record but the verdicts, whole.
+    pub rows: Vec<Row>,
+    /// The verdicts, by job.
+    pub verdicts: Vec<JobVerdicts>,
+    /// Records of a job the history could not take (its writer behind), by
+    /// jid: its answer says it is incomplete by as many.
+    pub lost: Vec<(String, u64)>,
+    /// Where each job's verdicts are in `verdicts`.
+    jobs: HashMap<String, usize>,
+}
+
+impl Batch {
+    /// Adds `record` (`json`: its line): a verdict to its job's list, any
+    /// other record as a row.
+    pub fn push(&mut self, record: &Record, json: &[u8]) {
+        let Some((jid, fun, verdict)) = verdicts::of_record(record) else {
+            self.rows.push(Row::of(record, json));
+            return;
+        };
+        if let Some(&i) = self.jobs.get(jid) {
+            self.verdicts[i].verdicts.push(verdict);
+            return;
+        }
+        self.jobs.insert(jid.to_owned(), self.verdicts.len());
+        self.verdicts.push(JobVerdicts {
+            jid: jid.to_owned(),
+            fun: fun.map(str::to_owned),
+            verdicts: vec![verdict],
+        });
+    }
+
+    /// Records in the batch.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+            + self
+                .verdicts
+                .iter()
+                .map(|j| j.verdicts.len())
+                .sum::<usize>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0 && self.lost.is_empty()
+    }
+}
+
+/// The writer's memory of keys.
+#[derive(Debug, Default)]
+pub(super) struct Keys {
+    jobs: HashMap<String, (i64, bool)>,
+    minions: HashMap<String, u32>,
+    /// The next chunk's sequence number.
+    seq: i64,
+}
+
+impl Keys {
+    pub(super) fn start(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        self.seq = conn.query_row("SELECT coalesce(max(seq), 0) + 1 FROM outcomes", [], |r| {
+            r.get(0)
+        })?;
+        Ok(())
+    }
+
+    /// After a prune: a job number may be gone.
+    pub(super) fn forget_jobs(&mut self) {
+        self.jobs.clear();
+    }
+
+    /// The number of job `jid` (its row made when new; its function set when
+    /// first known).
+    fn job(
+        &mut self,
+        conn: &Connection,
+        jid: &str,
+        at: i64,
+        fun: Option<&str>,
+    ) -> rusqlite::Result<i64> {
+        if let Some((id, has_fun)) = self.jobs.get(jid)
+            && (*has_fun || fun.is_none())
+        {
+            return Ok(*id);
+        }
+        let id: i64 = conn.prepare_cached(
+            "INSERT INTO jobs (jid, at, fun) VALUES (?1, ?2, ?3)
+             ON CONFLICT (jid) DO UPDATE SET fun = coalesce(jobs.fun, excluded.fun), at = min(jobs.at, excluded.at)
+             RETURNING id",
+        )?
+        .query_row(params![jid, at, fun], |r| r.get(0))?;
+        if self.jobs.len() >= MAX_JOB_KEYS {
+            self.jobs.clear();
+        }
+        self.jobs.insert(jid.to_owned(), (id, fun.is_some()));
+        Ok(id)
+    }
+
+    /// The number of minion `name` (given when new).
+    fn minion(&mut self, conn: &Connection, name: &str) -> rusqlite::Result<u32> {
+        if let Some(id) = self.minions.get(name) {
+            return Ok(*id);
+        }
+        let known: Option<i64> = conn
+            .prepare_cached("SELECT id FROM minions WHERE name = ?1")?
+            .query_row([name], |r| r.get(0))
+            .optional()?;
+        let id = match known {
+            Some(id) => id,
+            None => conn
+                .prepare_cached("INSERT INTO minions (name) VALUES (?1) RETURNING id")?
+                .query_row([name], |r| r.get(0))?,
+        };
+        let id = u32::try_from(id).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, id))?;
+        if self.minions.len() >= MAX_MINION_KEYS {
+            self.minions.clear();
+        }
+        self.minions.insert(name.to_owned(), id);
+        Ok(id)
+    }
+}
+
+impl Store {
+    /// Writes `batch` in one transaction. The records written.
+    pub fn write(&mut self, batch: &Batch) -> Result<u64, HistoryError> {
+        let tx = self.sql(self.conn.unchecked_transaction())?;
+        let written = put(&tx, &mut self.keys, batch);
+        let written = self.sql(written)?;
+        self.sql(tx.commit())?;
+        Ok(written)
+    }
+
+    /// Reads a schema 1 store (a row per record) into schema 2, in place
+    /// and in one transaction: each verdict into its job's chunk, the rest
+    /// as rows. A row that does not decode is left out, counted in the log.
+    pub(super) fn upgrade(&mut self) -> Result<(), HistoryError> {
+        let tx = self.sql(self.conn.unchecked_transaction())?;
+        let upgraded = (|| {
+            tx.execute_batch(
+                "DROP INDEX IF EXISTS records_at;
+                 DROP INDEX IF EXISTS records_kind_at;
+                 DROP INDEX IF EXISTS records_jid;
+                 DROP INDEX IF EXISTS records_minion_at;
+                 DROP INDEX IF EXISTS records_fingerprint;
+                 DROP INDEX IF EXISTS records_commit;
+                 ALTER TABLE records RENAME TO records_v1;",
+            )?;
+            tx.execute_batch(TABLES)?;
+            self.keys.start(&tx)?;
+            let mut statement = tx.prepare(
+                "SELECT kind, at, jid, minion, fingerprint, fun, record FROM records_v1 ORDER BY at, rowid",
+            )?;
+            let (mut batch, mut unread, mut read) = (Batch::default(), 0u64, 0u64);
+            let mut rows = statement.query([])?;
+            while let Some(r) = rows.next()? {
+                read += 1;
+                let kind: String = r.get(0)?;
+                let json: String = r.get(6)?;
+                let Ok(kind) = kind.parse::<RecordKind>() else {
+                    unread += 1;
+                    continue;
+                };
+                if let Some(verdict) = verdict_of_v1(kind, &json) {
+                    add_verdict(&mut batch, verdict);
+                    continue;
+                }
+                if matches!(
+                    kind,
+                    RecordKind::MinionReturn | RecordKind::LateReturn | RecordKind::MinionMissing
+                ) {
+                    unread += 1;
+                    continue;
+                }
+                batch.rows.push(Row {
+                    id: String::new(),
+                    kind: kind.as_str(),
+                    at: r.get(1)?,
+                    jid: r.get(2)?,
+                    minion: r.get(3)?,
+                    fingerprint: r.get(4)?,
+                    commit: None,
+                    fun: r.get(5)?,
+                    json,
+                });
+            }
+            drop(rows);
+            drop(statement);
+            put(&tx, &mut self.keys, &batch)?;
+            tx.execute_batch(&format!(
+                "DROP TABLE records_v1; PRAGMA user_version = {SCHEMA};"
+            ))?;
+            Ok::<_, rusqlite::Error>((read, unread))
+        })();
+        let (read, unread) = self.sql(upgraded)?;
+        self.sql(tx.commit())?;
+        tracing::info!(read, unread, "History upgraded to schema {SCHEMA}.");
+        Ok(())
+    }
+}
+
+/// Writes `batch` through `conn` (a transaction is open). The records written.
+fn put(conn: &Connection, keys: &mut Keys, batch: &Batch) -> rusqlite::Result<u64> {
+    let mut written = 0u64;
+    for row in &batch.rows {
+        let job = match &row.jid {
+            Some(jid) => Some(keys.job(conn, jid, row.at, row.fun.as_deref())?),
+            None => None,
+        };
+        conn.prepare_cached(
+            "INSERT INTO records (kind, at, job, minion, fingerprint, record)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            row.kind,
+            row.at,
+            job,
+            row.minion,
+            row.fingerprint,
+            row.json
+        ])?;
+        written += 1;
+    }
+    for job in &batch.verdicts {
+        let Some(first) = job.verdicts.iter().map(|v| v.at.0).min() else {
+            continue;
+        };
+        let id = keys.job(conn, &job.jid, first, job.fun.as_deref())?;
+        let mut returns = Vec::with_capacity(job.verdicts.len() * verdicts::RETURN_WIDTH);
+        let mut missing: Vec<(u32, i64, MissingFacts)> = Vec::new();
+        for v in &job.verdicts {
+            let minion = keys.minion(conn, &v.minion)?;
+            match &v.answer {
+                Answer::Returned(r) => verdicts::put_return(&mut returns, minion, v.at, r),
+                Answer::Missing(m) => missing.push((minion, v.at.0, m.clone())),
+            }
+        }
+        let seq = keys.seq;
+        keys.seq += 1;
+        conn.prepare_cached(
+            "INSERT INTO outcomes (job, seq, entries, returns, missing) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![
+            id,
+            seq,
+            job.verdicts.len() as i64,
+            returns,
+            verdicts::put_missing(&missing)
+        ])?;
+        written += job.verdicts.len() as u64;
+    }
+    for (jid, n) in &batch.lost {
+        let now = Stamp::from_system_time(std::time::SystemTime::now());
+        let id = keys.job(conn, jid, now.0, None)?;
+        conn.execute(
+            "UPDATE jobs SET lost = lost + ?1 WHERE id = ?2",
+            params![*n as i64, id],
+        )?;
+    }
+    Ok(written)
+}
+
+/// Appends a verdict to its job's list in `batch`.
+fn add_verdict(batch: &mut Batch, (jid, fun, verdict): (String, Option<String>, Verdict)) {
+    if let Some(&i) = batch.jobs.get(&jid) {
+        batch.verdicts[i].verdicts.push(verdict);
+        return;
+    }
+    batch.jobs.insert(jid.clone(), batch.verdicts.len());
+    batch.verdicts.push(JobVerdicts {
+        jid,
+        fun,
+        verdicts: vec![verdict],
+    });
+}
+
+/// The verdict a schema 1 row of a return or a missing minion states.
+fn verdict_of_v1(kind: RecordKind, json: &str) -> Option<(String, Option<String>, Verdict)> {
+    match kind {
+        RecordKind::MinionReturn | RecordKind::LateReturn => {
+            let r = serde_json::from_str::<Stored<MinionReturn>>(json).ok()?;
+            let answer = Answer::Returned(Returned::of(&r.body, kind == RecordKind::LateReturn));
+            let verdict = Verdict {
+                minion: r.body.minion,
+                at: r.at,
+                answer,
+            };
+            Some((r.body.jid, r.body.fun, verdict))
+        }
+        RecordKind::MinionMissing => {
+            let m = serde_json::from_str::<Stored<MinionMissing>>(json).ok()?;
+            let answer = Answer::Missing(MissingFacts::of(&m.body));
+            let verdict = Verdict {
+                minion: m.body.minion,
+                at: m.at,
+                answer,
+            };
+            Some((m.body.jid, Some(m.body.fun), verdict))
+        }
+        _ => None,
+    }
+}
