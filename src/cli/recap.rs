@@ -74,6 +74,13 @@ pub fn show(r: &JobRecap, style: Style, out: &mut dyn Write) -> std::io::Result<
             &format!("{gone} missing")
         ),
     )?;
+    if r.incomplete > 0 {
+        let lacks = format!(
+            "incomplete: the history lacks {} of this job's records (its writer was behind; the outputs have them)",
+            r.incomplete
+        );
+        writeln!(out, "  {}", style.paint(Tone::Warn, &lacks))?;
+    }
     if !r.failed.is_empty() {
         writeln!(
             out,

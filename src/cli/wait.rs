@@ -93,7 +93,7 @@ pub fn wait_for(
 }
 
 /// How a closed job ended: a failed return first, then a minion missing (or
-/// none targeted), else success.
+/// records of it the history lacks, or none targeted), else success.
 pub fn verdict(recap: &JobRecap) -> Result<Outcome, Failure> {
     if !recap.failed.is_empty() {
         return Err(Failure::new(
@@ -112,6 +112,16 @@ pub fn verdict(recap: &JobRecap) -> Result<Outcome, Failure> {
             format!("job {}: no return from {}", recap.jid, names(&missing, 10)),
         ));
     }
+    if recap.incomplete > 0 {
+        // Never 0 on an answer that lacks records: they may be misses.
+        return Err(Failure::new(
+            exit::JOB_INCOMPLETE,
+            format!(
+                "job {}: the history lacks {} of its records (its writer was behind); not every return is known",
+                recap.jid, recap.incomplete
+            ),
+        ));
+    }
     if recap.expected == 0 && recap.succeeded.is_empty() {
         return Err(Failure::new(
             exit::JOB_INCOMPLETE,
@@ -119,4 +129,46 @@ pub fn verdict(recap: &JobRecap) -> Result<Outcome, Failure> {
         ));
     }
     Ok(Outcome::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recap(succeeded: &[&str], incomplete: u64) -> JobRecap {
+        JobRecap {
+            jid: "1".into(),
+            fun: "state.apply".into(),
+            args: vec![],
+            target: "*".into(),
+            user: String::new(),
+            run_kind: String::new(),
+            test: false,
+            metadata: None,
+            commits: Default::default(),
+            published_at: None,
+            duration_ms: Some(1),
+            expected: succeeded.len() as u64,
+            open: false,
+            incomplete,
+            succeeded: succeeded.iter().map(|s| s.to_string()).collect(),
+            failed: vec![],
+            missing: vec![],
+            groups: vec![],
+            renders: vec![],
+            incidents: vec![],
+            pressure: None,
+            changed_states: 0,
+            drift: vec![],
+        }
+    }
+
+    #[test]
+    fn a_job_the_history_lacks_records_of_is_never_a_success() {
+        assert!(matches!(verdict(&recap(&["a"], 0)), Ok(Outcome::Ok)));
+        let Err(lacking) = verdict(&recap(&["a"], 3)) else {
+            panic!("a success");
+        };
+        assert_eq!(lacking.status, exit::JOB_INCOMPLETE);
+    }
 }
