@@ -9,6 +9,7 @@ mod clickhouse_fleet;
 mod drift_live;
 mod faults;
 mod history_live;
+mod history_scale;
 mod incidents_live;
 mod jobs;
 mod jobs_live;
