@@ -6,8 +6,10 @@
 //! checkout (the correlator watches it), and for each mix (`ping`, `failing`,
 //! `highstate`, see `traffic.rs`) and round:
 //!
-//! 1. starts `saltsight run` (a file output, an http output to a local sink,
-//!    metrics on, checkpoints on, deadlines of 10 s), Salt's own subscriber
+//! 1. starts `saltsight run` (its default outputs: records to stdout, into a
+//!    file, and the history; `--outputs durable`: a file output and an http
+//!    output to a local sink beside the history; metrics on, checkpoints on,
+//!    deadlines of 10 s), Salt's own subscriber
 //!    (`salt.utils.event.get_event`, the way engines and the reactor read) and a
 //!    bare Python reader (a socket and `msgpack.Unpacker`), each attached to the
 //!    master's event publisher;
@@ -37,7 +39,8 @@
 //! (a command attached to saltsight over each run's traffic, `{pid}` and `{run}`
 //! replaced, stopped by SIGINT: `'perf record -g -o /tmp/{run}.data -p {pid}'`,
 //! `'strace -c -f -o /tmp/{run}.txt -p {pid}'`; it costs saltsight CPU, so not
-//! with figures that count), `--saltsight PATH` (another build, for A/B). It
+//! with figures that count), `--saltsight PATH` (another build, for A/B),
+//! `--outputs default|durable` (default: saltsight's own defaults). It
 //! prints one
 //! line per run and a table of medians (min–max) at the end; the README's
 //! figures are that table. Everything it starts is stopped by pid, and it
@@ -77,6 +80,9 @@ struct Options {
     attach: Option<String>,
     /// The saltsight binary (default: this build's).
     saltsight: PathBuf,
+    /// The outputs: saltsight's defaults (records to stdout, the history) or
+    /// durable ones beside the history (a file and an http output).
+    durable: bool,
 }
 
 fn options() -> anyhow::Result<Option<Options>> {
@@ -97,6 +103,7 @@ fn options() -> anyhow::Result<Option<Options>> {
         json: None,
         attach: None,
         saltsight: PathBuf::from(env!("CARGO_BIN_EXE_saltsight")),
+        durable: false,
     };
     let mut args = args.into_iter();
     while let Some(flag) = args.next() {
@@ -126,6 +133,13 @@ fn options() -> anyhow::Result<Option<Options>> {
             "--json" => o.json = Some(value.into()),
             "--attach" => o.attach = Some(value),
             "--saltsight" => o.saltsight = value.into(),
+            "--outputs" => {
+                o.durable = match value.as_str() {
+                    "default" => false,
+                    "durable" => true,
+                    _ => bail!("--outputs takes default or durable"),
+                }
+            }
             _ => bail!("unknown option {flag}"),
         }
     }
@@ -366,16 +380,28 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
             "master_id = \"load\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndefault_deadline = \"10s\"\n\
              [spool]\ndir = {:?}\n[state]\ndir = {:?}\n\
              [metrics]\nlisten_address = \"127.0.0.1:{metrics_port}\"\n\
-             [log]\nlevel = \"warn\"\n\
-             [[output]]\ntype = \"file\"\npath = {:?}\nmax_bytes = 100000000000\n\
-             [[output]]\ntype = \"http\"\nname = \"sink\"\nurl = {:?}\n",
+             [log]\nlevel = \"warn\"\n{}",
             lab.master_config().display().to_string(),
             dir.path().join("spool").display().to_string(),
             dir.path().join("state").display().to_string(),
-            records.display().to_string(),
-            sink.url,
+            if options.durable {
+                format!(
+                    "[[output]]\ntype = \"file\"\npath = {:?}\nmax_bytes = 100000000000\n\
+                     [[output]]\ntype = \"http\"\nname = \"sink\"\nurl = {:?}\n",
+                    records.display().to_string(),
+                    sink.url,
+                )
+            } else {
+                String::new()
+            },
         ),
     )?;
+    // The defaults write records to stdout (JSON lines, not a terminal).
+    let stdout = if options.durable {
+        Stdio::null()
+    } else {
+        Stdio::from(std::fs::File::create(&records)?)
+    };
     let log = std::fs::File::create(dir.path().join("saltsight.log"))?;
     let mut agent = Proc {
         child: Command::new(&options.saltsight)
@@ -383,7 +409,7 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
             .arg(&config)
             .args(["run", "--allow-root"])
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(log)
             .spawn()
             .context("cannot start saltsight run")?,
