@@ -82,6 +82,9 @@ pub struct Correlator {
     ranges: HashMap<(usize, String, String), Option<Range>>,
     /// (old, new, SLS file) → whether the file differs between the commits.
     sls_changes: HashMap<(String, String, String), Option<bool>>,
+    /// (tree, its HEAD, SLS) → the SLS file in the checkout, when there is
+    /// one: a stat per failing minion otherwise.
+    sls_paths: HashMap<(usize, String, String), Option<String>>,
     /// Each state tree's commits on their way to the fleet (`None`: off).
     rollouts: Option<applied::Following>,
     pub stats: std::sync::Arc<CorrelateStats>,
@@ -125,6 +128,7 @@ impl Correlator {
             settled_order: VecDeque::new(),
             ranges: HashMap::new(),
             sls_changes: HashMap::new(),
+            sls_paths: HashMap::new(),
             rollouts: None,
             stats: std::sync::Arc::default(),
         }
@@ -252,11 +256,7 @@ impl Correlator {
     /// is not in the checkout. Cached.
     pub fn sls_changed(&mut self, old: &str, new: &str, sls: &str) -> Option<bool> {
         let repo = self.repos.iter().position(|r| r.spec.states)?;
-        let base = sls.replace('.', "/");
-        let dir = &self.repos[repo].spec.dir;
-        let path = [format!("{base}.sls"), format!("{base}/init.sls")]
-            .into_iter()
-            .find(|c| dir.join(c).is_file())?;
+        let path = self.sls_path(repo, new, sls)?;
         let key = (old.to_owned(), new.to_owned(), path.clone());
         if let Some(cached) = self.sls_changes.get(&key) {
             return *cached;
@@ -493,16 +493,35 @@ impl Correlator {
 
     /// The first watched state tree (among `heads`) holding the SLS file: its
     /// index, the file's path and the job's HEAD of it.
-    fn sls_file(&self, heads: &Heads, sls: &str) -> Option<(usize, String, String)> {
-        let base = sls.replace('.', "/");
-        let candidates = [format!("{base}.sls"), format!("{base}/init.sls")];
-        self.repos.iter().enumerate().find_map(|(i, repo)| {
-            let head = heads.get(&repo.spec.name).filter(|_| repo.spec.states)?;
-            let path = candidates
-                .iter()
-                .find(|c| repo.spec.dir.join(c).is_file())?;
-            Some((i, path.clone(), head.clone()))
+    fn sls_file(&mut self, heads: &Heads, sls: &str) -> Option<(usize, String, String)> {
+        (0..self.repos.len()).find_map(|i| {
+            let repo = &self.repos[i];
+            let head = heads
+                .get(&repo.spec.name)
+                .filter(|_| repo.spec.states)?
+                .clone();
+            let path = self.sls_path(i, &head, sls)?;
+            Some((i, path, head))
         })
+    }
+
+    /// The file of SLS `sls` in tree `repo`'s checkout (`sls.sls`, or
+    /// `sls/init.sls`), looked for once per HEAD of the tree.
+    fn sls_path(&mut self, repo: usize, head: &str, sls: &str) -> Option<String> {
+        let key = (repo, head.to_owned(), sls.to_owned());
+        if let Some(known) = self.sls_paths.get(&key) {
+            return known.clone();
+        }
+        let base = sls.replace('.', "/");
+        let dir = &self.repos[repo].spec.dir;
+        let path = [format!("{base}.sls"), format!("{base}/init.sls")]
+            .into_iter()
+            .find(|c| dir.join(c).is_file());
+        if self.sls_paths.len() >= MAX_CACHED {
+            self.sls_paths.clear();
+        }
+        self.sls_paths.insert(key, path.clone());
+        path
     }
 
     /// The last commit touching `path` at or before `head`, cached.

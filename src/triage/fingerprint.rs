@@ -123,6 +123,15 @@ pub fn normalise(text: &str) -> String {
     text.trim().to_owned()
 }
 
+/// The last non-empty line of `stderr`, normalised ("" without one): what a
+/// command's fingerprint keeps of its stderr.
+pub fn last_line(stderr: Option<&str>) -> String {
+    stderr
+        .and_then(|e| e.lines().rev().find(|l| !l.trim().is_empty()))
+        .map(normalise)
+        .unwrap_or_default()
+}
+
 /// A short hex hash of the parts (64 of the stable hash's bits: collisions among
 /// one master's failures are not a concern at that width).
 pub fn fingerprint(parts: &[&str]) -> String {
@@ -139,7 +148,8 @@ pub struct StateKey<'a> {
     /// The comment as normalised.
     pub normalised: &'a str,
     pub exit_code: Option<i64>,
-    pub stderr: Option<&'a str>,
+    /// The last line of its stderr, normalised (`last_line`).
+    pub stderr_line: &'a str,
 }
 
 /// Whether a rule named the cause (rather than "it exited non-zero" or nothing).
@@ -163,11 +173,6 @@ pub fn of_state(key: &StateKey<'_>, c: &Classification) -> String {
         ]);
     }
     let exit = key.exit_code.map(|c| c.to_string()).unwrap_or_default();
-    let last_line = key
-        .stderr
-        .and_then(|e| e.lines().rev().find(|l| !l.trim().is_empty()))
-        .map(normalise)
-        .unwrap_or_default();
     fingerprint(&[
         "state",
         key.function,
@@ -176,7 +181,7 @@ pub fn of_state(key: &StateKey<'_>, c: &Classification) -> String {
         category,
         key.normalised,
         &exit,
-        &last_line,
+        key.stderr_line,
     ])
 }
 

@@ -1,6 +1,7 @@
 //! What a failure's text says, worked out once per distinct text: its
-//! classification (the rule table over comment, stderr and stdout) and its
-//! normalised comment (the fingerprint's input). A state that fails the same
+//! classification (the rule table over comment, stderr and stdout), its
+//! normalised comment and the last line of its stderr normalised (the
+//! fingerprint's inputs). A state that fails the same
 //! way on 500 minions is read 500 times and classified once.
 //!
 //! Keyed by a hash of the whole text (function, comment, stderr, stdout, exit
@@ -12,7 +13,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 
 use super::category::{Classification, FailureText, classify};
-use super::fingerprint::normalise;
+use super::fingerprint::{last_line, normalise};
 
 /// Distinct failure texts remembered at most.
 pub const MEMO_ENTRIES: usize = 4096;
@@ -20,8 +21,16 @@ pub const MEMO_ENTRIES: usize = 4096;
 #[derive(Debug)]
 struct Known {
     comment: Box<str>,
-    classification: Classification,
-    normalised: String,
+    read: Read,
+}
+
+/// What a text says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    pub classification: Classification,
+    pub normalised: String,
+    /// The last line of its stderr, normalised ("" without one).
+    pub stderr_line: String,
 }
 
 #[derive(Debug, Default)]
@@ -43,17 +52,20 @@ fn key(text: &FailureText<'_>) -> u64 {
 }
 
 impl Memo {
-    /// The classification and normalised comment of `text`.
-    pub fn read(&mut self, text: &FailureText<'_>) -> (Classification, String) {
+    /// What `text` says.
+    pub fn read(&mut self, text: &FailureText<'_>) -> Read {
         let key = key(text);
         if let Some(known) = self.known.get(&key) {
             if *known.comment == *text.comment {
                 self.hits += 1;
-                return (known.classification.clone(), known.normalised.clone());
+                return known.read.clone();
             }
         }
-        let classification = classify(text);
-        let normalised = normalise(text.comment);
+        let read = Read {
+            classification: classify(text),
+            normalised: normalise(text.comment),
+            stderr_line: last_line(text.stderr),
+        };
         if !self.known.contains_key(&key) {
             if self.order.len() >= MEMO_ENTRIES {
                 if let Some(old) = self.order.pop_front() {
@@ -67,11 +79,10 @@ impl Memo {
             key,
             Known {
                 comment: text.comment.into(),
-                classification: classification.clone(),
-                normalised: normalised.clone(),
+                read: read.clone(),
             },
         );
-        (classification, normalised)
+        read
     }
 
     #[cfg(test)]
@@ -93,7 +104,12 @@ mod tests {
             ..FailureText::default()
         };
         let first = memo.read(&refused);
-        assert_eq!(first, (classify(&refused), normalise(refused.comment)));
+        let expected = Read {
+            classification: classify(&refused),
+            normalised: normalise(refused.comment),
+            stderr_line: String::new(),
+        };
+        assert_eq!(first, expected);
         assert_eq!(memo.read(&refused), first);
         assert_eq!(memo.hits, 1);
         // Same comment, another stderr: another text.
@@ -101,7 +117,9 @@ mod tests {
             stderr: Some("Could not resolve host: deb.example.net"),
             ..refused
         };
-        assert_eq!(memo.read(&other).0, classify(&other));
+        let read = memo.read(&other);
+        assert_eq!(read.classification, classify(&other));
+        assert_eq!(read.stderr_line, "Could not resolve host: <host>");
         assert_eq!(memo.hits, 1);
         assert_eq!(memo.len(), 2);
     }

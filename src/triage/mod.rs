@@ -237,7 +237,7 @@ impl Triage {
                 // The command's own words count too: stderr, then stdout (Salt's
                 // "Timed out after N seconds" is only there).
                 let (hits, forgotten) = (self.memo.hits, self.memo.forgotten);
-                let (classification, normalised) = self.memo.read(&FailureText {
+                let read = self.memo.read(&FailureText {
                     function: &state.function,
                     comment: &state.comment,
                     stderr: state.stderr.as_deref(),
@@ -258,19 +258,19 @@ impl Triage {
                         function: &state.function,
                         sls: &state.sls,
                         state_id: &state.state_id,
-                        normalised: &normalised,
+                        normalised: &read.normalised,
                         exit_code: state.exit_code,
-                        stderr: state.stderr.as_deref(),
+                        stderr_line: &read.stderr_line,
                     },
-                    &classification,
+                    &read.classification,
                 );
                 findings.state_failures.push(StateFailure {
                     output,
                     comment: Capped::new(&state.comment, max),
-                    normalised,
+                    normalised: read.normalised,
                     state,
                     fallout,
-                    classification,
+                    classification: read.classification,
                     fingerprint,
                 });
             }

@@ -114,7 +114,7 @@ fn key<'a>(function: &'a str, normalised: &'a str) -> StateKey<'a> {
         state_id: "register",
         normalised,
         exit_code: Some(1),
-        stderr: None,
+        stderr_line: "",
     }
 }
 
@@ -188,7 +188,7 @@ fn a_command_no_rule_explains_is_its_comment_exit_code_and_last_error_line() {
         of_state(
             &StateKey {
                 exit_code: Some(code),
-                stderr: Some(stderr),
+                stderr_line: &last_line(Some(stderr)),
                 ..key("cmd.run", "Command \"./migrate\" run")
             },
             &exit,
