@@ -213,6 +213,9 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
     generated
 }
 
+/// What an answer must hold.
+type Check = Box<dyn Fn(&Value)>;
+
 /// One question asked of the history, its answer checked, its wall time.
 pub struct Timing {
     pub question: String,
@@ -231,7 +234,7 @@ pub fn ask(
 ) -> Vec<Timing> {
     let middle = &generated.jobs[generated.jobs.len() / 2];
     let minion = format!("web{:05}.dc1.example.com", scale.minions / 3);
-    let questions: Vec<(Vec<String>, f64, Box<dyn Fn(&Value)>)> = vec![
+    let questions: Vec<(Vec<String>, f64, Check)> = vec![
         (
             vec!["job".into(), middle.clone()],
             100.0,
