@@ -17,8 +17,7 @@ fn the_history_benchmark_generates_a_fleet_and_every_question_answers() {
         minions: 1000,
         days: 2,
         every_minutes: 120,
-        failing_per_mille: 20,
-        missing_per_mille: 5,
+        ..Scale::BIG
     };
     let generated = generate(root, &dir.path().join("history.db"), scale);
     assert_eq!(generated.jobs.len(), 24);
@@ -31,4 +30,11 @@ fn the_history_benchmark_generates_a_fleet_and_every_question_answers() {
     let saltsight = std::path::Path::new(env!("CARGO_BIN_EXE_saltsight"));
     let timings = ask(saltsight, dir.path(), scale, &generated, 1);
     assert_eq!(timings.len(), 4);
+    for t in timings {
+        // Reported, not judged: a debug build on a shared machine.
+        eprintln!(
+            "{}: {:.0} ms (the release target: {:.0} ms)",
+            t.question, t.median_ms, t.target_ms
+        );
+    }
 }
