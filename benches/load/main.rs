@@ -21,9 +21,10 @@
 //!    has the end (saltsight: when the end job's record is in its file), so
 //!    each is measured over the same traffic;
 //! 5. reads saltsight's counters from /metrics (events, drops, gaps,
-//!    reconnects), its peak RSS, then, once the last deadline has passed and
-//!    its batches are sealed, its wake-ups and RSS idle; then SIGTERM, and it
-//!    must drain and exit 0.
+//!    reconnects), its peak RSS, then, once it has settled (no wake-up for
+//!    3 s: the last deadlines passed, its batches sealed), its wake-ups and
+//!    RSS idle (idle before traffic is measured the same way, once its start
+//!    has settled); then SIGTERM, and it must drain and exit 0.
 //!
 //! Run by hand, not in CI (figures depend on the machine; nothing here passes
 //! or fails on a time):
@@ -361,6 +362,20 @@ fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
+/// Waits until `pid` has not woken for 3 s (its work after the traffic done:
+/// deadlines, seals, checkpoints), at most a minute: then idle is idle.
+fn settled(pid: u32) {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let (mut last, mut since) = (Usage::of(pid).map(|u| u.voluntary), Instant::now());
+    while Instant::now() < give_up && since.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = Usage::of(pid).map(|u| u.voluntary);
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
+}
+
 fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result<Run> {
     let venv = saltsight::lab::default_venv();
     let mut dir = tempfile::Builder::new()
@@ -454,7 +469,9 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
             );
         }
     }
-    // Idle before any traffic: wake-ups and memory of a fresh agent.
+    // Idle before any traffic: wake-ups and memory of a fresh agent, once
+    // its start's own work is done.
+    settled(agent.pid());
     let fresh_start = Usage::of(agent.pid()).context("saltsight is gone")?;
     std::thread::sleep(options.idle);
     let fresh = Usage::of(agent.pid())
@@ -605,7 +622,8 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    std::thread::sleep(Duration::from_secs(2)); // batch_max_age 1 s: the last seal
+    // The other jobs' deadlines (their missing minions) and the last seal.
+    settled(agent.pid());
     let idle_start = Usage::of(agent.pid()).unwrap_or_default();
     std::thread::sleep(options.idle);
     let idle = Usage::of(agent.pid()).unwrap_or_default().since(idle_start);
