@@ -22,7 +22,8 @@
 //!    each is measured over the same traffic;
 //! 5. reads saltsight's counters from /metrics (events, drops, gaps,
 //!    reconnects), its peak RSS, then, once it has settled (no wake-up for
-//!    3 s: the last deadlines passed, its batches sealed), its wake-ups and
+//!    35 s: the last deadlines passed, a rollout's coalesced revision (30 s)
+//!    out, its batches sealed), its wake-ups and
 //!    RSS idle (idle before traffic is measured the same way, once its start
 //!    has settled); then SIGTERM, and it must drain and exit 0.
 //!
@@ -362,12 +363,17 @@ fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
-/// Waits until `pid` has not woken for 3 s (its work after the traffic done:
-/// deadlines, seals, checkpoints), at most a minute: then idle is idle.
+/// How long the agent must not wake before idle is measured: longer than
+/// anything it still owes after traffic (a rollout's coalesced revision,
+/// `rollouts.update_every` 30 s; the last deadlines, seals, checkpoint).
+const QUIET: Duration = Duration::from_secs(35);
+
+/// Waits until `pid` has not woken for [`QUIET`] (its work after the traffic
+/// done), at most two minutes: then idle is idle.
 fn settled(pid: u32) {
-    let give_up = Instant::now() + Duration::from_secs(60);
+    let give_up = Instant::now() + Duration::from_secs(120);
     let (mut last, mut since) = (Usage::of(pid).map(|u| u.voluntary), Instant::now());
-    while Instant::now() < give_up && since.elapsed() < Duration::from_secs(3) {
+    while Instant::now() < give_up && since.elapsed() < QUIET {
         std::thread::sleep(Duration::from_millis(250));
         let now = Usage::of(pid).map(|u| u.voluntary);
         if now != last {
