@@ -22,8 +22,9 @@
 //!    each is measured over the same traffic;
 //! 5. reads saltsight's counters from /metrics (events, drops, gaps,
 //!    reconnects), its peak RSS, then, once it has settled (no wake-up for
-//!    35 s: the last deadlines passed, a rollout's coalesced revision (30 s)
-//!    out, its batches sealed), its wake-ups and
+//!    65 s: the last deadlines passed, a rollout's coalesced revision (30 s)
+//!    and the checkpoint (60 s after a change) out, its batches sealed), its
+//!    wake-ups and
 //!    RSS idle (idle before traffic is measured the same way, once its start
 //!    has settled); then SIGTERM, and it must drain and exit 0.
 //!
@@ -364,9 +365,10 @@ fn free_port() -> anyhow::Result<u16> {
 }
 
 /// How long the agent must not wake before idle is measured: longer than
-/// anything it still owes after traffic (a rollout's coalesced revision,
-/// `rollouts.update_every` 30 s; the last deadlines, seals, checkpoint).
-const QUIET: Duration = Duration::from_secs(35);
+/// anything it still owes after a change (the checkpoint, written
+/// `state.checkpoint_interval` (60 s) after the change; a rollout's
+/// coalesced revision, 30 s; the last deadlines and seals).
+const QUIET: Duration = Duration::from_secs(65);
 
 /// Waits until `pid` has not woken for [`QUIET`] (its work after the traffic
 /// done), at most two minutes: then idle is idle.

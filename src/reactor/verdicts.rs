@@ -26,6 +26,7 @@ use serde_json::Value;
 
 use super::{Firer, RETRY_OF};
 use crate::config::reactor::{FireKind, ReactorConfig};
+use crate::fifo::FifoMap;
 use crate::record::episodes::{EpisodeStatus, RolloutStatus};
 use crate::record::{JobContext, Record, RecordBody, RunKind};
 use crate::sink::output::{Output, OutputError};
@@ -62,8 +63,8 @@ pub struct VerdictOutput {
     firer: Arc<Firer>,
     kinds: Vec<FireKind>,
     max_minions: usize,
-    jobs: HashMap<String, JobNote>,
-    job_order: VecDeque<String>,
+    /// Open jobs' notes (at most `MAX_JOBS`, the oldest forgotten first).
+    jobs: FifoMap<JobNote>,
     /// Jobs closed in this handled event, forgotten after `flush`.
     closed: Vec<String>,
     gathered: BTreeMap<(String, FireKind), Gathered>,
@@ -79,8 +80,7 @@ impl VerdictOutput {
             firer,
             kinds: config.fire.clone(),
             max_minions: config.max_minions,
-            jobs: HashMap::new(),
-            job_order: VecDeque::new(),
+            jobs: FifoMap::new(MAX_JOBS),
             closed: Vec::new(),
             gathered: BTreeMap::new(),
             episodes: Vec::new(),
@@ -95,33 +95,15 @@ impl VerdictOutput {
     }
 
     fn note_published(&mut self, jid: &str, fun: &str, arg: Option<&Value>) {
-        // Closed jobs leave `jobs` at once and `job_order` in bulk, now and then.
-        if self.job_order.len() >= 2 * MAX_JOBS {
-            let jobs = &self.jobs;
-            self.job_order.retain(|jid| jobs.contains_key(jid));
-        }
-        while self.jobs.len() >= MAX_JOBS {
-            match self.job_order.pop_front() {
-                Some(oldest) => self.jobs.remove(&oldest),
-                None => break,
-            };
-        }
         let (arg, kwarg) = split_args(arg);
-        if self
-            .jobs
-            .insert(
-                jid.to_owned(),
-                JobNote {
-                    fun: fun.to_owned(),
-                    arg,
-                    kwarg,
-                    ..JobNote::default()
-                },
-            )
-            .is_none()
-        {
-            self.job_order.push_back(jid.to_owned());
-        }
+        let note = JobNote {
+            fun: fun.to_owned(),
+            arg,
+            kwarg,
+            ..JobNote::default()
+        };
+        let forgotten = self.jobs.insert(jid, note);
+        self.firer.counts().jobs_forgotten.add(forgotten);
     }
 
     fn gather(

@@ -14,6 +14,7 @@ const ORDER: &[&str] = &[
     "counter",
     "time",
     "ratelimit",
+    "fifo",
     "plain",
     "bus",
     "master_processes",

@@ -14,7 +14,7 @@
 //! a spool of their own as JSON lines ([`SpanLine`]), and become one
 //! `ExportTraceServiceRequest` when a batch leaves it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -28,6 +28,7 @@ use super::proto::opentelemetry::proto::resource::v1::Resource;
 use super::proto::opentelemetry::proto::trace::v1::{
     ResourceSpans, ScopeSpans, Span, Status, span, status,
 };
+use crate::fifo::FifoMap;
 use crate::record::{Record, RecordBody, TraceContext, stable_hash};
 use crate::time::Stamp;
 
@@ -83,10 +84,9 @@ struct OpenJob {
 }
 
 /// The jobs being followed until they close.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct JobSpans {
-    jobs: HashMap<String, OpenJob>,
-    order: VecDeque<String>,
+    jobs: FifoMap<OpenJob>,
     /// Jobs forgotten before they closed (the bound), counted here.
     forgotten: std::sync::Arc<crate::sink::OutputCounts>,
 }
@@ -95,8 +95,8 @@ impl JobSpans {
     /// Counting the jobs it forgets in `counts`.
     pub fn new(counts: std::sync::Arc<crate::sink::OutputCounts>) -> Self {
         Self {
+            jobs: FifoMap::new(MAX_JOBS),
             forgotten: counts,
-            ..Self::default()
         }
     }
 
@@ -156,22 +156,9 @@ impl JobSpans {
     }
 
     fn job(&mut self, jid: &str) -> &mut OpenJob {
-        if !self.jobs.contains_key(jid) {
-            if self.order.len() >= 2 * MAX_JOBS {
-                let jobs = &self.jobs;
-                self.order.retain(|j| jobs.contains_key(j));
-            }
-            while self.jobs.len() >= MAX_JOBS {
-                let Some(oldest) = self.order.pop_front() else {
-                    break;
-                };
-                if self.jobs.remove(&oldest).is_some() {
-                    self.forgotten.trace_jobs_forgotten.inc();
-                }
-            }
-            self.order.push_back(jid.to_owned());
-        }
-        self.jobs.entry(jid.to_owned()).or_default()
+        let (job, forgotten) = self.jobs.entry(jid, OpenJob::default);
+        self.forgotten.trace_jobs_forgotten.add(forgotten);
+        job
     }
 
     fn end(&mut self, jid: &str, minion: &str, ending: Ending) {
@@ -449,7 +436,7 @@ mod tests {
     }
 
     fn spans_of(records: &[Record]) -> Vec<SpanLine> {
-        let mut jobs = JobSpans::default();
+        let mut jobs = JobSpans::new(Default::default());
         records.iter().flat_map(|r| jobs.take(r)).collect()
     }
 
