@@ -10,8 +10,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use saltsight::history::Row;
 use saltsight::history::verdicts::{Answer, MissingFacts, Returned, Verdict};
-use saltsight::history::{Batch, JobVerdicts, Row, Store};
+use saltsight::history::write::{Batch, JobVerdicts, Writer};
 use saltsight::record::{MissingEvidence, MissingReason};
 use saltsight::time::Stamp;
 use serde_json::{Value, json};
@@ -95,7 +96,7 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
     let minions: Vec<String> = (0..scale.minions)
         .map(|i| format!("web{i:05}.dc1.example.com"))
         .collect();
-    let mut store = Store::open_writer(path).expect("a new history");
+    let mut store = Writer::open(path).expect("a new history");
     let now = Stamp::from_system_time(std::time::SystemTime::now()).0;
     let first = now - scale.jobs() * scale.every_minutes * 60 * S;
     let (mut generated, mut n) = (

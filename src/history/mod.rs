@@ -18,7 +18,7 @@ pub mod rollout;
 pub mod rows;
 pub mod status;
 pub mod verdicts;
-mod write;
+pub mod write;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -28,10 +28,8 @@ use rusqlite::{Connection, OpenFlags};
 use crate::record::Record;
 use crate::time::Stamp;
 
-pub use write::{Batch, JobVerdicts};
-
 /// The schema's version (`PRAGMA user_version`): 2 since a job's returns
-/// are kept per job (`write::upgrade` reads 1 into it).
+/// are kept per job (`write::Writer::open` reads 1 into it).
 pub const SCHEMA: i64 = 2;
 
 /// The tables and indexes of schema 2.
@@ -134,12 +132,11 @@ impl Row {
     }
 }
 
-/// The store, opened to write (the agent) or to read (the query commands).
+/// The store, opened to write (the agent, through `write::Writer`) or to
+/// read (the query commands).
 pub struct Store {
     conn: Connection,
     path: PathBuf,
-    /// The writer's numbers of jobs and minions it wrote lately.
-    keys: write::Keys,
 }
 
 /// What the store holds now.
@@ -153,7 +150,7 @@ pub struct Figures {
 }
 
 impl Store {
-    fn sql<T>(&self, result: rusqlite::Result<T>) -> Result<T, HistoryError> {
+    pub(crate) fn sql<T>(&self, result: rusqlite::Result<T>) -> Result<T, HistoryError> {
         result.map_err(|source| HistoryError::Sql {
             path: self.path.clone(),
             source,
@@ -161,8 +158,9 @@ impl Store {
     }
 
     /// Opens (making it, and its directory, when missing) to write: WAL, the
-    /// schema (a schema 1 store upgraded in place), 0640.
-    pub fn open_writer(path: &Path) -> Result<Store, HistoryError> {
+    /// schema when new. Also the schema it found (0: new; 1 is for the
+    /// writer to upgrade).
+    pub(crate) fn open_to_write(path: &Path) -> Result<(Store, i64), HistoryError> {
         let io = |source| HistoryError::Io {
             path: path.to_path_buf(),
             source,
@@ -176,10 +174,9 @@ impl Store {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut store = Store {
+        let store = Store {
             conn,
             path: path.to_path_buf(),
-            keys: write::Keys::default(),
         };
         // auto_vacuum must be chosen before the first table exists.
         store.sql(store.conn.execute_batch(
@@ -199,9 +196,7 @@ impl Store {
                 found,
             });
         }
-        if found == 1 {
-            store.upgrade()?;
-        } else {
+        if found == 0 {
             store.sql(store.conn.execute_batch(TABLES))?;
             store.sql(
                 store
@@ -209,24 +204,22 @@ impl Store {
                     .execute_batch(&format!("PRAGMA user_version = {SCHEMA};")),
             )?;
         }
-        store
-            .keys
-            .start(&store.conn)
-            .map_err(|source| HistoryError::Sql {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        Ok((store, found))
+    }
+
+    /// The store's files readable by the agent's group only (0640).
+    pub(crate) fn restrict(&self) -> Result<(), HistoryError> {
         for file in [
-            path.to_path_buf(),
-            with_suffix(path, "-wal"),
-            with_suffix(path, "-shm"),
+            self.path.clone(),
+            with_suffix(&self.path, "-wal"),
+            with_suffix(&self.path, "-shm"),
         ] {
             if file.exists() {
                 std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640))
                     .map_err(|source| HistoryError::Io { path: file, source })?;
             }
         }
-        Ok(store)
+        Ok(())
     }
 
     /// Opens an existing store to read (the agent may be writing it).
@@ -247,7 +240,6 @@ impl Store {
         let store = Store {
             conn,
             path: path.to_path_buf(),
-            keys: write::Keys::default(),
         };
         store.sql(store.conn.busy_timeout(std::time::Duration::from_secs(5)))?;
         let found: i64 = store.sql(
@@ -300,7 +292,6 @@ impl Store {
             }
             sized += removed;
         }
-        self.keys.forget_jobs();
         Ok((aged, sized))
     }
 

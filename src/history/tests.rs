@@ -1,6 +1,7 @@
 //! Tests of the history store: write, read back, prune by age and size.
 use super::query::{JobFilter, failures, job, jobs, minion};
 use super::status::{incidents, status};
+use super::write::{Batch, Writer};
 use super::*;
 use crate::record::{
     JobCompleted, JobContext, JobPublished, MinionMissing, MinionReturn, MissingEvidence,
@@ -108,7 +109,7 @@ fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
 fn a_job_reads_back_as_it_was_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("history.db");
-    let mut store = Store::open_writer(&path).expect("open");
+    let mut store = Writer::open(&path).expect("open");
     let f = RecordFactory::new("m");
     let records = a_job(&f, "1", 100);
     assert_eq!(store.write(&rows(&records)).unwrap(), 5);
@@ -155,7 +156,7 @@ fn a_job_reads_back_as_it_was_recorded() {
 #[test]
 fn the_oldest_go_first_past_the_age_and_the_size() {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open_writer(&dir.path().join("history.db")).expect("open");
+    let mut store = Writer::open(&dir.path().join("history.db")).expect("open");
     let f = RecordFactory::new("m");
     for i in 0..400 {
         store
@@ -182,7 +183,7 @@ fn status_names_what_is_wrong_and_forgets_it_once_it_is_not() {
     };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("history.db");
-    let mut store = Store::open_writer(&path).expect("open");
+    let mut store = Writer::open(&path).expect("open");
     let f = RecordFactory::new("m");
     // c missed its second job in a row; an incident is open; web1 drifted.
     store.write(&rows(&a_job(&f, "1", 100))).unwrap();
@@ -344,11 +345,8 @@ fn a_schema_1_history_is_upgraded_in_place_and_answers_the_same() {
         Err(HistoryError::Older { found: 1, .. }) => {}
         other => panic!("a schema 1 store read as {:?}", other.map(|_| ())),
     }
-    drop(Store::open_writer(&old).expect("upgraded"));
-    Store::open_writer(&new)
-        .unwrap()
-        .write(&rows(&records))
-        .unwrap();
+    drop(Writer::open(&old).expect("upgraded"));
+    Writer::open(&new).unwrap().write(&rows(&records)).unwrap();
     let (old, new) = (
         Store::open_reader(&old).expect("schema 2"),
         Store::open_reader(&new).unwrap(),

@@ -1,10 +1,12 @@
-//! Writing the history: a batch is one transaction, a row per job it touches
-//! (made on its first record), a chunk of verdicts per job, and a row per
-//! other record. The numbers of jobs and minions written lately are kept in
-//! memory (bounded) so a batch looks each up once. `upgrade` reads a schema 1
-//! store (a row per record) into schema 2.
+//! Writing the history ([`Writer`], the agent's only): a batch is one
+//! transaction, a row per job it touches (made on its first record), a chunk
+//! of verdicts per job, and a row per other record. The numbers of jobs and
+//! minions written lately are kept in memory (bounded) so a batch looks each
+//! up once. Opening a schema 1 store (a row per record) reads it into
+//! schema 2.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -79,7 +81,7 @@ impl Batch {
 
 /// The writer's memory of keys.
 #[derive(Debug, Default)]
-pub(super) struct Keys {
+struct Keys {
     jobs: HashMap<String, (i64, bool)>,
     minions: HashMap<String, u32>,
     /// The next chunk's sequence number.
@@ -87,7 +89,7 @@ pub(super) struct Keys {
 }
 
 impl Keys {
-    pub(super) fn start(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+    fn start(&mut self, conn: &Connection) -> rusqlite::Result<()> {
         self.seq = conn.query_row("SELECT coalesce(max(seq), 0) + 1 FROM outcomes", [], |r| {
             r.get(0)
         })?;
@@ -95,7 +97,7 @@ impl Keys {
     }
 
     /// After a prune: a job number may be gone.
-    pub(super) fn forget_jobs(&mut self) {
+    fn forget_jobs(&mut self) {
         self.jobs.clear();
     }
 
@@ -150,21 +152,55 @@ impl Keys {
     }
 }
 
-impl Store {
+/// The store as the agent writes it.
+pub struct Writer {
+    store: Store,
+    keys: Keys,
+}
+
+impl Writer {
+    /// Opens (making it when missing, upgrading a schema 1 store) to write;
+    /// its files 0640.
+    pub fn open(path: &Path) -> Result<Writer, HistoryError> {
+        let (store, found) = Store::open_to_write(path)?;
+        let mut writer = Writer {
+            store,
+            keys: Keys::default(),
+        };
+        if found == 1 {
+            writer.upgrade()?;
+        }
+        let started = writer.keys.start(&writer.store.conn);
+        writer.store.sql(started)?;
+        writer.store.restrict()?;
+        Ok(writer)
+    }
+
     /// Writes `batch` in one transaction. The records written.
     pub fn write(&mut self, batch: &Batch) -> Result<u64, HistoryError> {
-        let tx = self.sql(self.conn.unchecked_transaction())?;
+        let tx = self.store.sql(self.store.conn.unchecked_transaction())?;
         let written = put(&tx, &mut self.keys, batch);
-        let written = self.sql(written)?;
-        self.sql(tx.commit())?;
+        let written = self.store.sql(written)?;
+        self.store.sql(tx.commit())?;
         Ok(written)
+    }
+
+    /// `Store::prune`, then the job numbers it may have removed forgotten.
+    pub fn prune(&mut self, before: Stamp, max_bytes: u64) -> Result<(u64, u64), HistoryError> {
+        let pruned = self.store.prune(before, max_bytes);
+        self.keys.forget_jobs();
+        pruned
+    }
+
+    pub fn figures(&self) -> Result<super::Figures, HistoryError> {
+        self.store.figures()
     }
 
     /// Reads a schema 1 store (a row per record) into schema 2, in place
     /// and in one transaction: each verdict into its job's chunk, the rest
     /// as rows. A row that does not decode is left out, counted in the log.
-    pub(super) fn upgrade(&mut self) -> Result<(), HistoryError> {
-        let tx = self.sql(self.conn.unchecked_transaction())?;
+    fn upgrade(&mut self) -> Result<(), HistoryError> {
+        let tx = self.store.sql(self.store.conn.unchecked_transaction())?;
         let upgraded = (|| {
             tx.execute_batch(
                 "DROP INDEX IF EXISTS records_at;
@@ -221,8 +257,8 @@ impl Store {
             ))?;
             Ok::<_, rusqlite::Error>((read, unread))
         })();
-        let (read, unread) = self.sql(upgraded)?;
-        self.sql(tx.commit())?;
+        let (read, unread) = self.store.sql(upgraded)?;
+        self.store.sql(tx.commit())?;
         tracing::info!(read, unread, "History upgraded to schema {SCHEMA}.");
         Ok(())
     }

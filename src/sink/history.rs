@@ -24,7 +24,7 @@ use tracing::warn;
 use super::SinkError;
 use super::output::{Lost, Output, OutputError};
 use crate::config::history::HistoryConfig;
-use crate::history::{Batch, Store};
+use crate::history::write::{Batch, Writer};
 use crate::record::Record;
 use crate::time::Stamp;
 
@@ -85,8 +85,7 @@ pub struct HistoryOutput {
 impl HistoryOutput {
     /// Opens the store (its schema made when new) and starts the writer.
     pub fn open(config: &HistoryConfig) -> Result<(HistoryOutput, Arc<HistoryStats>), SinkError> {
-        let store =
-            Store::open_writer(&config.path).map_err(|e| SinkError::History(e.to_string()))?;
+        let store = Writer::open(&config.path).map_err(|e| SinkError::History(e.to_string()))?;
         let stats = Arc::new(HistoryStats::default());
         let (sender, receiver) = sync_channel(QUEUE_BATCHES);
         let writer = {
@@ -238,7 +237,7 @@ impl Drop for HistoryOutput {
 }
 
 fn write_loop(
-    mut store: Store,
+    mut store: Writer,
     receiver: Receiver<Message>,
     stats: &HistoryStats,
     max_age: Duration,
@@ -246,7 +245,7 @@ fn write_loop(
 ) {
     let mut warned = false;
     let mut next_prune = std::time::Instant::now();
-    let prune = |store: &mut Store, warned: &mut bool| {
+    let prune = |store: &mut Writer, warned: &mut bool| {
         let before = Stamp::from_system_time(SystemTime::now() - max_age);
         match store.prune(before, max_bytes).and_then(|(aged, sized)| {
             stats.pruned_age.add(aged);
@@ -308,6 +307,7 @@ fn write_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Store;
     use crate::history::query::job;
     use crate::record::{
         JobContext, MinionMissing, MissingEvidence, MissingReason, RecordBody, RecordFactory,

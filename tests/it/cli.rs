@@ -717,7 +717,7 @@ fn the_query_commands_say_what_is_wrong_with_the_history() {
         assert!(!text.contains("panicked"), "{text}");
     }
     std::fs::remove_file(&history).expect("remove");
-    drop(saltsight::history::Store::open_writer(&history).expect("an empty history"));
+    drop(saltsight::history::write::Writer::open(&history).expect("an empty history"));
     let expected = [2, 0, 0, 2, 0, 2, 2, 0, 0, 0, 2, 2];
     for (args, want) in commands.iter().zip(expected) {
         let (code, text) = ask(args);
@@ -749,7 +749,7 @@ fn status_names_an_old_backlog_and_a_refused_batch() {
         ),
     )
     .expect("config");
-    drop(saltsight::history::Store::open_writer(&history).expect("an empty history"));
+    drop(saltsight::history::write::Writer::open(&history).expect("an empty history"));
     let status = || crate::support::ask(&config, dir.path(), &["status"]);
     let up = spool.join("up");
     std::fs::create_dir_all(up.join("dead-letter")).expect("spool dir");
@@ -827,7 +827,7 @@ fn status_asks_the_running_agent_whether_it_is_connected() {
         ),
     )
     .expect("config");
-    drop(saltsight::history::Store::open_writer(&history).expect("an empty history"));
+    drop(saltsight::history::write::Writer::open(&history).expect("an empty history"));
     let status = || crate::support::ask(&config, dir.path(), &["status"]);
     let (code, text) = status();
     assert!(
