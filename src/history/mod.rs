@@ -309,7 +309,7 @@ impl Store {
             })
         };
         let (job, record) = (bind(last_job)?, bind(last_record)?);
-        let tx = self.sql(self.conn.unchecked_transaction())?;
+        let tx = self.sql(self.immediate())?;
         let verdicts: i64 = self.sql(tx.query_row(
             "SELECT coalesce(sum(entries), 0) FROM outcomes WHERE job <= ?1",
             [job],
@@ -361,6 +361,13 @@ impl Store {
             bytes: (pages.max(0) as u64) * (size.max(0) as u64),
             oldest: oldest.map(Stamp),
         })
+    }
+
+    /// A write transaction that takes the write lock at once (waiting for
+    /// it up to the busy timeout): a deferred one that read first could be
+    /// refused at once when it comes to write.
+    pub(crate) fn immediate(&self) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+        rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
     }
 
     pub(crate) fn conn(&self) -> &Connection {

@@ -178,7 +178,7 @@ impl Writer {
 
     /// Writes `batch` in one transaction. The records written.
     pub fn write(&mut self, batch: &Batch) -> Result<u64, HistoryError> {
-        let tx = self.store.sql(self.store.conn.unchecked_transaction())?;
+        let tx = self.store.sql(self.store.immediate())?;
         let written = put(&tx, &mut self.keys, batch);
         let written = self.store.sql(written)?;
         self.store.sql(tx.commit())?;
@@ -200,7 +200,7 @@ impl Writer {
     /// and in one transaction: each verdict into its job's chunk, the rest
     /// as rows. A row that does not decode is left out, counted in the log.
     fn upgrade(&mut self) -> Result<(), HistoryError> {
-        let tx = self.store.sql(self.store.conn.unchecked_transaction())?;
+        let tx = self.store.sql(self.store.immediate())?;
         let upgraded = (|| {
             tx.execute_batch(
                 "DROP INDEX IF EXISTS records_at;
