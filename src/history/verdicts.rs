@@ -80,26 +80,40 @@ impl MissingFacts {
     }
 }
 
+impl Verdict {
+    /// Return `r` at `at` (`late`: a `late_return`).
+    pub fn returned(r: &MinionReturn, at: Stamp, late: bool) -> Verdict {
+        Verdict {
+            minion: r.minion.clone(),
+            at,
+            answer: Answer::Returned(Returned::of(r, late)),
+        }
+    }
+
+    /// Missing verdict `m` at `at`.
+    pub fn missing(m: &MinionMissing, at: Stamp) -> Verdict {
+        Verdict {
+            minion: m.minion.clone(),
+            at,
+            answer: Answer::Missing(MissingFacts::of(m)),
+        }
+    }
+}
+
 /// The verdict a record states, with its jid and the job's function (a
 /// return, a late return, a missing minion); `None` for every other kind.
 pub fn of_record(record: &Record) -> Option<(&str, Option<&str>, Verdict)> {
     match &record.body {
         RecordBody::MinionReturn(r) | RecordBody::LateReturn(r) => {
             let late = matches!(record.body, RecordBody::LateReturn(_));
-            let verdict = Verdict {
-                minion: r.minion.clone(),
-                at: record.at,
-                answer: Answer::Returned(Returned::of(r, late)),
-            };
-            Some((&r.jid, r.fun.as_deref(), verdict))
+            Some((
+                &r.jid,
+                r.fun.as_deref(),
+                Verdict::returned(r, record.at, late),
+            ))
         }
         RecordBody::MinionMissing(m) => {
-            let verdict = Verdict {
-                minion: m.minion.clone(),
-                at: record.at,
-                answer: Answer::Missing(MissingFacts::of(m)),
-            };
-            Some((&m.jid, Some(m.fun.as_str()), verdict))
+            Some((&m.jid, Some(m.fun.as_str()), Verdict::missing(m, record.at)))
         }
         _ => None,
     }

@@ -11,7 +11,7 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::Stored;
-use super::verdicts::{self, Answer, MissingFacts, Returned, Verdict};
+use super::verdicts::{self, Answer, MissingFacts, Verdict};
 use super::{HistoryError, Row, SCHEMA, Store, TABLES};
 use crate::record::{MinionMissing, MinionReturn, Record, RecordKind};
 use crate::time::Stamp;
@@ -42,16 +42,28 @@ pub struct Batch {
     pub lost: Vec<(String, u64)>,
     /// Where each job's verdicts are in `verdicts`.
     jobs: HashMap<String, usize>,
+    /// Rows and verdicts in the batch.
+    records: usize,
 }
 
 impl Batch {
     /// Adds `record` (`json`: its line): a verdict to its job's list, any
     /// other record as a row.
     pub fn push(&mut self, record: &Record, json: &[u8]) {
-        let Some((jid, fun, verdict)) = verdicts::of_record(record) else {
-            self.rows.push(Row::of(record, json));
-            return;
-        };
+        match verdicts::of_record(record) {
+            Some((jid, fun, verdict)) => self.add(jid, fun, verdict),
+            None => self.add_row(Row::of(record, json)),
+        }
+    }
+
+    fn add_row(&mut self, row: Row) {
+        self.rows.push(row);
+        self.records += 1;
+    }
+
+    /// Appends `verdict` to job `jid`'s list.
+    fn add(&mut self, jid: &str, fun: Option<&str>, verdict: Verdict) {
+        self.records += 1;
         if let Some(&i) = self.jobs.get(jid) {
             self.verdicts[i].verdicts.push(verdict);
             return;
@@ -66,12 +78,7 @@ impl Batch {
 
     /// Records in the batch.
     pub fn len(&self) -> usize {
-        self.rows.len()
-            + self
-                .verdicts
-                .iter()
-                .map(|j| j.verdicts.len())
-                .sum::<usize>()
+        self.records
     }
 
     pub fn is_empty(&self) -> bool {
@@ -226,8 +233,8 @@ impl Writer {
                     unread += 1;
                     continue;
                 };
-                if let Some(verdict) = verdict_of_v1(kind, &json) {
-                    add_verdict(&mut batch, verdict);
+                if let Some((jid, fun, verdict)) = verdict_of_v1(kind, &json) {
+                    batch.add(&jid, fun.as_deref(), verdict);
                     continue;
                 }
                 if matches!(
@@ -237,7 +244,7 @@ impl Writer {
                     unread += 1;
                     continue;
                 }
-                batch.rows.push(Row {
+                batch.add_row(Row {
                     id: String::new(),
                     kind: kind.as_str(),
                     at: r.get(1)?,
@@ -325,41 +332,17 @@ fn put(conn: &Connection, keys: &mut Keys, batch: &Batch) -> rusqlite::Result<u6
     Ok(written)
 }
 
-/// Appends a verdict to its job's list in `batch`.
-fn add_verdict(batch: &mut Batch, (jid, fun, verdict): (String, Option<String>, Verdict)) {
-    if let Some(&i) = batch.jobs.get(&jid) {
-        batch.verdicts[i].verdicts.push(verdict);
-        return;
-    }
-    batch.jobs.insert(jid.clone(), batch.verdicts.len());
-    batch.verdicts.push(JobVerdicts {
-        jid,
-        fun,
-        verdicts: vec![verdict],
-    });
-}
-
 /// The verdict a schema 1 row of a return or a missing minion states.
 fn verdict_of_v1(kind: RecordKind, json: &str) -> Option<(String, Option<String>, Verdict)> {
     match kind {
         RecordKind::MinionReturn | RecordKind::LateReturn => {
             let r = serde_json::from_str::<Stored<MinionReturn>>(json).ok()?;
-            let answer = Answer::Returned(Returned::of(&r.body, kind == RecordKind::LateReturn));
-            let verdict = Verdict {
-                minion: r.body.minion,
-                at: r.at,
-                answer,
-            };
+            let verdict = Verdict::returned(&r.body, r.at, kind == RecordKind::LateReturn);
             Some((r.body.jid, r.body.fun, verdict))
         }
         RecordKind::MinionMissing => {
             let m = serde_json::from_str::<Stored<MinionMissing>>(json).ok()?;
-            let answer = Answer::Missing(MissingFacts::of(&m.body));
-            let verdict = Verdict {
-                minion: m.body.minion,
-                at: m.at,
-                answer,
-            };
+            let verdict = Verdict::missing(&m.body, m.at);
             Some((m.body.jid, Some(m.body.fun), verdict))
         }
         _ => None,

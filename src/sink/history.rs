@@ -66,8 +66,6 @@ enum Message {
 /// The output the agent writes to.
 pub struct HistoryOutput {
     pending: Batch,
-    /// Records in `pending`.
-    pending_records: usize,
     /// Records lost by job, not yet written into their job's row.
     lost: HashMap<String, u64>,
     /// When the oldest pending record was queued.
@@ -99,7 +97,6 @@ impl HistoryOutput {
         Ok((
             HistoryOutput {
                 pending: Batch::default(),
-                pending_records: 0,
                 lost: HashMap::new(),
                 pending_since: None,
                 batch_max_age: config.batch_max_age,
@@ -113,45 +110,39 @@ impl HistoryOutput {
         ))
     }
 
-    /// Hands the pending batch to the writer; while it is behind, the batch
-    /// stays pending (and grows) until the bound.
-    fn send(&mut self) -> Result<(), OutputError> {
-        if self.pending.is_empty() && self.lost.is_empty() {
-            return Ok(());
+    /// The pending batch with the lost counts not yet written; `None` when
+    /// there is nothing to hand over or nobody to take it.
+    fn take_pending(&mut self) -> Option<Batch> {
+        if self.sender.is_none() || (self.pending.is_empty() && self.lost.is_empty()) {
+            return None;
         }
-        let Some(sender) = &self.sender else {
-            return Ok(());
-        };
         let mut batch = std::mem::take(&mut self.pending);
         batch.lost = self.lost.drain().collect();
+        Some(batch)
+    }
+
+    /// Hands the pending batch to the writer; while it is behind, the batch
+    /// stays pending (and grows) until the bound.
+    fn send(&mut self) {
+        let (Some(batch), Some(sender)) = (self.take_pending(), &self.sender) else {
+            return;
+        };
         match sender.try_send(Message::Batch(batch)) {
-            Ok(()) => {
-                self.pending_records = 0;
-                self.pending_since = None;
-                Ok(())
-            }
-            Err(TrySendError::Full(Message::Batch(batch)))
-            | Err(TrySendError::Disconnected(Message::Batch(batch))) => {
-                let mut batch = batch;
+            Ok(()) => self.pending_since = None,
+            Err(TrySendError::Full(Message::Batch(mut batch)))
+            | Err(TrySendError::Disconnected(Message::Batch(mut batch))) => {
                 self.lost.extend(std::mem::take(&mut batch.lost));
                 self.pending = batch;
-                Ok(())
             }
         }
     }
 
     /// At the end: hands what is pending to the writer, waiting for room.
     fn send_last(&mut self) {
-        if self.pending.is_empty() && self.lost.is_empty() {
-            return;
-        }
-        let Some(sender) = &self.sender else {
+        let (Some(batch), Some(sender)) = (self.take_pending(), &self.sender) else {
             return;
         };
-        let mut batch = std::mem::take(&mut self.pending);
-        batch.lost = self.lost.drain().collect();
         let records = batch.len() as u64;
-        self.pending_records = 0;
         if sender.send(Message::Batch(batch)).is_err() {
             // The writer is gone (it panicked): nothing can take them.
             self.stats.dropped.add(records);
@@ -183,24 +174,23 @@ impl Output for HistoryOutput {
     }
 
     fn queue(&mut self, record: &Record, json: &[u8]) -> Result<(), OutputError> {
-        if self.pending_records >= self.max_pending {
-            self.send()?;
-            if self.pending_records >= self.max_pending {
+        if self.pending.len() >= self.max_pending {
+            self.send();
+            if self.pending.len() >= self.max_pending {
                 return Err(self.lose(record));
             }
         }
         self.pending.push(record, json);
-        self.pending_records += 1;
         self.pending_since.get_or_insert_with(Instant::now);
-        if self.pending_records % self.batch_records == 0 {
-            self.send()?;
+        if self.pending.len() % self.batch_records == 0 {
+            self.send();
         }
         Ok(())
     }
 
     fn flush(&mut self) -> Result<(), OutputError> {
-        if self.pending_records >= self.batch_records {
-            return self.send();
+        if self.pending.len() >= self.batch_records {
+            self.send();
         }
         Ok(())
     }
@@ -211,7 +201,7 @@ impl Output for HistoryOutput {
 
     fn seal(&mut self, now: Instant, all: bool) -> Result<(), OutputError> {
         if all || self.next_seal_at().is_some_and(|at| at <= now) {
-            self.send()?;
+            self.send();
         }
         if all {
             // The end: what is still pending waits for room in the queue,
