@@ -267,10 +267,21 @@ impl Store {
     pub fn prune(&mut self, before: Stamp, max_bytes: u64) -> Result<(u64, u64), HistoryError> {
         // Jobs (their rows and verdicts) by the time they were first seen,
         // other records by their own; both keys grow with time.
+        let last = |sql: &str, args: &[i64]| -> Result<i64, HistoryError> {
+            self.sql(
+                self.conn
+                    .query_row(sql, rusqlite::params_from_iter(args), |r| r.get(0)),
+            )
+        };
         let aged = self.remove(
-            "SELECT coalesce(max(id), 0) FROM jobs WHERE at < ?1",
-            "SELECT coalesce(max(id), 0) FROM records WHERE job IS NULL AND at < ?1",
-            before.0,
+            last(
+                "SELECT coalesce(max(id), 0) FROM jobs WHERE at < ?1",
+                &[before.0],
+            )?,
+            last(
+                "SELECT coalesce(max(id), 0) FROM records WHERE job IS NULL AND at < ?1",
+                &[before.0],
+            )?,
         )?;
         let mut sized = 0u64;
         loop {
@@ -281,11 +292,16 @@ impl Store {
             }
             // A tenth of the jobs and of the other records, oldest first.
             let removed = self.remove(
-                "SELECT coalesce(max(id), 0) FROM (SELECT id FROM jobs ORDER BY id
-                  LIMIT max(1, (SELECT count(*) FROM jobs) / 10))",
-                "SELECT coalesce(max(id), 0) FROM (SELECT id FROM records WHERE job IS NULL ORDER BY id
-                  LIMIT max(1, (SELECT count(*) FROM records WHERE job IS NULL) / 10))",
-                0,
+                last(
+                    "SELECT coalesce(max(id), 0) FROM (SELECT id FROM jobs ORDER BY id
+                      LIMIT max(1, (SELECT count(*) FROM jobs) / 10))",
+                    &[],
+                )?,
+                last(
+                    "SELECT coalesce(max(id), 0) FROM (SELECT id FROM records WHERE job IS NULL ORDER BY id
+                      LIMIT max(1, (SELECT count(*) FROM records WHERE job IS NULL) / 10))",
+                    &[],
+                )?,
             )?;
             if removed == 0 {
                 break;
@@ -295,20 +311,9 @@ impl Store {
         Ok((aged, sized))
     }
 
-    /// Removes the jobs up to the one `last_job` selects (their records and
-    /// verdicts) and the other records up to the one `last_record` selects
-    /// (each given `at`). The records removed.
-    fn remove(&self, last_job: &str, last_record: &str, at: i64) -> Result<u64, HistoryError> {
-        let bind = |sql: &str| -> Result<i64, HistoryError> {
-            let mut statement = self.sql(self.conn.prepare(sql))?;
-            let wanted = statement.parameter_count();
-            self.sql(if wanted == 0 {
-                statement.query_row([], |r| r.get(0))
-            } else {
-                statement.query_row([at], |r| r.get(0))
-            })
-        };
-        let (job, record) = (bind(last_job)?, bind(last_record)?);
+    /// Removes the jobs up to number `job` (their records and verdicts) and
+    /// the other records up to number `record`. The records removed.
+    fn remove(&self, job: i64, record: i64) -> Result<u64, HistoryError> {
         let tx = self.sql(self.immediate())?;
         let verdicts: i64 = self.sql(tx.query_row(
             "SELECT coalesce(sum(entries), 0) FROM outcomes WHERE job <= ?1",

@@ -249,23 +249,6 @@ impl Store {
             source,
         };
         let conn = self.conn();
-        let select = "SELECT j.jid, coalesce(j.fun, ''), o.returns, o.missing FROM outcomes o JOIN jobs j ON j.id = o.job";
-        let (sql, arg): (String, rusqlite::types::Value) = match chunks {
-            Chunks::Job(id) => (
-                format!("{select} WHERE o.job = ?1 ORDER BY o.seq"),
-                id.into(),
-            ),
-            Chunks::Since(at) => (
-                format!(
-                    "{select} WHERE o.job >= coalesce((SELECT min(id) FROM jobs WHERE at >= ?1), 1 << 62) ORDER BY o.job, o.seq"
-                ),
-                at.into(),
-            ),
-            Chunks::Minion(name) => (
-                format!("{select} WHERE ?1 IS NOT NULL ORDER BY o.job, o.seq"),
-                name.to_owned().into(),
-            ),
-        };
         // The one minion asked for, by number (none: it never answered).
         let only: Option<u32> = match chunks {
             Chunks::Minion(name) => {
@@ -283,6 +266,20 @@ impl Store {
             }
             _ => None,
         };
+        let select = "SELECT o.job, j.jid, coalesce(j.fun, ''), o.returns, o.missing FROM outcomes o JOIN jobs j ON j.id = o.job";
+        let (sql, args): (String, Vec<i64>) = match chunks {
+            Chunks::Job(id) => (
+                format!("{select} WHERE o.job = ?1 ORDER BY o.seq"),
+                vec![id],
+            ),
+            Chunks::Since(at) => (
+                format!(
+                    "{select} WHERE o.job >= coalesce((SELECT min(id) FROM jobs WHERE at >= ?1), 1 << 62) ORDER BY o.job, o.seq"
+                ),
+                vec![at],
+            ),
+            Chunks::Minion(_) => (format!("{select} ORDER BY o.job, o.seq"), vec![]),
+        };
         let mut names: HashMap<u32, String> = HashMap::new();
         let mut name_of = |id: u32| -> Result<String, HistoryError> {
             if let Some(name) = names.get(&id) {
@@ -296,21 +293,16 @@ impl Store {
             Ok(name)
         };
         let mut statement = conn.prepare(&sql).map_err(sql_error)?;
-        let mut rows = statement.query([arg]).map_err(sql_error)?;
+        let mut rows = statement.query(params_from_iter(args)).map_err(sql_error)?;
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         while let Some(row) = rows.next().map_err(sql_error)? {
-            let jid: String = row.get(0).map_err(sql_error)?;
-            let fun: String = row.get(1).map_err(sql_error)?;
-            let returns = row.get_ref(2).map_err(sql_error)?.as_blob().unwrap_or(&[]);
-            if only.is_some_and(|id| !verdicts::has_return_of(returns, id))
-                && row
-                    .get_ref(3)
-                    .map_err(sql_error)?
-                    .as_blob()
-                    .unwrap_or(&[])
-                    .is_empty()
-            {
+            let job: i64 = row.get(0).map_err(sql_error)?;
+            let jid: String = row.get(1).map_err(sql_error)?;
+            let fun: String = row.get(2).map_err(sql_error)?;
+            let returns = row.get_ref(3).map_err(sql_error)?.as_blob().unwrap_or(&[]);
+            let missing = row.get_ref(4).map_err(sql_error)?.as_blob().unwrap_or(&[]);
+            if only.is_some_and(|id| !verdicts::has_return_of(returns, id)) && missing.is_empty() {
                 continue;
             }
             let mut found = Vec::new();
@@ -319,7 +311,6 @@ impl Store {
                     found.push((id, at, Answer::Returned(r)));
                 }
             }
-            let missing = row.get_ref(3).map_err(sql_error)?.as_blob().unwrap_or(&[]);
             for (id, at, m) in verdicts::missing(missing) {
                 if only.is_none_or(|o| o == id) {
                     found.push((id, Stamp(at), Answer::Missing(m)));
@@ -329,7 +320,7 @@ impl Store {
                 // A verdict written twice (a replay, a restart) is read once.
                 let late = matches!(&answer, Answer::Returned(r) if r.late);
                 let returned = matches!(answer, Answer::Returned(_));
-                if !seen.insert((jid.clone(), id, at, returned, late)) {
+                if !seen.insert((job, id, at, returned, late)) {
                     continue;
                 }
                 let verdict = Verdict {
