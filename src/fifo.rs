@@ -26,23 +26,14 @@ impl<V> FifoMap<V> {
     /// The entry of `key`, made with `make` when new; the oldest entries are
     /// forgotten first to make room. Also how many were forgotten.
     pub fn entry(&mut self, key: &str, make: impl FnOnce() -> V) -> (&mut V, u64) {
-        let mut forgotten = 0;
-        if !self.map.contains_key(key) {
-            if self.order.len() >= 2 * self.max {
-                let map = &self.map;
-                self.order.retain(|k| map.contains_key(k));
-            }
-            while self.map.len() >= self.max {
-                let Some(oldest) = self.order.pop_front() else {
-                    break;
-                };
-                if self.map.remove(&oldest).is_some() {
-                    forgotten += 1;
-                }
-            }
+        let forgotten = if self.map.contains_key(key) {
+            0
+        } else {
+            let forgotten = self.make_room();
             self.order.push_back(key.to_owned());
             self.map.insert(key.to_owned(), make());
-        }
+            forgotten
+        };
         let value = self
             .map
             .get_mut(key)
@@ -52,10 +43,31 @@ impl<V> FifoMap<V> {
 
     /// Replaces (or makes) the entry of `key`; how many were forgotten.
     pub fn insert(&mut self, key: &str, value: V) -> u64 {
-        let mut value = Some(value);
-        let (slot, forgotten) = self.entry(key, || value.take().expect("made once"));
-        if let Some(value) = value {
+        if let Some(slot) = self.map.get_mut(key) {
             *slot = value;
+            return 0;
+        }
+        let forgotten = self.make_room();
+        self.order.push_back(key.to_owned());
+        self.map.insert(key.to_owned(), value);
+        forgotten
+    }
+
+    /// Room for one new key: removed keys leave the order in bulk, then the
+    /// oldest live ones go. How many were forgotten.
+    fn make_room(&mut self) -> u64 {
+        if self.order.len() >= 2 * self.max {
+            let map = &self.map;
+            self.order.retain(|k| map.contains_key(k));
+        }
+        let mut forgotten = 0;
+        while self.map.len() >= self.max {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if self.map.remove(&oldest).is_some() {
+                forgotten += 1;
+            }
         }
         forgotten
     }
