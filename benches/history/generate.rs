@@ -11,9 +11,9 @@ use std::process::Command;
 use std::time::Instant;
 
 use saltsight::history::Row;
-use saltsight::history::verdicts::{Answer, MissingFacts, Returned, Verdict};
+use saltsight::history::verdicts::{Answer, FailedState, MissingFacts, Returned, Verdict};
 use saltsight::history::write::{Batch, JobVerdicts, Writer};
-use saltsight::record::{MissingEvidence, MissingReason};
+use saltsight::record::{MissingEvidence, MissingReason, StateFailure};
 use saltsight::time::Stamp;
 use serde_json::{Value, json};
 
@@ -90,7 +90,9 @@ fn row(kind: &'static str, at: i64, jid: &str, minion: Option<&str>, mut v: Valu
 /// Writes the history of `scale` ending now into `path`.
 pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
     let published = template(root, "job_published");
-    let failure = template(root, "state_failure");
+    let failure: StateFailure =
+        serde_json::from_value(template(root, "state_failure")).expect("a state_failure");
+    let failure = FailedState::of(&failure);
     let group = template(root, "failure_group");
     let completed = template(root, "job_completed");
     let minions: Vec<String> = (0..scale.minions)
@@ -122,7 +124,7 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
         p["expected_count"] = json!(minions.len());
         n += 1;
         batch.rows.push(row("job_published", at, &jid, None, p, n));
-        let mut verdicts = Vec::new();
+        let (mut verdicts, mut failures) = (Vec::new(), Vec::new());
         let (mut failed, mut missed) = (Vec::new(), 0u64);
         for (i, minion) in minions.iter().enumerate() {
             // Spread over the jobs: not the same minions fail every time.
@@ -158,15 +160,7 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
                 }),
             });
             if !ok {
-                n += 1;
-                batch.rows.push(row(
-                    "state_failure",
-                    back,
-                    &jid,
-                    Some(minion),
-                    failure.clone(),
-                    n,
-                ));
+                failures.push((minion.clone(), Stamp(back), failure.clone()));
                 failed.push(minion.clone());
             }
             if verdicts.len() == 2048 {
@@ -174,6 +168,7 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
                     jid: jid.clone(),
                     fun: Some("state.apply".into()),
                     verdicts: std::mem::take(&mut verdicts),
+                    failures: std::mem::take(&mut failures),
                 });
                 store.write(&std::mem::take(&mut batch)).expect("written");
             }
@@ -201,6 +196,7 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
             jid: jid.clone(),
             fun: Some("state.apply".into()),
             verdicts,
+            failures,
         });
         store.write(&batch).expect("written");
         generated.returns += returned;

@@ -29,10 +29,11 @@ use crate::record::Record;
 use crate::time::Stamp;
 
 /// The schema's version (`PRAGMA user_version`): 2 since a job's returns
-/// are kept per job (`write::Writer::open` reads 1 into it).
-pub const SCHEMA: i64 = 2;
+/// are kept per job, 3 since its root-cause failures are too
+/// (`write::Writer::open` reads 1 and 2 into it).
+pub const SCHEMA: i64 = 3;
 
-/// The tables and indexes of schema 2.
+/// The tables and indexes of schema 3.
 const TABLES: &str = "
     CREATE TABLE IF NOT EXISTS jobs (
         id INTEGER PRIMARY KEY,
@@ -52,6 +53,13 @@ const TABLES: &str = "
         entries INTEGER NOT NULL,
         returns BLOB NOT NULL,
         missing BLOB NOT NULL,
+        PRIMARY KEY (job, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS failures (
+        job INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        entries INTEGER NOT NULL,
+        causes BLOB NOT NULL,
         PRIMARY KEY (job, seq)
     ) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS records (
@@ -316,12 +324,14 @@ impl Store {
     fn remove(&self, job: i64, record: i64) -> Result<u64, HistoryError> {
         let tx = self.sql(self.immediate())?;
         let verdicts: i64 = self.sql(tx.query_row(
-            "SELECT coalesce(sum(entries), 0) FROM outcomes WHERE job <= ?1",
+            "SELECT (SELECT coalesce(sum(entries), 0) FROM outcomes WHERE job <= ?1)
+                  + (SELECT coalesce(sum(entries), 0) FROM failures WHERE job <= ?1)",
             [job],
             |r| r.get(0),
         ))?;
         let mut removed = verdicts.max(0) as u64;
         self.sql(tx.execute("DELETE FROM outcomes WHERE job <= ?1", [job]))?;
+        self.sql(tx.execute("DELETE FROM failures WHERE job <= ?1", [job]))?;
         removed += self.sql(tx.execute(
             "DELETE FROM records WHERE job IS NOT NULL AND job <= ?1",
             [job],
@@ -355,8 +365,9 @@ impl Store {
             self.sql(self.conn.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?))))
         };
         let (records, oldest_record) = count("SELECT count(*), min(at) FROM records")?;
-        let (verdicts, oldest_job) =
-            count("SELECT (SELECT coalesce(sum(entries), 0) FROM outcomes), min(at) FROM jobs")?;
+        let (verdicts, oldest_job) = count(
+            "SELECT (SELECT coalesce(sum(entries), 0) FROM outcomes) + (SELECT coalesce(sum(entries), 0) FROM failures), min(at) FROM jobs",
+        )?;
         let oldest = match (oldest_record, oldest_job) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -16,7 +16,7 @@ use super::verdicts::Answer;
 use super::{HistoryError, Store};
 use crate::record::{
     ExternalIncident, FailureGroup, IntroducedBy, JobCompleted, JobPublished, MasterPressure,
-    RecordKind, RenderFailure, StateFailure,
+    RecordKind, RenderFailure,
 };
 use crate::time::Stamp;
 
@@ -288,9 +288,10 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
         .iter()
         .filter_map(|g| g.incident.clone())
         .chain(
-            rows.of::<StateFailure>(RecordKind::StateFailure)
+            store
+                .failures_of_job(job_row.id)?
                 .into_iter()
-                .filter_map(|f| f.body.incident),
+                .filter_map(|f| f.failed.incident),
         )
         .collect();
     let incidents =
@@ -515,11 +516,8 @@ pub fn minion(
     limit: usize,
 ) -> Result<Option<MinionView>, HistoryError> {
     let verdicts = store.verdicts_of_minion(minion)?;
-    let rows = store.rows(
-        "SELECT kind, record FROM records WHERE minion = ?1 AND kind = 'state_failure' ORDER BY at DESC, id DESC",
-        &[&minion],
-    )?;
-    if verdicts.is_empty() && rows.is_empty() {
+    let failed = store.failures_of_minion(minion)?;
+    if verdicts.is_empty() && failed.is_empty() {
         return Ok(None);
     }
     let mut view = MinionView {
@@ -565,14 +563,15 @@ pub fn minion(
         }
     }
     let mut failures: BTreeMap<String, MinionFailure> = BTreeMap::new();
-    for f in rows.of::<StateFailure>(RecordKind::StateFailure) {
+    // Newest first: `last` is the first seen.
+    for f in failed {
         let at = f.at.to_string();
-        let f = f.body;
+        let f = f.failed;
         let seen = failures
             .entry(f.fingerprint.clone())
             .or_insert_with(|| MinionFailure {
-                state: format!("{}:{}", f.sls, f.state_id),
-                category: f.cause.category.to_string(),
+                state: f.state(),
+                category: f.category.to_string(),
                 fingerprint: f.fingerprint,
                 times: 0,
                 last: at,

@@ -8,11 +8,11 @@ use serde::Serialize;
 
 use super::rows::JobVerdict;
 use super::rows::latest_by;
-use super::verdicts::{Answer, Returned};
+use super::verdicts::{Answer, FailedState, Returned};
 use super::{HistoryError, Store};
 use crate::correlate::applied::coverage_of;
 use crate::correlate::rollout::Coverage;
-use crate::record::{JobPublished, RecordKind, Rollout, StateFailure};
+use crate::record::{JobPublished, RecordKind, Rollout};
 use crate::time::Stamp;
 
 /// Which rollout: the newest (`HEAD`), or a commit by a unique prefix.
@@ -201,21 +201,20 @@ fn failed(
     jid: &str,
     fingerprint: Option<&str>,
 ) -> Result<FailedMinion, HistoryError> {
-    let rows = store.rows(
-        "SELECT kind, record FROM records WHERE job = (SELECT id FROM jobs WHERE jid = ?1) AND minion = ?2 AND kind = 'state_failure' ORDER BY at, id",
-        &[&jid, &minion],
-    )?;
-    let failures = rows.of::<StateFailure>(RecordKind::StateFailure);
+    let failures = match store.job_row(jid)? {
+        Some(job) => store.failures_of(job.id, minion)?,
+        None => Vec::new(),
+    };
     let cause = failures
         .iter()
-        .find(|f| Some(f.body.fingerprint.as_str()) == fingerprint)
+        .find(|f| Some(f.failed.fingerprint.as_str()) == fingerprint)
         .or(failures.first())
-        .map(|f| &f.body);
+        .map(|f| &f.failed);
     Ok(FailedMinion {
         minion: minion.to_owned(),
         jid: jid.to_owned(),
-        state: cause.map(|f| format!("{}:{}", f.sls, f.state_id)),
-        category: cause.map(|f| f.cause.category.to_string()),
+        state: cause.map(FailedState::state),
+        category: cause.map(|f| f.category.to_string()),
         comment: cause.map(|f| f.comment.clone()),
         fingerprint: fingerprint
             .map(str::to_owned)

@@ -9,7 +9,7 @@ use rusqlite::params_from_iter;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::verdicts::{self, Answer, Verdict};
+use super::verdicts::{self, Answer, FailedState, Verdict};
 use super::{HistoryError, Store};
 use crate::record::{ExternalIncident, FailureGroup, JobCompleted, MasterPressure, RecordKind};
 use crate::time::Stamp;
@@ -167,6 +167,15 @@ pub(super) struct JobVerdict {
     pub verdict: Verdict,
 }
 
+/// A root-cause failure read back with its job.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct JobFailure {
+    pub jid: String,
+    pub minion: String,
+    pub at: Stamp,
+    pub failed: FailedState,
+}
+
 /// Verdicts one query reads at most.
 pub const MAX_VERDICTS: usize = 5_000_000;
 
@@ -250,20 +259,11 @@ impl Store {
         };
         let conn = self.conn();
         // The one minion asked for, by number (none: it never answered).
-        let only: Option<u32> = match chunks {
-            Chunks::Minion(name) => {
-                use rusqlite::OptionalExtension;
-                let id: Option<i64> = conn
-                    .query_row("SELECT id FROM minions WHERE name = ?1", [name], |r| {
-                        r.get(0)
-                    })
-                    .optional()
-                    .map_err(sql_error)?;
-                match id.and_then(|id| u32::try_from(id).ok()) {
-                    Some(id) => Some(id),
-                    None => return Ok(Vec::new()),
-                }
-            }
+        let only = match chunks {
+            Chunks::Minion(name) => match self.minion_number(name)? {
+                Some(id) => Some(id),
+                None => return Ok(Vec::new()),
+            },
             _ => None,
         };
         let select = "SELECT o.job, j.jid, coalesce(j.fun, ''), o.returns, o.missing FROM outcomes o JOIN jobs j ON j.id = o.job";
@@ -280,18 +280,7 @@ impl Store {
             ),
             Chunks::Minion(_) => (format!("{select} ORDER BY o.job, o.seq"), vec![]),
         };
-        let mut names: HashMap<u32, String> = HashMap::new();
-        let mut name_of = |id: u32| -> Result<String, HistoryError> {
-            if let Some(name) = names.get(&id) {
-                return Ok(name.clone());
-            }
-            let name: String = conn
-                .prepare_cached("SELECT name FROM minions WHERE id = ?1")
-                .and_then(|mut s| s.query_row([id], |r| r.get(0)))
-                .map_err(sql_error)?;
-            names.insert(id, name.clone());
-            Ok(name)
-        };
+        let mut names = Names::new(self);
         let mut statement = conn.prepare(&sql).map_err(sql_error)?;
         let mut rows = statement.query(params_from_iter(args)).map_err(sql_error)?;
         let mut out = Vec::new();
@@ -324,7 +313,7 @@ impl Store {
                     continue;
                 }
                 let verdict = Verdict {
-                    minion: name_of(id)?,
+                    minion: names.get(id)?,
                     at,
                     answer,
                 };
@@ -339,5 +328,130 @@ impl Store {
             }
         }
         Ok(out)
+    }
+}
+
+impl Store {
+    /// The failures of job number `job`, in the order written.
+    pub(super) fn failures_of_job(&self, job: i64) -> Result<Vec<JobFailure>, HistoryError> {
+        self.failures(Some(job), None)
+    }
+
+    /// The failures of `minion` in job number `job`.
+    pub(super) fn failures_of(
+        &self,
+        job: i64,
+        minion: &str,
+    ) -> Result<Vec<JobFailure>, HistoryError> {
+        match self.minion_number(minion)? {
+            Some(id) => self.failures(Some(job), Some(id)),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// `minion`'s failures, newest first.
+    pub(super) fn failures_of_minion(&self, minion: &str) -> Result<Vec<JobFailure>, HistoryError> {
+        let Some(id) = self.minion_number(minion)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = self.failures(None, Some(id))?;
+        out.sort_by_key(|f| std::cmp::Reverse(f.at));
+        Ok(out)
+    }
+
+    /// The failures of job number `job` (none: of every job), of minion
+    /// number `only` when given. One written twice (a replay, a restart) is
+    /// read once.
+    fn failures(
+        &self,
+        job: Option<i64>,
+        only: Option<u32>,
+    ) -> Result<Vec<JobFailure>, HistoryError> {
+        let sql_error = |source| HistoryError::Sql {
+            path: self.path.clone(),
+            source,
+        };
+        let select = "SELECT f.job, j.jid, f.causes FROM failures f JOIN jobs j ON j.id = f.job";
+        let (sql, args) = match job {
+            Some(job) => (
+                format!("{select} WHERE f.job = ?1 ORDER BY f.seq"),
+                vec![job],
+            ),
+            None => (format!("{select} ORDER BY f.job, f.seq"), vec![]),
+        };
+        let mut statement = self.conn().prepare(&sql).map_err(sql_error)?;
+        let mut rows = statement.query(params_from_iter(args)).map_err(sql_error)?;
+        let mut names = Names::new(self);
+        let (mut out, mut seen) = (Vec::new(), HashSet::new());
+        while let Some(row) = rows.next().map_err(sql_error)? {
+            let job: i64 = row.get(0).map_err(sql_error)?;
+            let jid: String = row.get(1).map_err(sql_error)?;
+            let causes = row.get_ref(2).map_err(sql_error)?.as_blob().unwrap_or(&[]);
+            for (id, at, failed) in verdicts::failures(causes) {
+                if only.is_some_and(|o| o != id)
+                    || !seen.insert((job, id, at, failed.fingerprint.clone()))
+                {
+                    continue;
+                }
+                out.push(JobFailure {
+                    jid: jid.clone(),
+                    minion: names.get(id)?,
+                    at,
+                    failed,
+                });
+                if out.len() >= MAX_VERDICTS {
+                    return Ok(out);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Minion `name`'s number (none: the history never heard of it).
+    fn minion_number(&self, name: &str) -> Result<Option<u32>, HistoryError> {
+        use rusqlite::OptionalExtension;
+        let id: Option<i64> = self
+            .conn()
+            .query_row("SELECT id FROM minions WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(|source| HistoryError::Sql {
+                path: self.path.clone(),
+                source,
+            })?;
+        Ok(id.and_then(|id| u32::try_from(id).ok()))
+    }
+}
+
+/// Minions' names by number, each looked up once per query.
+struct Names<'a> {
+    store: &'a Store,
+    known: HashMap<u32, String>,
+}
+
+impl<'a> Names<'a> {
+    fn new(store: &'a Store) -> Self {
+        Names {
+            store,
+            known: HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, id: u32) -> Result<String, HistoryError> {
+        if let Some(name) = self.known.get(&id) {
+            return Ok(name.clone());
+        }
+        let name: String = self
+            .store
+            .conn()
+            .prepare_cached("SELECT name FROM minions WHERE id = ?1")
+            .and_then(|mut s| s.query_row([id], |r| r.get(0)))
+            .map_err(|source| HistoryError::Sql {
+                path: self.store.path.clone(),
+                source,
+            })?;
+        self.known.insert(id, name.clone());
+        Ok(name)
     }
 }

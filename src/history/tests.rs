@@ -4,8 +4,9 @@ use super::status::{incidents, status};
 use super::write::{Batch, Writer};
 use super::*;
 use crate::record::{
-    JobCompleted, JobContext, JobPublished, MinionMissing, MinionReturn, MissingEvidence,
-    MissingReason, RecordBody, RecordFactory,
+    Category, Classification, CommandOutput, Correlation, JobCompleted, JobContext, JobPublished,
+    MinionMissing, MinionReturn, MissingEvidence, MissingReason, RecordBody, RecordFactory,
+    StateFailure,
 };
 use std::collections::BTreeMap;
 
@@ -17,6 +18,43 @@ fn rows(records: &[Record]) -> Batch {
         batch.push(r, &serde_json::to_vec(r).expect("a record serialises"));
     }
     batch
+}
+
+/// The root cause of `minion`'s failed run of job `jid`.
+fn a_failure(f: &RecordFactory, jid: &str, minion: &str, at: Stamp) -> Record {
+    f.make(
+        at,
+        &[jid, minion, "nginx"],
+        RecordBody::StateFailure(StateFailure {
+            jid: jid.into(),
+            minion: minion.into(),
+            fun: "state.apply".into(),
+            sls: "web".into(),
+            state_id: "nginx".into(),
+            function: "pkg.installed".into(),
+            name: "nginx".into(),
+            comment: format!("nginx did not install on {minion}"),
+            comment_len: 30,
+            run_num: Some(0),
+            duration_ms: None,
+            start_time: None,
+            cause: Classification {
+                category: Category::DependencyPackage,
+                rule: "apt".into(),
+                evidence: None,
+                host: None,
+                url: None,
+                package: Some("nginx".into()),
+            },
+            fallout: 0,
+            output: CommandOutput::default(),
+            fingerprint: "f00d".into(),
+            incident: None,
+            first_failing: None,
+            context: JobContext::default(),
+            correlation: Correlation::default(),
+        }),
+    )
 }
 
 /// A job of three minions: one returned, one failed, one missing.
@@ -62,6 +100,7 @@ fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
         ),
         ret("a", true),
         ret("b", false),
+        a_failure(f, jid, "b", Stamp((t + 1) * S)),
         f.make(
             Stamp((t + 60) * S),
             &[jid, "c"],
@@ -112,7 +151,7 @@ fn a_job_reads_back_as_it_was_recorded() {
     let mut store = Writer::open(&path).expect("open");
     let f = RecordFactory::new("m");
     let records = a_job(&f, "1", 100);
-    assert_eq!(store.write(&rows(&records)).unwrap(), 5);
+    assert_eq!(store.write(&rows(&records)).unwrap(), 6);
     // A replay or a restart writes them again: they are read once.
     store.write(&rows(&records)).unwrap();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
@@ -150,6 +189,18 @@ fn a_job_reads_back_as_it_was_recorded() {
     );
     let c = minion(&reader, "c", 10).unwrap().expect("c");
     assert_eq!((c.streak, c.jobs[0].outcome.as_str()), (2, "no_response"));
+    assert!(c.failures.is_empty());
+    let b = minion(&reader, "b", 10).unwrap().expect("b");
+    assert_eq!(b.failures.len(), 1, "{:?}", b.failures);
+    assert_eq!(
+        (
+            b.failures[0].state.as_str(),
+            b.failures[0].category.as_str(),
+            b.failures[0].times
+        ),
+        ("web:nginx", "dependency.package", 1),
+        "written twice, read once"
+    );
     assert!(failures(&reader, None).unwrap().is_empty());
 }
 
@@ -164,7 +215,7 @@ fn the_oldest_go_first_past_the_age_and_the_size() {
             .unwrap();
     }
     let (aged, sized) = store.prune(Stamp(100 * 100 * S), u64::MAX).unwrap();
-    assert_eq!((aged, sized), (100 * 5, 0), "the first 100 jobs, by age");
+    assert_eq!((aged, sized), (100 * 6, 0), "the first 100 jobs, by age");
     let before = store.figures().unwrap();
     assert!(before.oldest >= Some(Stamp(100 * 100 * S)));
     let (_, sized) = store.prune(Stamp(0), before.bytes / 2).unwrap();
@@ -296,8 +347,9 @@ fn status_names_what_is_wrong_and_forgets_it_once_it_is_not() {
 }
 
 /// A schema 1 store (a row per record, as saltsight wrote until the
-/// history kept verdicts per job) is read into schema 2 when the agent
-/// opens it; the query commands ask for the agent first.
+/// history kept verdicts per job) is read into the current schema (through
+/// schema 2, whose failures were rows) when the agent opens it; the query
+/// commands ask for the agent first.
 #[test]
 fn a_schema_1_history_is_upgraded_in_place_and_answers_the_same() {
     let dir = tempfile::tempdir().unwrap();
@@ -348,7 +400,7 @@ fn a_schema_1_history_is_upgraded_in_place_and_answers_the_same() {
     drop(Writer::open(&old).expect("upgraded"));
     Writer::open(&new).unwrap().write(&rows(&records)).unwrap();
     let (old, new) = (
-        Store::open_reader(&old).expect("schema 2"),
+        Store::open_reader(&old).expect("upgraded"),
         Store::open_reader(&new).unwrap(),
     );
     for jid in ["1", "2"] {
@@ -356,9 +408,16 @@ fn a_schema_1_history_is_upgraded_in_place_and_answers_the_same() {
         assert!(a.as_ref().is_some_and(|a| a.expected == 3), "{a:?}");
         assert_eq!(a, b);
     }
+    for name in ["b", "c"] {
+        assert_eq!(
+            minion(&old, name, 10).unwrap(),
+            minion(&new, name, 10).unwrap()
+        );
+    }
     assert_eq!(
-        minion(&old, "c", 10).unwrap(),
-        minion(&new, "c", 10).unwrap()
+        minion(&old, "b", 10).unwrap().map(|b| b.failures.len()),
+        Some(1),
+        "its failure was carried over"
     );
     assert_eq!(old.figures().unwrap().rows, new.figures().unwrap().rows);
 }

@@ -3,12 +3,17 @@
 //! facts the answers read (minion, when, succeeded, late, test, a state run,
 //! states changed, duration), 21 bytes at a fixed width so a minion's story
 //! is a scan of 4-byte ids; a missing minion keeps its reason and presence's
-//! evidence (msgpack, few per job). Minions are numbered once (`minions`).
+//! evidence (msgpack, few per job); a failed state run's root causes keep
+//! what the answers read of each `state_failure` (which state, its category,
+//! fingerprint, comment and incident), each distinct cause once per chunk
+//! with the minions that had it, since a broken change fails the same way on
+//! hundreds of minions. Minions are numbered once (`minions`).
 
 use serde::{Deserialize, Serialize};
 
 use crate::record::{
-    MinionMissing, MinionReturn, MissingEvidence, MissingReason, Record, RecordBody,
+    Category, MinionMissing, MinionReturn, MissingEvidence, MissingReason, Record, RecordBody,
+    StateFailure,
 };
 use crate::time::Stamp;
 
@@ -49,6 +54,37 @@ pub struct MissingFacts {
     pub address: Option<String>,
     pub streak: u32,
     pub missing_since: Option<Stamp>,
+}
+
+/// What the answers need of a `state_failure` (a root cause on one minion).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FailedState {
+    pub fingerprint: String,
+    pub sls: String,
+    pub state_id: String,
+    pub category: Category,
+    /// As the record gave it (capped, redacted).
+    pub comment: String,
+    pub incident: Option<String>,
+}
+
+impl FailedState {
+    /// What the answers keep of failure `f`.
+    pub fn of(f: &StateFailure) -> FailedState {
+        FailedState {
+            fingerprint: f.fingerprint.clone(),
+            sls: f.sls.clone(),
+            state_id: f.state_id.clone(),
+            category: f.cause.category,
+            comment: f.comment.clone(),
+            incident: f.incident.clone(),
+        }
+    }
+
+    /// `sls:state_id`, as the answers name a state.
+    pub fn state(&self) -> String {
+        format!("{}:{}", self.sls, self.state_id)
+    }
 }
 
 impl Returned {
@@ -115,6 +151,15 @@ pub fn of_record(record: &Record) -> Option<(&str, Option<&str>, Verdict)> {
         RecordBody::MinionMissing(m) => {
             Some((&m.jid, Some(m.fun.as_str()), Verdict::missing(m, record.at)))
         }
+        _ => None,
+    }
+}
+
+/// A failure a record states, with its jid, minion and function; `None`
+/// for every other kind.
+pub fn failure_of_record(record: &Record) -> Option<(&str, &str, &str, FailedState)> {
+    match &record.body {
+        RecordBody::StateFailure(f) => Some((&f.jid, &f.minion, &f.fun, FailedState::of(f))),
         _ => None,
     }
 }
@@ -189,6 +234,58 @@ pub fn missing(blob: &[u8]) -> Vec<(u32, i64, MissingFacts)> {
         .unwrap_or_default()
 }
 
+/// A chunk's failures as stored: each distinct cause once, then (minion
+/// number, time, the cause's index) per minion.
+#[derive(Serialize, Deserialize)]
+struct FailureList {
+    causes: Vec<FailedState>,
+    minions: Vec<(u32, i64, u32)>,
+}
+
+/// A chunk's failures, encoded (none: an empty blob).
+pub fn put_failures(failures: &[(u32, Stamp, &FailedState)]) -> Vec<u8> {
+    if failures.is_empty() {
+        return Vec::new();
+    }
+    let mut index: std::collections::HashMap<&FailedState, u32> = Default::default();
+    let mut list = FailureList {
+        causes: Vec::new(),
+        minions: Vec::with_capacity(failures.len()),
+    };
+    for (minion, at, cause) in failures {
+        let next = list.causes.len() as u32;
+        let i = *index.entry(cause).or_insert_with(|| {
+            list.causes.push((*cause).clone());
+            next
+        });
+        list.minions.push((*minion, at.0, i));
+    }
+    // Plain structs always encode; an empty blob reads as none.
+    rmp_serde::to_vec(&list).unwrap_or_default()
+}
+
+/// A chunk's failures, decoded: (minion number, time, cause). A damaged
+/// blob, or an entry naming a cause it lacks, reads as none (logged).
+pub fn failures(blob: &[u8]) -> Vec<(u32, Stamp, FailedState)> {
+    if blob.is_empty() {
+        return Vec::new();
+    }
+    let list: FailureList = match rmp_serde::from_slice(blob) {
+        Ok(list) => list,
+        Err(error) => {
+            tracing::warn!(%error, "history failure list not read");
+            return Vec::new();
+        }
+    };
+    list.minions
+        .into_iter()
+        .filter_map(|(minion, at, i)| {
+            let cause = list.causes.get(i as usize)?;
+            Some((minion, Stamp(at), cause.clone()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,5 +330,33 @@ mod tests {
         let list = vec![(5, 1, facts)];
         assert_eq!(missing(&put_missing(&list)), list);
         assert!(missing(&[0xc1]).is_empty());
+    }
+
+    #[test]
+    fn a_failure_list_keeps_each_cause_once_and_reads_back_per_minion() {
+        let cause = |fingerprint: &str, comment: &str| FailedState {
+            fingerprint: fingerprint.into(),
+            sls: "web".into(),
+            state_id: "nginx".into(),
+            category: Category::Command,
+            comment: comment.into(),
+            incident: None,
+        };
+        let (a, b) = (cause("f1", "exit 1"), cause("f2", "exit 2"));
+        let written = [(1, Stamp(10), &a), (2, Stamp(11), &b), (3, Stamp(12), &a)];
+        let blob = put_failures(&written);
+        let many: Vec<_> = (0..500).map(|m| (m, Stamp(1), &a)).collect();
+        assert!(
+            put_failures(&many).len() < 500 * 8,
+            "a cause shared by 500 minions is stored once"
+        );
+        assert_eq!(
+            failures(&blob),
+            written
+                .iter()
+                .map(|(m, at, c)| (*m, *at, (*c).clone()))
+                .collect::<Vec<_>>()
+        );
+        assert!(failures(&[]).is_empty() && failures(&[0xc1]).is_empty());
     }
 }

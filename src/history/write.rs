@@ -2,8 +2,9 @@
 //! transaction, a row per job it touches (made on its first record), a chunk
 //! of verdicts per job, and a row per other record. The numbers of jobs and
 //! minions written lately are kept in memory (bounded) so a batch looks each
-//! up once. Opening a schema 1 store (a row per record) reads it into
-//! schema 2.
+//! up once. Opening an older store reads it into the current schema: a
+//! schema 1 store's rows (a row per record), then a schema 2 store's
+//! `state_failure` rows, into their jobs' chunks.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,9 +12,9 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::Stored;
-use super::verdicts::{self, Answer, MissingFacts, Verdict};
+use super::verdicts::{self, Answer, FailedState, MissingFacts, Verdict};
 use super::{HistoryError, Row, SCHEMA, Store, TABLES};
-use crate::record::{MinionMissing, MinionReturn, Record, RecordKind};
+use crate::record::{MinionMissing, MinionReturn, Record, RecordKind, StateFailure};
 use crate::time::Stamp;
 
 /// Job numbers remembered at most (then forgotten together and looked up).
@@ -28,6 +29,8 @@ pub struct JobVerdicts {
     /// The job's function, as its returns name it.
     pub fun: Option<String>,
     pub verdicts: Vec<Verdict>,
+    /// Its root-cause failures: (minion, time, what the answers read).
+    pub failures: Vec<(String, Stamp, FailedState)>,
 }
 
 /// What the agent writes at once.
@@ -47,12 +50,15 @@ pub struct Batch {
 }
 
 impl Batch {
-    /// Adds `record` (`json`: its line): a verdict to its job's list, any
-    /// other record as a row.
+    /// Adds `record` (`json`: its line): a verdict or a failure to its
+    /// job's lists, any other record as a row.
     pub fn push(&mut self, record: &Record, json: &[u8]) {
-        match verdicts::of_record(record) {
-            Some((jid, fun, verdict)) => self.add(jid, fun, verdict),
-            None => self.add_row(Row::of(record, json)),
+        if let Some((jid, fun, verdict)) = verdicts::of_record(record) {
+            self.add(jid, fun, verdict);
+        } else if let Some((jid, minion, fun, failed)) = verdicts::failure_of_record(record) {
+            self.add_failure(jid, Some(fun), minion, record.at, failed);
+        } else {
+            self.add_row(Row::of(record, json));
         }
     }
 
@@ -63,17 +69,41 @@ impl Batch {
 
     /// Appends `verdict` to job `jid`'s list.
     fn add(&mut self, jid: &str, fun: Option<&str>, verdict: Verdict) {
+        self.job(jid, fun).verdicts.push(verdict);
+    }
+
+    /// Appends `minion`'s failure at `at` to job `jid`'s list.
+    fn add_failure(
+        &mut self,
+        jid: &str,
+        fun: Option<&str>,
+        minion: &str,
+        at: Stamp,
+        failed: FailedState,
+    ) {
+        self.job(jid, fun)
+            .failures
+            .push((minion.to_owned(), at, failed));
+    }
+
+    /// Job `jid`'s lists in the batch (made on its first record), one more
+    /// record counted.
+    fn job(&mut self, jid: &str, fun: Option<&str>) -> &mut JobVerdicts {
         self.records += 1;
-        if let Some(&i) = self.jobs.get(jid) {
-            self.verdicts[i].verdicts.push(verdict);
-            return;
-        }
-        self.jobs.insert(jid.to_owned(), self.verdicts.len());
-        self.verdicts.push(JobVerdicts {
-            jid: jid.to_owned(),
-            fun: fun.map(str::to_owned),
-            verdicts: vec![verdict],
-        });
+        let i = match self.jobs.get(jid) {
+            Some(&i) => i,
+            None => {
+                self.jobs.insert(jid.to_owned(), self.verdicts.len());
+                self.verdicts.push(JobVerdicts {
+                    jid: jid.to_owned(),
+                    fun: fun.map(str::to_owned),
+                    verdicts: Vec::new(),
+                    failures: Vec::new(),
+                });
+                self.verdicts.len() - 1
+            }
+        };
+        &mut self.verdicts[i]
     }
 
     /// Records in the batch.
@@ -97,9 +127,11 @@ struct Keys {
 
 impl Keys {
     fn start(&mut self, conn: &Connection) -> rusqlite::Result<()> {
-        self.seq = conn.query_row("SELECT coalesce(max(seq), 0) + 1 FROM outcomes", [], |r| {
-            r.get(0)
-        })?;
+        self.seq = conn.query_row(
+            "SELECT max((SELECT coalesce(max(seq), 0) FROM outcomes), (SELECT coalesce(max(seq), 0) FROM failures)) + 1",
+            [],
+            |r| r.get(0),
+        )?;
         Ok(())
     }
 
@@ -166,7 +198,7 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Opens (making it when missing, upgrading a schema 1 store) to write;
+    /// Opens (making it when missing, upgrading an older store) to write;
     /// its files 0640.
     pub fn open(path: &Path) -> Result<Writer, HistoryError> {
         let (store, found) = Store::open_to_write(path)?;
@@ -175,7 +207,10 @@ impl Writer {
             keys: Keys::default(),
         };
         if found == 1 {
-            writer.upgrade()?;
+            writer.upgrade_v1()?;
+        }
+        if found == 1 || found == 2 {
+            writer.upgrade_v2()?;
         }
         let started = writer.keys.start(&writer.store.conn);
         writer.store.sql(started)?;
@@ -205,8 +240,9 @@ impl Writer {
 
     /// Reads a schema 1 store (a row per record) into schema 2, in place
     /// and in one transaction: each verdict into its job's chunk, the rest
-    /// as rows. A row that does not decode is left out, counted in the log.
-    fn upgrade(&mut self) -> Result<(), HistoryError> {
+    /// as rows (its `state_failure` rows then go the way of a schema 2
+    /// store's). A row that does not decode is left out, counted in the log.
+    fn upgrade_v1(&mut self) -> Result<(), HistoryError> {
         let tx = self.store.sql(self.store.immediate())?;
         let upgraded = (|| {
             tx.execute_batch(
@@ -259,8 +295,46 @@ impl Writer {
             drop(rows);
             drop(statement);
             put(&tx, &mut self.keys, &batch)?;
+            tx.execute_batch("DROP TABLE records_v1; PRAGMA user_version = 2;")?;
+            Ok::<_, rusqlite::Error>((read, unread))
+        })();
+        let (read, unread) = self.store.sql(upgraded)?;
+        self.store.sql(tx.commit())?;
+        tracing::info!(read, unread, "History upgraded to schema 2.");
+        Ok(())
+    }
+
+    /// Reads a schema 2 store's `state_failure` rows into their jobs'
+    /// chunks (schema 3), in place and in one transaction. A row that does
+    /// not decode is left out, counted in the log.
+    fn upgrade_v2(&mut self) -> Result<(), HistoryError> {
+        let tx = self.store.sql(self.store.immediate())?;
+        let upgraded = (|| {
+            tx.execute_batch(TABLES)?;
+            self.keys.start(&tx)?;
+            let mut statement =
+                tx.prepare("SELECT record FROM records WHERE kind = 'state_failure' ORDER BY id")?;
+            let (mut batch, mut unread, mut read) = (Batch::default(), 0u64, 0u64);
+            let mut rows = statement.query([])?;
+            while let Some(r) = rows.next()? {
+                read += 1;
+                let json: String = r.get(0)?;
+                match serde_json::from_str::<Stored<StateFailure>>(&json) {
+                    Ok(f) => batch.add_failure(
+                        &f.body.jid,
+                        Some(&f.body.fun),
+                        &f.body.minion,
+                        f.at,
+                        FailedState::of(&f.body),
+                    ),
+                    Err(_) => unread += 1,
+                }
+            }
+            drop(rows);
+            drop(statement);
+            put(&tx, &mut self.keys, &batch)?;
             tx.execute_batch(&format!(
-                "DROP TABLE records_v1; PRAGMA user_version = {SCHEMA};"
+                "DELETE FROM records WHERE kind = 'state_failure'; PRAGMA user_version = {SCHEMA};"
             ))?;
             Ok::<_, rusqlite::Error>((read, unread))
         })();
@@ -294,7 +368,8 @@ fn put(conn: &Connection, keys: &mut Keys, batch: &Batch) -> rusqlite::Result<u6
         written += 1;
     }
     for job in &batch.verdicts {
-        let Some(first) = job.verdicts.iter().map(|v| v.at.0).min() else {
+        let times = job.verdicts.iter().map(|v| v.at.0);
+        let Some(first) = times.chain(job.failures.iter().map(|f| f.1.0)).min() else {
             continue;
         };
         let id = keys.job(conn, &job.jid, first, job.fun.as_deref())?;
@@ -309,17 +384,35 @@ fn put(conn: &Connection, keys: &mut Keys, batch: &Batch) -> rusqlite::Result<u6
         }
         let seq = keys.seq;
         keys.seq += 1;
-        conn.prepare_cached(
-            "INSERT INTO outcomes (job, seq, entries, returns, missing) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![
-            id,
-            seq,
-            job.verdicts.len() as i64,
-            returns,
-            verdicts::put_missing(&missing)
-        ])?;
-        written += job.verdicts.len() as u64;
+        if !job.verdicts.is_empty() {
+            conn.prepare_cached(
+                "INSERT INTO outcomes (job, seq, entries, returns, missing) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                id,
+                seq,
+                job.verdicts.len() as i64,
+                returns,
+                verdicts::put_missing(&missing)
+            ])?;
+        }
+        if !job.failures.is_empty() {
+            let mut failures = Vec::with_capacity(job.failures.len());
+            for (minion, at, failed) in &job.failures {
+                failures.push((keys.minion(conn, minion)?, *at, failed));
+            }
+            conn.prepare_cached(
+                "INSERT INTO failures (job, seq, entries, causes) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![
+                id,
+                seq,
+                failures.len() as i64,
+                verdicts::put_failures(&failures)
+            ])?;
+        }
+        let entries = job.verdicts.len() + job.failures.len();
+        written += entries as u64;
     }
     for (jid, n) in &batch.lost {
         let now = Stamp::from_system_time(std::time::SystemTime::now());
