@@ -45,7 +45,7 @@ pub struct Batch {
     pub lost: Vec<(String, u64)>,
     /// Where each job's verdicts are in `verdicts`.
     jobs: HashMap<String, usize>,
-    /// Rows and verdicts in the batch.
+    /// Rows, verdicts and failures in the batch.
     records: usize,
 }
 
@@ -207,10 +207,10 @@ impl Writer {
             keys: Keys::default(),
         };
         if found == 1 {
-            writer.upgrade_v1()?;
+            writer.upgrade(2, schema_1_to_2)?;
         }
         if found == 1 || found == 2 {
-            writer.upgrade_v2()?;
+            writer.upgrade(SCHEMA, schema_2_to_3)?;
         }
         let started = writer.keys.start(&writer.store.conn);
         writer.store.sql(started)?;
@@ -238,111 +238,124 @@ impl Writer {
         self.store.figures()
     }
 
-    /// Reads a schema 1 store (a row per record) into schema 2, in place
-    /// and in one transaction: each verdict into its job's chunk, the rest
-    /// as rows (its `state_failure` rows then go the way of a schema 2
-    /// store's). A row that does not decode is left out, counted in the log.
-    fn upgrade_v1(&mut self) -> Result<(), HistoryError> {
+    /// Reads the store into schema `to` by `step`, in place and in one
+    /// transaction: what the step read is written as the agent writes it,
+    /// then the step's own statement runs (what it read is dropped).
+    fn upgrade(
+        &mut self,
+        to: i64,
+        step: fn(&Connection) -> rusqlite::Result<Upgrade>,
+    ) -> Result<(), HistoryError> {
         let tx = self.store.sql(self.store.immediate())?;
         let upgraded = (|| {
-            tx.execute_batch(
-                "DROP INDEX IF EXISTS records_at;
-                 DROP INDEX IF EXISTS records_kind_at;
-                 DROP INDEX IF EXISTS records_jid;
-                 DROP INDEX IF EXISTS records_minion_at;
-                 DROP INDEX IF EXISTS records_fingerprint;
-                 DROP INDEX IF EXISTS records_commit;
-                 ALTER TABLE records RENAME TO records_v1;",
-            )?;
-            tx.execute_batch(TABLES)?;
+            let upgrade = step(&tx)?;
             self.keys.start(&tx)?;
-            let mut statement = tx.prepare(
-                "SELECT kind, at, jid, minion, fingerprint, fun, record FROM records_v1 ORDER BY at, rowid",
-            )?;
-            let (mut batch, mut unread, mut read) = (Batch::default(), 0u64, 0u64);
-            let mut rows = statement.query([])?;
-            while let Some(r) = rows.next()? {
-                read += 1;
-                let kind: String = r.get(0)?;
-                let json: String = r.get(6)?;
-                let Ok(kind) = kind.parse::<RecordKind>() else {
-                    unread += 1;
-                    continue;
-                };
-                if let Some((jid, fun, verdict)) = verdict_of_v1(kind, &json) {
-                    batch.add(&jid, fun.as_deref(), verdict);
-                    continue;
-                }
-                if matches!(
-                    kind,
-                    RecordKind::MinionReturn | RecordKind::LateReturn | RecordKind::MinionMissing
-                ) {
-                    unread += 1;
-                    continue;
-                }
-                batch.add_row(Row {
-                    id: String::new(),
-                    kind: kind.as_str(),
-                    at: r.get(1)?,
-                    jid: r.get(2)?,
-                    minion: r.get(3)?,
-                    fingerprint: r.get(4)?,
-                    commit: None,
-                    fun: r.get(5)?,
-                    json,
-                });
-            }
-            drop(rows);
-            drop(statement);
-            put(&tx, &mut self.keys, &batch)?;
-            tx.execute_batch("DROP TABLE records_v1; PRAGMA user_version = 2;")?;
-            Ok::<_, rusqlite::Error>((read, unread))
+            put(&tx, &mut self.keys, &upgrade.batch)?;
+            tx.execute_batch(&format!("{} PRAGMA user_version = {to};", upgrade.then))?;
+            Ok::<_, rusqlite::Error>((upgrade.read, upgrade.unread))
         })();
         let (read, unread) = self.store.sql(upgraded)?;
         self.store.sql(tx.commit())?;
-        tracing::info!(read, unread, "History upgraded to schema 2.");
+        tracing::info!(read, unread, "History upgraded to schema {to}.");
         Ok(())
     }
+}
 
-    /// Reads a schema 2 store's `state_failure` rows into their jobs'
-    /// chunks (schema 3), in place and in one transaction. A row that does
-    /// not decode is left out, counted in the log.
-    fn upgrade_v2(&mut self) -> Result<(), HistoryError> {
-        let tx = self.store.sql(self.store.immediate())?;
-        let upgraded = (|| {
-            tx.execute_batch(TABLES)?;
-            self.keys.start(&tx)?;
-            let mut statement =
-                tx.prepare("SELECT record FROM records WHERE kind = 'state_failure' ORDER BY id")?;
-            let (mut batch, mut unread, mut read) = (Batch::default(), 0u64, 0u64);
-            let mut rows = statement.query([])?;
-            while let Some(r) = rows.next()? {
-                read += 1;
-                let json: String = r.get(0)?;
-                match serde_json::from_str::<Stored<StateFailure>>(&json) {
-                    Ok(f) => batch.add_failure(
-                        &f.body.jid,
-                        Some(&f.body.fun),
-                        &f.body.minion,
-                        f.at,
-                        FailedState::of(&f.body),
-                    ),
-                    Err(_) => unread += 1,
-                }
-            }
-            drop(rows);
-            drop(statement);
-            put(&tx, &mut self.keys, &batch)?;
-            tx.execute_batch(&format!(
-                "DELETE FROM records WHERE kind = 'state_failure'; PRAGMA user_version = {SCHEMA};"
-            ))?;
-            Ok::<_, rusqlite::Error>((read, unread))
-        })();
-        let (read, unread) = self.store.sql(upgraded)?;
-        self.store.sql(tx.commit())?;
-        tracing::info!(read, unread, "History upgraded to schema {SCHEMA}.");
-        Ok(())
+/// What an upgrade step read: the batch to write, the rows read and those
+/// left out (not decoded, counted in the log), and the statement that then
+/// drops what it read.
+struct Upgrade {
+    batch: Batch,
+    read: u64,
+    unread: u64,
+    then: &'static str,
+}
+
+/// Schema 1 (a row per record) to 2: each verdict into its job's chunk, the
+/// rest as rows (its `state_failure` rows then go the way of a schema 2
+/// store's).
+fn schema_1_to_2(tx: &Connection) -> rusqlite::Result<Upgrade> {
+    tx.execute_batch(
+        "DROP INDEX IF EXISTS records_at;
+         DROP INDEX IF EXISTS records_kind_at;
+         DROP INDEX IF EXISTS records_jid;
+         DROP INDEX IF EXISTS records_minion_at;
+         DROP INDEX IF EXISTS records_fingerprint;
+         DROP INDEX IF EXISTS records_commit;
+         ALTER TABLE records RENAME TO records_v1;",
+    )?;
+    tx.execute_batch(TABLES)?;
+    let mut statement = tx.prepare(
+        "SELECT kind, at, jid, minion, fingerprint, fun, record FROM records_v1 ORDER BY at, rowid",
+    )?;
+    let (mut batch, mut unread, mut read) = (Batch::default(), 0u64, 0u64);
+    let mut rows = statement.query([])?;
+    while let Some(r) = rows.next()? {
+        read += 1;
+        let kind: String = r.get(0)?;
+        let json: String = r.get(6)?;
+        let Ok(kind) = kind.parse::<RecordKind>() else {
+            unread += 1;
+            continue;
+        };
+        if let Some((jid, fun, verdict)) = verdict_of_v1(kind, &json) {
+            batch.add(&jid, fun.as_deref(), verdict);
+            continue;
+        }
+        if matches!(
+            kind,
+            RecordKind::MinionReturn | RecordKind::LateReturn | RecordKind::MinionMissing
+        ) {
+            unread += 1;
+            continue;
+        }
+        batch.add_row(Row {
+            id: String::new(),
+            kind: kind.as_str(),
+            at: r.get(1)?,
+            jid: r.get(2)?,
+            minion: r.get(3)?,
+            fingerprint: r.get(4)?,
+            commit: None,
+            fun: r.get(5)?,
+            json,
+        });
     }
+    Ok(Upgrade {
+        batch,
+        read,
+        unread,
+        then: "DROP TABLE records_v1;",
+    })
+}
+
+/// Schema 2 to 3: each `state_failure` row into its job's failures.
+fn schema_2_to_3(tx: &Connection) -> rusqlite::Result<Upgrade> {
+    tx.execute_batch(TABLES)?;
+    let mut statement =
+        tx.prepare("SELECT record FROM records WHERE kind = 'state_failure' ORDER BY id")?;
+    let (mut batch, mut unread, mut read) = (Batch::default(), 0u64, 0u64);
+    let mut rows = statement.query([])?;
+    while let Some(r) = rows.next()? {
+        read += 1;
+        let json: String = r.get(0)?;
+        match serde_json::from_str::<Stored<StateFailure>>(&json) {
+            Ok(f) => batch.add_failure(
+                &f.body.jid,
+                Some(&f.body.fun),
+                &f.body.minion,
+                f.at,
+                FailedState::of(&f.body),
+            ),
+            Err(_) => unread += 1,
+        }
+    }
+    Ok(Upgrade {
+        batch,
+        read,
+        unread,
+        then: "DELETE FROM records WHERE kind = 'state_failure';",
+    })
 }
 
 /// Writes `batch` through `conn` (a transaction is open). The records written.
