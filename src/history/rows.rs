@@ -387,7 +387,8 @@ impl Store {
             let job: i64 = row.get(0).map_err(sql_error)?;
             let jid: String = row.get(1).map_err(sql_error)?;
             let causes = row.get_ref(2).map_err(sql_error)?.as_blob().unwrap_or(&[]);
-            for (id, at, failed) in verdicts::failures(causes) {
+            let list = verdicts::failures(causes);
+            for (id, at, failed) in list.entries() {
                 if only.is_some_and(|o| o != id)
                     || !seen.insert((job, id, at, failed.fingerprint.clone()))
                 {
@@ -397,7 +398,7 @@ impl Store {
                     jid: jid.clone(),
                     minion: names.get(id)?,
                     at,
-                    failed,
+                    failed: failed.clone(),
                 });
                 if out.len() >= MAX_VERDICTS {
                     return Ok(out);
@@ -410,16 +411,13 @@ impl Store {
     /// Minion `name`'s number (none: the history never heard of it).
     fn minion_number(&self, name: &str) -> Result<Option<u32>, HistoryError> {
         use rusqlite::OptionalExtension;
-        let id: Option<i64> = self
-            .conn()
-            .query_row("SELECT id FROM minions WHERE name = ?1", [name], |r| {
-                r.get(0)
-            })
-            .optional()
-            .map_err(|source| HistoryError::Sql {
-                path: self.path.clone(),
-                source,
-            })?;
+        let id: Option<i64> = self.sql(
+            self.conn()
+                .query_row("SELECT id FROM minions WHERE name = ?1", [name], |r| {
+                    r.get(0)
+                })
+                .optional(),
+        )?;
         Ok(id.and_then(|id| u32::try_from(id).ok()))
     }
 }
@@ -442,15 +440,12 @@ impl<'a> Names<'a> {
         if let Some(name) = self.known.get(&id) {
             return Ok(name.clone());
         }
-        let name: String = self
-            .store
-            .conn()
-            .prepare_cached("SELECT name FROM minions WHERE id = ?1")
-            .and_then(|mut s| s.query_row([id], |r| r.get(0)))
-            .map_err(|source| HistoryError::Sql {
-                path: self.store.path.clone(),
-                source,
-            })?;
+        let name: String = self.store.sql(
+            self.store
+                .conn()
+                .prepare_cached("SELECT name FROM minions WHERE id = ?1")
+                .and_then(|mut s| s.query_row([id], |r| r.get(0))),
+        )?;
         self.known.insert(id, name.clone());
         Ok(name)
     }

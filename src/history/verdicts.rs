@@ -236,10 +236,22 @@ pub fn missing(blob: &[u8]) -> Vec<(u32, i64, MissingFacts)> {
 
 /// A chunk's failures as stored: each distinct cause once, then (minion
 /// number, time, the cause's index) per minion.
-#[derive(Serialize, Deserialize)]
-struct FailureList {
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct FailureList {
     causes: Vec<FailedState>,
     minions: Vec<(u32, i64, u32)>,
+}
+
+impl FailureList {
+    /// (minion number, time, cause) per minion, the cause borrowed (a
+    /// reader keeps only the few it wants). An entry naming a cause the
+    /// list lacks is left out.
+    pub fn entries(&self) -> impl Iterator<Item = (u32, Stamp, &FailedState)> + '_ {
+        self.minions.iter().filter_map(|&(minion, at, i)| {
+            let cause = self.causes.get(i as usize)?;
+            Some((minion, Stamp(at), cause))
+        })
+    }
 }
 
 /// A chunk's failures, encoded (none: an empty blob).
@@ -264,26 +276,14 @@ pub fn put_failures(failures: &[(u32, Stamp, &FailedState)]) -> Vec<u8> {
     rmp_serde::to_vec(&list).unwrap_or_default()
 }
 
-/// A chunk's failures, decoded: (minion number, time, cause). A damaged
-/// blob, or an entry naming a cause it lacks, reads as none (logged).
-pub fn failures(blob: &[u8]) -> Vec<(u32, Stamp, FailedState)> {
+/// A chunk's failures, decoded (a damaged blob: none, logged).
+pub fn failures(blob: &[u8]) -> FailureList {
     if blob.is_empty() {
-        return Vec::new();
+        return FailureList::default();
     }
-    let list: FailureList = match rmp_serde::from_slice(blob) {
-        Ok(list) => list,
-        Err(error) => {
-            tracing::warn!(%error, "history failure list not read");
-            return Vec::new();
-        }
-    };
-    list.minions
-        .into_iter()
-        .filter_map(|(minion, at, i)| {
-            let cause = list.causes.get(i as usize)?;
-            Some((minion, Stamp(at), cause.clone()))
-        })
-        .collect()
+    rmp_serde::from_slice(blob)
+        .inspect_err(|error| tracing::warn!(%error, "history failure list not read"))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -351,12 +351,10 @@ mod tests {
             "a cause shared by 500 minions is stored once"
         );
         assert_eq!(
-            failures(&blob),
-            written
-                .iter()
-                .map(|(m, at, c)| (*m, *at, (*c).clone()))
-                .collect::<Vec<_>>()
+            failures(&blob).entries().collect::<Vec<_>>(),
+            written.to_vec()
         );
-        assert!(failures(&[]).is_empty() && failures(&[0xc1]).is_empty());
+        let none = |blob: &[u8]| failures(blob).entries().count() == 0;
+        assert!(none(&[]) && none(&[0xc1]));
     }
 }
