@@ -216,6 +216,19 @@ impl SelfCollector {
             "Distinct minions that returned or started since saltsight started",
             load(&p.minions_seen) as i64,
         )?;
+        let (recalled, forgotten) = self.redactor.memo_counts();
+        counter(
+            e,
+            "saltsight_redact_texts_recalled",
+            "Texts whose redaction was read from the memo (the same text seen lately)",
+            recalled,
+        )?;
+        counter(
+            e,
+            "saltsight_redact_texts_forgotten",
+            "Texts forgotten to keep the redaction memo within its bound (256)",
+            forgotten,
+        )?;
         let redactions: Vec<(&str, u64)> = self.redactor.counts().collect();
         counters(
             e,

@@ -20,8 +20,8 @@
 //! Every rule counts how often it fired; no value is ever kept.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 use serde_json::{Map, Value};
@@ -29,6 +29,7 @@ use serde_json::{Map, Value};
 use super::Record;
 use crate::config::glob::Glob;
 use crate::config::redact::RedactConfig;
+use crate::fifo::FifoMap;
 
 /// What a masked value becomes.
 pub const MASK: &str = "[redacted]";
@@ -135,6 +136,32 @@ pub(super) struct Inner {
     patterns: Vec<Pattern>,
     names: Vec<String>,
     counts: Vec<AtomicU64>,
+    /// What the rules made of the texts seen lately (the same comment, stderr
+    /// or commit on 500 minions is scanned once).
+    memo: Mutex<FifoMap<Settled>>,
+    memo_stats: MemoStats,
+}
+
+/// Texts remembered at most, and the longest remembered: a full memo holds
+/// well under 1 MiB (each text is kept as its key, in the order, and settled).
+pub const MEMO_TEXTS: usize = 256;
+pub const MEMO_TEXT_MAX: usize = 1024;
+
+/// A text redacted once: what it became (`None`: unchanged) and the rules that
+/// fired on it, replayed into the counts each time it is seen again.
+struct Settled {
+    text: Option<Box<str>>,
+    tally: Tally,
+}
+
+/// The rules that fired while redacting one text, with how often.
+type Tally = Vec<(usize, u64)>;
+
+/// How the memo did.
+#[derive(Default)]
+struct MemoStats {
+    recalled: AtomicU64,
+    forgotten: AtomicU64,
 }
 
 /// Redacts records, events and log lines by the configured rules. Cheap to clone
@@ -150,12 +177,11 @@ impl std::fmt::Debug for Redactor {
     }
 }
 
-/// Which rules fired, as bits (built-ins and at most 32 extras fit in 64); a
-/// quiet one (a re-check) counts nothing.
+/// Which rules fired for one value, as bits (built-ins and at most 32 extras
+/// fit in 64).
 #[derive(Default, Clone, Copy)]
 pub(super) struct Fired {
     bits: u64,
-    quiet: bool,
 }
 
 fn build(what: &str, pattern: &str) -> Result<Regex, RedactError> {
@@ -244,6 +270,8 @@ impl Redactor {
             })?;
         let counts = names.iter().map(|_| AtomicU64::new(0)).collect();
         Ok(Redactor(Arc::new(Inner {
+            memo: Mutex::new(FifoMap::new(MEMO_TEXTS)),
+            memo_stats: MemoStats::default(),
             key,
             secret_functions: config
                 .secret_functions
@@ -267,6 +295,13 @@ impl Redactor {
             .iter()
             .zip(&inner.counts)
             .map(|(n, c)| (n.as_str(), c.load(Relaxed)))
+    }
+
+    /// Texts whose redaction was read from the memo, and texts forgotten to
+    /// keep it within [`MEMO_TEXTS`].
+    pub fn memo_counts(&self) -> (u64, u64) {
+        let stats = &self.0.memo_stats;
+        (stats.recalled.load(Relaxed), stats.forgotten.load(Relaxed))
     }
 
     /// The gate for records. Rules that fired are listed in `redacted`.
@@ -311,8 +346,10 @@ impl Redactor {
 
     /// A log line: the text rules, no cap.
     pub fn line<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut fired = Fired::default();
-        match self.0.scrub(text, &mut fired) {
+        let mut tally = Tally::new();
+        let scrubbed = self.0.scrub(text, &mut tally);
+        self.0.replay(&tally, &mut Fired::default());
+        match scrubbed {
             Some(clean) => Cow::Owned(clean),
             None => Cow::Borrowed(text),
         }
@@ -323,11 +360,15 @@ impl Inner {
     fn fire(&self, rule: usize, n: u64, fired: &mut Fired) {
         // `[redact]` allows 32 extra patterns: 42 rules fit in the 64 bits.
         fired.bits |= 1u64.checked_shl(rule as u32).unwrap_or(0);
-        if fired.quiet {
-            return;
-        }
         if let Some(c) = self.counts.get(rule) {
             c.fetch_add(n, Relaxed);
+        }
+    }
+
+    /// The rules a text's redaction fired, fired for this value.
+    fn replay(&self, tally: &Tally, fired: &mut Fired) {
+        for &(rule, n) in tally {
+            self.fire(rule, n, fired);
         }
     }
 
@@ -352,7 +393,7 @@ impl Inner {
     }
 
     /// Masks what the text patterns find; `None` when nothing matched.
-    fn scrub(&self, text: &str, fired: &mut Fired) -> Option<String> {
+    fn scrub(&self, text: &str, tally: &mut Tally) -> Option<String> {
         if !self.extras && !may_match(text) {
             return None;
         }
@@ -367,7 +408,7 @@ impl Inner {
             }
             let source = current.as_deref().unwrap_or(text);
             if let Some((masked, n)) = mask(pattern, source) {
-                self.fire(pattern.rule, n, fired);
+                tally.push((pattern.rule, n));
                 current = Some(masked);
             }
         }
@@ -375,34 +416,63 @@ impl Inner {
     }
 
     /// One round: scrub, then cut.
-    fn round(&self, text: &str, original_len: usize, fired: &mut Fired) -> Option<String> {
-        let scrubbed = self.scrub(text, fired);
+    fn round(&self, text: &str, original_len: usize, tally: &mut Tally) -> Option<String> {
+        let scrubbed = self.scrub(text, tally);
         let now = scrubbed.as_deref().unwrap_or(text);
         if now.len() <= self.max_field_bytes {
             return scrubbed;
         }
-        self.fire(FIELD_CAP, 1, fired);
+        tally.push((FIELD_CAP, 1));
         Some(cut(now, self.max_field_bytes, original_len))
     }
 
-    /// `text` redacted until it settles (`None`: unchanged). A text that still
-    /// changes after three rounds is masked whole.
+    /// `text` redacted until it settles (`None`: unchanged), the rules that
+    /// fired counted. A text no rule could match costs a byte scan; a short one
+    /// that could is read from the memo when it was seen lately.
     fn settle(&self, text: &str, fired: &mut Fired) -> Option<String> {
+        if !self.extras && !may_match(text) && text.len() <= self.max_field_bytes {
+            return None;
+        }
+        if text.len() > MEMO_TEXT_MAX {
+            let mut tally = Tally::new();
+            let settled = self.settle_anew(text, &mut tally);
+            self.replay(&tally, fired);
+            return settled;
+        }
+        // A poisoned memo (a panic while it was held) is only a cache: go on.
+        let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(known) = memo.get(text) {
+            self.memo_stats.recalled.fetch_add(1, Relaxed);
+            self.replay(&known.tally, fired);
+            return known.text.as_deref().map(str::to_owned);
+        }
+        let mut tally = Tally::new();
+        let settled = self.settle_anew(text, &mut tally);
+        self.replay(&tally, fired);
+        let known = Settled {
+            text: settled.as_deref().map(Box::from),
+            tally,
+        };
+        let forgotten = memo.insert(text, known);
+        self.memo_stats.forgotten.fetch_add(forgotten, Relaxed);
+        settled
+    }
+
+    /// `text` redacted until it settles, every time. A text that still changes
+    /// after three rounds is masked whole.
+    fn settle_anew(&self, text: &str, tally: &mut Tally) -> Option<String> {
         let original_len = text.len();
         let mut current: Option<String> = None;
         for _ in 0..3 {
             let now = current.as_deref().unwrap_or(text);
-            match self.round(now, original_len, fired) {
+            match self.round(now, original_len, tally) {
                 Some(next) => current = Some(next),
                 None => return current,
             }
         }
         let now = current.as_deref().unwrap_or(text);
-        let mut quiet = Fired {
-            bits: 0,
-            quiet: true,
-        };
-        match self.round(now, original_len, &mut quiet) {
+        // A re-check: what it fires is not counted.
+        match self.round(now, original_len, &mut Tally::new()) {
             None => current,
             Some(_) => Some(MASK.to_owned()),
         }

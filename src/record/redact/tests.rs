@@ -25,6 +25,39 @@ fn count(r: &Redactor, rule: &str) -> u64 {
 }
 
 #[test]
+fn a_text_seen_again_is_read_from_the_memo_and_counted_again() {
+    let r = redactor();
+    let secret = "mysql -u app -pS3cretPass -h db1 < dump.sql";
+    let first = text(&r, secret);
+    assert_eq!(first, "mysql -u app -p[redacted] -h db1 < dump.sql");
+    assert_eq!(text(&r, secret), first);
+    assert_eq!(count(&r, "password_flag"), 2, "the rule counts each time");
+    assert_eq!(r.memo_counts(), (1, 0));
+    // A clean text with a trigger character is remembered too.
+    assert_eq!(text(&r, "state: ok"), "state: ok");
+    assert_eq!(text(&r, "state: ok"), "state: ok");
+    assert_eq!(r.memo_counts(), (2, 0));
+    // The memo holds MEMO_TEXTS texts, the oldest forgotten first.
+    for i in 0..MEMO_TEXTS - 1 {
+        text(&r, &format!("key: {i}"));
+    }
+    assert_eq!(r.memo_counts(), (2, 1));
+    assert_eq!(text(&r, secret), first);
+    assert_eq!(
+        r.memo_counts(),
+        (2, 2),
+        "the first text was forgotten, and read anew"
+    );
+    assert_eq!(count(&r, "password_flag"), 3);
+    // A long text is not remembered, and is redacted the same.
+    let long = format!("{} {secret}", "x".repeat(MEMO_TEXT_MAX));
+    assert!(text(&r, &long).ends_with("-p[redacted] -h db1 < dump.sql"));
+    assert!(text(&r, &long).ends_with("-p[redacted] -h db1 < dump.sql"));
+    assert_eq!(r.memo_counts(), (2, 2));
+    assert_eq!(count(&r, "password_flag"), 5);
+}
+
+#[test]
 fn credentials_in_urls_are_masked_and_the_host_kept() {
     let r = redactor();
     assert_eq!(
