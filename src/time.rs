@@ -115,11 +115,11 @@ impl Stamp {
 /// RFC 3339 in UTC with microseconds, e.g. `2026-11-21T19:32:59.034109Z`.
 impl fmt::Display for Stamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.0.div_euclid(1_000_000);
-        let micros = self.0.rem_euclid(1_000_000);
-        let days = secs.div_euclid(86_400);
-        let of_day = secs.rem_euclid(86_400);
-        let (y, m, d) = civil_from_days(days);
+        let mut text = [0; STAMP_LEN];
+        if let Some(text) = self.rfc3339(&mut text) {
+            return f.write_str(text);
+        }
+        let (y, m, d, of_day, micros) = self.parts();
         write!(
             f,
             "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
@@ -130,9 +130,60 @@ impl fmt::Display for Stamp {
     }
 }
 
+/// Bytes of a stamp's text in years 0 to 9999.
+const STAMP_LEN: usize = 27;
+
+impl Stamp {
+    /// (year, month, day, seconds of the day, microseconds).
+    fn parts(self) -> (i32, u8, u8, i64, i64) {
+        let secs = self.0.div_euclid(1_000_000);
+        let micros = self.0.rem_euclid(1_000_000);
+        let days = secs.div_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        (y, m, d, secs.rem_euclid(86_400), micros)
+    }
+
+    /// The text of a stamp in years 0 to 9999, written digit by digit into
+    /// `out`: every record carries one or two, and `write!` with its padding
+    /// cost more than the rest of a record's encoding.
+    fn rfc3339(self, out: &mut [u8; STAMP_LEN]) -> Option<&str> {
+        let (y, m, d, of_day, micros) = self.parts();
+        let year = u32::try_from(y).ok().filter(|y| *y <= 9999)?;
+        let mut digits = |at: usize, width: usize, mut value: u32| {
+            for i in (at..at + width).rev() {
+                out[i] = b'0' + (value % 10) as u8;
+                value /= 10;
+            }
+        };
+        digits(0, 4, year);
+        digits(5, 2, u32::from(m));
+        digits(8, 2, u32::from(d));
+        digits(11, 2, (of_day / 3600) as u32);
+        digits(14, 2, (of_day / 60 % 60) as u32);
+        digits(17, 2, (of_day % 60) as u32);
+        digits(20, 6, micros as u32);
+        for (at, c) in [
+            (4, b'-'),
+            (7, b'-'),
+            (10, b'T'),
+            (13, b':'),
+            (16, b':'),
+            (19, b'.'),
+            (26, b'Z'),
+        ] {
+            out[at] = c;
+        }
+        std::str::from_utf8(out).ok()
+    }
+}
+
 impl serde::Serialize for Stamp {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        let mut text = [0; STAMP_LEN];
+        match self.rfc3339(&mut text) {
+            Some(text) => s.serialize_str(text),
+            None => s.collect_str(self),
+        }
     }
 }
 
@@ -206,6 +257,31 @@ mod tests {
             let stamp = Stamp(day * 86_400_000_000 + 12_345_678);
             assert_eq!(Stamp::parse(&stamp.to_string()), Some(stamp));
         }
+    }
+
+    #[test]
+    fn the_digit_by_digit_text_is_the_formatted_one() {
+        let formatted = |stamp: Stamp| {
+            let (y, m, d, of_day, micros) = stamp.parts();
+            format!(
+                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
+                of_day / 3600,
+                of_day / 60 % 60,
+                of_day % 60
+            )
+        };
+        let year_0 = -62_167_219_200_000_000;
+        for micros in (-1_000_000_000_000_000..300_000_000_000_000_000)
+            .step_by(7_777_777_777_777)
+            .chain([0, 86_399_999_999, 1_795_289_579_034_109, year_0, year_0 - 1])
+        {
+            let stamp = Stamp(micros);
+            assert_eq!(stamp.to_string(), formatted(stamp), "{micros}");
+            let json = serde_json::to_string(&stamp).expect("serialize");
+            assert_eq!(json, format!("{:?}", formatted(stamp)));
+        }
+        assert_eq!(Stamp(year_0).to_string(), "0000-01-01T00:00:00.000000Z");
+        assert_eq!(Stamp(year_0 - 1).to_string(), "-001-12-31T23:59:59.999999Z");
     }
 
     #[test]
