@@ -297,7 +297,7 @@ impl BusReader {
         cancel: &CancellationToken,
         open_gap: &mut Option<(SystemTime, GapReason)>,
     ) -> Drained {
-        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        let mut buf = BytesMut::new();
         // Read into, then copied into `buf` (what was read only): no unsafe
         // read into spare capacity, no zeroing per read.
         let mut scratch = vec![0u8; READ_CHUNK];
@@ -363,6 +363,13 @@ impl BusReader {
                     }
                     drained.end = ConnectionEnd::Lost(GapReason::Disconnected);
                     return drained;
+                }
+                Ok(n) if buf.is_empty() => {
+                    // The frames split off a read keep its buffer alive until
+                    // the consumer is done with them: a buffer of what was
+                    // read, not of READ_CHUNK, so that is what they hold.
+                    buf = BytesMut::from(&scratch[..n]);
+                    n
                 }
                 Ok(n) => {
                     buf.extend_from_slice(&scratch[..n]);
