@@ -116,17 +116,10 @@ impl Stamp {
 impl fmt::Display for Stamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut text = [0; STAMP_LEN];
-        if let Some(text) = self.rfc3339(&mut text) {
-            return f.write_str(text);
+        match self.rfc3339(&mut text) {
+            Some(text) => f.write_str(text),
+            None => self.write_padded(f),
         }
-        let (y, m, d, of_day, micros) = self.parts();
-        write!(
-            f,
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-            of_day / 3600,
-            of_day / 60 % 60,
-            of_day % 60
-        )
     }
 }
 
@@ -141,6 +134,18 @@ impl Stamp {
         let days = secs.div_euclid(86_400);
         let (y, m, d) = civil_from_days(days);
         (y, m, d, secs.rem_euclid(86_400), micros)
+    }
+
+    /// The text of a stamp in any year, through `write!` and its padding.
+    fn write_padded(self, f: &mut impl fmt::Write) -> fmt::Result {
+        let (y, m, d, of_day, micros) = self.parts();
+        write!(
+            f,
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
+            of_day / 3600,
+            of_day / 60 % 60,
+            of_day % 60
+        )
     }
 
     /// The text of a stamp in years 0 to 9999, written digit by digit into
@@ -262,13 +267,11 @@ mod tests {
     #[test]
     fn the_digit_by_digit_text_is_the_formatted_one() {
         let formatted = |stamp: Stamp| {
-            let (y, m, d, of_day, micros) = stamp.parts();
-            format!(
-                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-                of_day / 3600,
-                of_day / 60 % 60,
-                of_day % 60
-            )
+            let mut text = String::new();
+            stamp
+                .write_padded(&mut text)
+                .expect("a String takes any text");
+            text
         };
         let year_0 = -62_167_219_200_000_000;
         for micros in (-1_000_000_000_000_000..300_000_000_000_000_000)
