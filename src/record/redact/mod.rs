@@ -433,28 +433,28 @@ impl Inner {
         if !self.extras && !may_match(text) && text.len() <= self.max_field_bytes {
             return None;
         }
-        if text.len() > MEMO_TEXT_MAX {
-            let mut tally = Tally::new();
-            let settled = self.settle_anew(text, &mut tally);
-            self.replay(&tally, fired);
-            return settled;
-        }
         // A poisoned memo (a panic while it was held) is only a cache: go on.
-        let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(known) = memo.get(text) {
-            self.memo_stats.recalled.fetch_add(1, Relaxed);
-            self.replay(&known.tally, fired);
-            return known.text.as_deref().map(str::to_owned);
+        let memo = || self.memo.lock().unwrap_or_else(|e| e.into_inner());
+        let remembered = text.len() <= MEMO_TEXT_MAX;
+        if remembered {
+            if let Some(known) = memo().get(text) {
+                self.memo_stats.recalled.fetch_add(1, Relaxed);
+                self.replay(&known.tally, fired);
+                return known.text.as_deref().map(str::to_owned);
+            }
         }
+        // The rules run without the memo held: other threads' lines go on.
         let mut tally = Tally::new();
         let settled = self.settle_anew(text, &mut tally);
         self.replay(&tally, fired);
-        let known = Settled {
-            text: settled.as_deref().map(Box::from),
-            tally,
-        };
-        let forgotten = memo.insert(text, known);
-        self.memo_stats.forgotten.fetch_add(forgotten, Relaxed);
+        if remembered {
+            let known = Settled {
+                text: settled.as_deref().map(Box::from),
+                tally,
+            };
+            let forgotten = memo().insert(text, known);
+            self.memo_stats.forgotten.fetch_add(forgotten, Relaxed);
+        }
         settled
     }
 
