@@ -7,9 +7,10 @@
 
 use std::sync::LazyLock;
 
-use regex::{Regex, RegexSet, RegexSetBuilder};
+use regex::Regex;
 
 use super::evidence;
+use super::patterns::Patterns;
 use super::rules::{Cause, EXIT_RULES, Names, RULES, Scope};
 pub use crate::record::{Category, Classification};
 
@@ -43,20 +44,10 @@ impl<'a> FailureText<'a> {
     }
 }
 
-static COMPILED: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    RULES
-        .iter()
-        .map(|r| Regex::new(r.pattern).expect("rule pattern compiles (tested)"))
-        .collect()
-});
-
-/// Every rule at once: one pass over each text says which rules match it.
-static SET: LazyLock<RegexSet> = LazyLock::new(|| {
-    RegexSetBuilder::new(RULES.iter().map(|r| r.pattern))
-        .size_limit(64 << 20)
-        .dfa_size_limit(64 << 20)
-        .build()
-        .expect("rule set compiles (tested)")
+/// Every rule at once: one pass over each text says which rules match it; a
+/// rule's own regex (for its captures) is compiled when it first matches.
+static RULE_PATTERNS: LazyLock<Patterns> = LazyLock::new(|| {
+    Patterns::new(RULES.iter().map(|r| r.pattern).collect()).expect("rule set compiles (tested)")
 });
 
 /// `Command "<curl|wget> ..." run` without a pipe.
@@ -74,14 +65,14 @@ pub const EVIDENCE_MAX: usize = 240;
 /// Classifies a failure. See the module doc for the order.
 pub fn classify(failure: &FailureText<'_>) -> Classification {
     let texts = failure.texts();
-    let matched: Vec<_> = texts.iter().map(|t| SET.matches(t)).collect();
+    let matched = RULE_PATTERNS.matches(&texts);
     for (i, rule) in RULES.iter().enumerate() {
         let Some(at) = (0..texts.len())
             .find(|&t| matched[t].matched(i) && (rule.scope == Scope::Any || t == 0))
         else {
             continue;
         };
-        let Some(caps) = COMPILED[i].captures(texts[at]) else {
+        let Some(caps) = RULE_PATTERNS.regex(i).captures(texts[at]) else {
             continue;
         };
         let named = (1..caps.len())
@@ -187,8 +178,10 @@ mod tests {
 
     #[test]
     fn every_rule_compiles_and_ids_are_unique() {
-        assert_eq!(COMPILED.len(), RULES.len());
-        assert_eq!(SET.len(), RULES.len());
+        assert_eq!(RULE_PATTERNS.len(), RULES.len());
+        for i in 0..RULES.len() {
+            RULE_PATTERNS.regex(i);
+        }
         let mut ids: Vec<_> = RULES.iter().map(|r| r.id).collect();
         ids.extend(EXIT_RULES.iter().map(|r| r.id));
         ids.extend(["command_exit", "none"]);

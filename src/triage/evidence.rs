@@ -8,16 +8,15 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-fn compile(patterns: &[&str]) -> Vec<Regex> {
-    patterns
-        .iter()
-        .map(|p| Regex::new(p).expect("evidence pattern compiles (tested)"))
-        .collect()
+use super::patterns::Patterns;
+
+fn compile(patterns: &[&'static str]) -> Patterns {
+    Patterns::new(patterns.to_vec()).expect("evidence patterns compile (tested)")
 }
 
 /// Where a tool names the URL it failed on, before any URL in the text. A
 /// capture counts only when it holds `://`.
-static URL_HINTS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+static URL_HINTS: LazyLock<Patterns> = LazyLock::new(|| {
     compile(&[
         // libzypp: Download (curl) error for '<url>':
         r"Download \(curl\) error for '([^']+)'",
@@ -55,7 +54,7 @@ static HELP_LINK: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Where a tool names the host it could not reach, when no URL says it.
-static HOST_HINTS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+static HOST_HINTS: LazyLock<Patterns> = LazyLock::new(|| {
     compile(&[
         // curl, every version: "port N", ":N"
         r"Failed to connect to ([A-Za-z0-9._-]+|\[[0-9A-Fa-f:]+\])(?: port |:)\d+",
@@ -114,24 +113,20 @@ pub fn url(texts: &[&str]) -> Option<String> {
 
 /// The URL a tool says it failed on (one of [`URL_HINTS`]).
 pub fn named_url<'t>(texts: &[&'t str]) -> Option<&'t str> {
-    URL_HINTS.iter().find_map(|hint| {
-        texts.iter().find_map(|t| {
-            hint.captures_iter(t)
-                .filter_map(|c| c.get(1))
-                .map(|m| trim(m.as_str()))
-                .find(|u| u.contains("://") && !HELP_LINK.is_match(u))
-        })
+    URL_HINTS.first(texts, |_, hint, t| {
+        hint.captures_iter(t)
+            .filter_map(|c| c.get(1))
+            .map(|m| trim(m.as_str()))
+            .find(|u| u.contains("://") && !HELP_LINK.is_match(u))
     })
 }
 
 /// The host a tool says it could not reach.
 pub fn host(texts: &[&str]) -> Option<String> {
-    HOST_HINTS.iter().find_map(|hint| {
-        texts.iter().find_map(|t| {
-            hint.captures(t)
-                .and_then(|c| c.get(1))
-                .map(|m| host_name(m.as_str()).to_owned())
-        })
+    HOST_HINTS.first(texts, |_, hint, t| {
+        hint.captures(t)
+            .and_then(|c| c.get(1))
+            .map(|m| host_name(m.as_str()).to_owned())
     })
 }
 
@@ -186,6 +181,11 @@ mod tests {
     fn every_pattern_compiles() {
         assert_eq!(URL_HINTS.len(), 9);
         assert_eq!(HOST_HINTS.len(), 13);
+        for hints in [&*URL_HINTS, &*HOST_HINTS] {
+            for i in 0..hints.len() {
+                hints.regex(i);
+            }
+        }
         assert!(URL.is_match("https://x") && URL_HOST.is_match("https://x"));
     }
 

@@ -13,6 +13,7 @@ pub mod evidence;
 pub mod failures;
 pub mod fingerprint;
 mod memo;
+pub mod patterns;
 pub mod render;
 pub mod rules;
 pub mod saved;
