@@ -129,17 +129,45 @@ pub fn summed_duration_ms(raw: &[u8]) -> Option<f64> {
     every.then_some(total)
 }
 
-/// A msgpack float or integer as f64.
-fn msgpack_number(raw: &[u8]) -> Option<f64> {
+/// A msgpack float or integer as f64 (as JSON's `as_f64` reads a number).
+pub fn msgpack_number(raw: &[u8]) -> Option<f64> {
     match raw {
         [0xcb, rest @ ..] => Some(f64::from_be_bytes(rest.try_into().ok()?)),
         [0xca, rest @ ..] => Some(f64::from(f32::from_be_bytes(rest.try_into().ok()?))),
-        [b] if *b <= 0x7f => Some(f64::from(*b)),
-        [0xcc, b] => Some(f64::from(*b)),
-        [0xcd, rest @ ..] => Some(f64::from(u16::from_be_bytes(rest.try_into().ok()?))),
-        [0xce, rest @ ..] => Some(f64::from(u32::from_be_bytes(rest.try_into().ok()?))),
-        _ => None,
+        // i128 holds every msgpack integer; as f64 it rounds as JSON's does.
+        _ => msgpack_int(raw).map(|n| n as f64),
     }
+}
+
+/// A msgpack integer, whatever its width and sign (`None` for anything else).
+pub fn msgpack_int(raw: &[u8]) -> Option<i128> {
+    let be = |rest: &[u8]| -> Option<[u8; 8]> {
+        // Right-aligned into 8 bytes; the caller says how to read the sign.
+        let mut wide = [0; 8];
+        wide.get_mut(8 - rest.len()..)?.copy_from_slice(rest);
+        Some(wide)
+    };
+    let (tag, rest) = raw.split_first()?;
+    let width = match tag {
+        0x00..=0x7f => return (rest.is_empty()).then_some(i128::from(*tag)),
+        0xe0..=0xff => return (rest.is_empty()).then_some(i128::from(*tag as i8)),
+        0xcc | 0xd0 => 1,
+        0xcd | 0xd1 => 2,
+        0xce | 0xd2 => 4,
+        0xcf | 0xd3 => 8,
+        _ => return None,
+    };
+    if rest.len() != width {
+        return None;
+    }
+    let unsigned = u64::from_be_bytes(be(rest)?);
+    Some(if *tag >= 0xd0 {
+        // Sign-extend from `width` bytes.
+        let shift = 64 - 8 * width as u32;
+        i128::from(((unsigned << shift) as i64) >> shift)
+    } else {
+        i128::from(unsigned)
+    })
 }
 
 /// The raw values of the keys in `keys` of a msgpack map, in `keys`' order
@@ -230,6 +258,64 @@ mod tests {
     use super::*;
     use crate::record::{StateCounts, Trimmed};
     use serde_json::json;
+
+    /// Every width and sign msgpack writes an integer in reads back as written,
+    /// as does a float; anything else is not a number.
+    #[test]
+    fn numbers_read_back_at_every_width() {
+        let ints: [i128; 22] = [
+            0,
+            1,
+            127,
+            128,
+            255,
+            256,
+            65_535,
+            65_536,
+            4_294_967_295,
+            4_294_967_296,
+            i64::MAX as i128,
+            u64::MAX as i128,
+            -1,
+            -32,
+            -33,
+            -128,
+            -129,
+            -32_768,
+            -32_769,
+            i32::MIN as i128,
+            i32::MIN as i128 - 1,
+            i64::MIN as i128,
+        ];
+        for n in ints {
+            let raw = if n > i64::MAX as i128 {
+                rmp_serde::to_vec(&(n as u64)).unwrap()
+            } else {
+                rmp_serde::to_vec(&(n as i64)).unwrap()
+            };
+            assert_eq!(msgpack_int(&raw), Some(n), "{n} as {raw:x?}");
+            assert_eq!(msgpack_number(&raw), Some(n as f64));
+        }
+        for x in [0.5_f64, -2.25, 1e300] {
+            assert_eq!(msgpack_number(&rmp_serde::to_vec(&x).unwrap()), Some(x));
+            assert_eq!(msgpack_int(&rmp_serde::to_vec(&x).unwrap()), None);
+        }
+        assert_eq!(
+            msgpack_number(&rmp_serde::to_vec(&1.5_f32).unwrap()),
+            Some(1.5)
+        );
+        for other in [
+            &b"\xa1x"[..],
+            &[0xc0],
+            &[0xc3],
+            &[0xcd, 0x01],
+            &[0x05, 0x00],
+            &[],
+        ] {
+            assert_eq!(msgpack_int(other), None, "{other:x?}");
+            assert_eq!(msgpack_number(other), None, "{other:x?}");
+        }
+    }
 
     /// Salt's three shapes of a trimmed return, and a return without the mark.
     #[test]

@@ -6,8 +6,9 @@
 
 use std::collections::HashMap;
 
-use crate::event::json::{Limits, to_json_within};
-use crate::event::states::{StateEntry, fields, for_each_state, text_of};
+use crate::event::states::{
+    StateEntry, fields, for_each_state, msgpack_int, msgpack_number, text_of,
+};
 use crate::record::stable_hash;
 
 /// Salt's comment on a state that did not run because a requisite failed.
@@ -44,10 +45,6 @@ impl FailedState {
     pub fn is_fallout(&self) -> bool {
         self.failed_requisites.is_some()
     }
-
-    fn label(&self) -> String {
-        format!("{}.{}", self.sls, self.state_id)
-    }
 }
 
 /// What one walk of a state-run return found.
@@ -69,9 +66,19 @@ pub struct StateRun {
 /// them): a return of a hundred thousand failures costs no more than this many.
 pub const MAX_DECODED_FAILURES: usize = 10_000;
 
+/// Outcomes reserved up front at most; a longer run grows as it goes.
+const MAX_RESERVED_OUTCOMES: usize = 4096;
+
 /// Walks a state-run return. `None` when it is not one.
 pub fn walk(raw: &[u8], want_outcomes: bool) -> Option<StateRun> {
     let mut run = StateRun::default();
+    if want_outcomes {
+        // One outcome a state: sized once (bounded: a map's length is a claim
+        // of the input, not yet proof).
+        let states = crate::event::cursor::Cursor::new(raw).read_map_len();
+        run.outcomes
+            .reserve(states.map_or(0, |n| n as usize).min(MAX_RESERVED_OUTCOMES));
+    }
     run.states = for_each_state(raw, |state| {
         if want_outcomes {
             if let Some(result) = state.result {
@@ -144,7 +151,7 @@ fn decode_failed(state: &StateEntry<'_>) -> FailedState {
         ],
     );
     let text = |raw: Option<&[u8]>, max: usize| raw.and_then(|r| text_of(r, max, false));
-    let number = |raw: Option<&[u8]>| raw.and_then(|r| to_json_within(r, Limits::DEFAULT).ok());
+    let int = |raw: Option<&[u8]>| raw.and_then(msgpack_int);
     let comment = text(comment, COMMENT_MAX).unwrap_or_default();
     let [retcode, stderr, stdout] = changes.map_or([None; 3], |c| {
         fields(c, [b"retcode".as_slice(), b"stderr", b"stdout"])
@@ -165,13 +172,13 @@ fn decode_failed(state: &StateEntry<'_>) -> FailedState {
             .or_else(|| sls_named_in(&comment))
             .unwrap_or_default(),
         state_id: text(id, 1024).unwrap_or_else(|| key_id.to_owned()),
-        function: format!("{module}.{fun}"),
+        function: [module, ".", fun].concat(),
         name: text(name, 1024).unwrap_or_default(),
         comment,
-        run_num: number(run_num).and_then(|v| v.as_u64()),
-        duration_ms: number(duration).and_then(|v| v.as_f64()),
+        run_num: int(run_num).and_then(|n| u64::try_from(n).ok()),
+        duration_ms: duration.and_then(msgpack_number),
         start_time: text(start_time, 64),
-        exit_code: number(retcode).and_then(|v| v.as_i64()),
+        exit_code: int(retcode).and_then(|n| i64::try_from(n).ok()),
         stderr: output(stderr),
         stdout: output(stdout),
         failed_requisites,
@@ -199,16 +206,18 @@ pub struct RootCause {
 /// states that failed because of it (directly or through other fallout), and the
 /// fallout no root cause explains (its requisite failed outside this return).
 pub fn root_causes(failed: Vec<FailedState>) -> (Vec<RootCause>, u32) {
-    let by_label: HashMap<String, usize> = failed
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.label(), i))
-        .collect();
+    if !failed.iter().any(FailedState::is_fallout) {
+        let causes = failed
+            .into_iter()
+            .map(|state| RootCause { state, fallout: 0 });
+        return (causes.collect(), 0);
+    }
+    let labels = Labels::of(&failed);
     // For each fallout state, the roots it leads back to.
     let mut fallout_of_root = vec![0u32; failed.len()];
     let mut unexplained = 0;
     for state in failed.iter().filter(|s| s.is_fallout()) {
-        let roots = roots_of(state, &failed, &by_label);
+        let roots = roots_of(state, &failed, &labels);
         if roots.is_empty() {
             unexplained += 1;
         }
@@ -225,13 +234,46 @@ pub fn root_causes(failed: Vec<FailedState>) -> (Vec<RootCause>, u32) {
     (causes, unexplained)
 }
 
+/// The failed states by their label `sls.id` (what a requisite names), keyed
+/// by a hash of it so no label is built; a lookup checks the label itself.
+struct Labels(HashMap<u64, usize>);
+
+impl Labels {
+    fn hash(parts: &[&[u8]]) -> u64 {
+        use std::hash::Hasher;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for part in parts {
+            h.write(part);
+        }
+        h.finish()
+    }
+
+    fn of(failed: &[FailedState]) -> Self {
+        let mut by_label = HashMap::with_capacity(failed.len());
+        for (i, s) in failed.iter().enumerate() {
+            // Two states of one label: the last is taken.
+            by_label.insert(
+                Self::hash(&[s.sls.as_bytes(), b".", s.state_id.as_bytes()]),
+                i,
+            );
+        }
+        Self(by_label)
+    }
+
+    fn get(&self, label: &str, failed: &[FailedState]) -> Option<usize> {
+        let &i = self.0.get(&Self::hash(&[label.as_bytes()]))?;
+        let s = &failed[i];
+        let named = label.len() == s.sls.len() + 1 + s.state_id.len()
+            && label.starts_with(s.sls.as_str())
+            && label[s.sls.len()..].starts_with('.')
+            && label.ends_with(s.state_id.as_str());
+        named.then_some(i)
+    }
+}
+
 /// The non-fallout states `state` leads back to, following fallout chains; a
 /// cycle or an unknown requisite ends a branch.
-fn roots_of(
-    state: &FailedState,
-    failed: &[FailedState],
-    by_label: &HashMap<String, usize>,
-) -> Vec<usize> {
+fn roots_of(state: &FailedState, failed: &[FailedState], labels: &Labels) -> Vec<usize> {
     let mut roots = Vec::new();
     let mut seen = vec![false; failed.len()];
     let mut stack: Vec<&str> = state
@@ -241,7 +283,7 @@ fn roots_of(
         .map(String::as_str)
         .collect();
     while let Some(label) = stack.pop() {
-        let Some(&i) = by_label.get(label) else {
+        let Some(i) = labels.get(label, failed) else {
             continue;
         };
         if std::mem::replace(&mut seen[i], true) {
@@ -316,6 +358,40 @@ mod tests {
         assert_eq!(unexplained, 1);
         assert_eq!(causes[0].state.function, "cmd.run");
         assert_eq!(causes[0].state.duration_ms, Some(1.5));
+    }
+
+    /// A label is `sls.id`, and both may hold dots: a requisite is found by
+    /// the whole of it, never by a prefix.
+    #[test]
+    fn labels_with_dots_find_their_state_whole() {
+        let ret: serde_json::Map<String, Value> = [
+            state("web.app", "conf.d", 0, json!(false), "boom"),
+            state("web", "app.conf", 1, json!(false), "bang"),
+            state(
+                "web",
+                "reload",
+                2,
+                json!(false),
+                "One or more requisite failed: web.app.conf.d",
+            ),
+            state(
+                "web",
+                "restart",
+                3,
+                json!(false),
+                "One or more requisite failed: web.app.conf, web.app",
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let run = walk(&pack(&Value::Object(ret)), false).unwrap();
+        let (causes, unexplained) = root_causes(run.failed);
+        let got: Vec<_> = causes
+            .iter()
+            .map(|c| (c.state.sls.as_str(), c.state.state_id.as_str(), c.fallout))
+            .collect();
+        assert_eq!(got, [("web.app", "conf.d", 1), ("web", "app.conf", 1)]);
+        assert_eq!(unexplained, 0);
     }
 
     #[test]
