@@ -127,7 +127,7 @@ impl Stages {
     /// again (`at` is now).
     pub fn restore(&mut self, saved: SavedStages, at: Stamp) -> Vec<Record> {
         self.tracker.restore(saved.tracker);
-        self.triage.restore(saved.triage);
+        self.triage.restore(saved.triage, at);
         self.correlator.restore(saved.correlator);
         let mut out = Vec::new();
         if let Some(incidents) = saved.incidents {
@@ -301,6 +301,9 @@ impl Stages {
         self.synced_tracker().advance(now, &mut tracked);
         let mut out = Vec::new();
         self.after_tracker(tracked, &mut out);
+        let tracker = &self.tracker;
+        self.triage
+            .forget_idle(now, tracker.late_window(), |jid| tracker.is_open(jid));
         self.incidents.advance(now, &mut out);
         self.correlator.advance_rollouts(now, &mut out);
         out

@@ -4,9 +4,10 @@
 //! that did not render) are named with their SLS.
 //!
 //! Pure: returns in, findings out; the correlator turns findings into records.
-//! Memory is bounded: groups are kept per job until it closes (plus the jobs of
-//! the late window, at most `max_jobs`), and first sightings of fingerprints up
-//! to `max_fingerprints`, oldest forgotten first.
+//! Memory is bounded: groups are kept per job while it is open and for the late
+//! window after its last failure (at most `max_jobs`, oldest forgotten first),
+//! and first sightings of fingerprints up to `max_fingerprints`, oldest
+//! forgotten first.
 
 pub mod category;
 pub mod evidence;
@@ -127,6 +128,10 @@ struct JobGroups {
     groups: BTreeMap<String, FailureGroup>,
     /// Changed since it was last emitted.
     dirty: bool,
+    /// When a failure was last counted in it (`None` in a checkpoint of an
+    /// older saltsight: taken as the time it was restored).
+    #[serde(default)]
+    last_at: Option<Stamp>,
 }
 
 crate::counts! {
@@ -141,6 +146,8 @@ crate::counts! {
             "Failed states past the first 10,000 of one return: counted, not examined";
         counter evicted_jobs = "saltsight_triage_jobs_evicted",
             "Jobs whose failure groups were dropped to respect the job bound";
+        counter forgotten_jobs = "saltsight_triage_jobs_forgotten",
+            "Jobs whose failure groups were forgotten: closed, and no failure counted for the late window";
         counter texts_recalled = "saltsight_triage_texts_recalled",
             "Failed states whose text was classified before (the same failure on another minion): read from the memo";
         counter texts_forgotten = "saltsight_triage_texts_forgotten",
@@ -154,12 +161,18 @@ pub struct Triage {
     jobs_order: VecDeque<Box<str>>,
     first_seen: HashMap<String, (String, Stamp)>,
     first_seen_order: VecDeque<String>,
+    /// When idle jobs are looked for next (at most once a [`FORGET_EVERY`]).
+    next_forget_at: Stamp,
     /// Classifications and normalised comments of the texts seen lately.
     memo: memo::Memo,
     pub stats: std::sync::Arc<TriageStats>,
 }
 
 pub use crate::event::args::is_state_run;
+
+/// How often, in event time, triage looks for jobs to forget: a pass over
+/// every job it holds (at most `max_jobs`).
+pub const FORGET_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Triage {
     pub fn new(config: TriageConfig) -> Self {
@@ -169,6 +182,7 @@ impl Triage {
             jobs_order: VecDeque::new(),
             first_seen: HashMap::new(),
             first_seen_order: VecDeque::new(),
+            next_forget_at: Stamp(i64::MIN),
             memo: memo::Memo::default(),
             stats: std::sync::Arc::default(),
         }
@@ -362,6 +376,7 @@ impl Triage {
         let example_minions = self.config.example_minions;
         let job = self.jobs.entry(jid.into()).or_default();
         job.dirty = true;
+        job.last_at = Some(at);
         let Some(group) = job.groups.get_mut(fingerprint) else {
             return;
         };
@@ -419,6 +434,31 @@ impl Triage {
         (jid.to_owned(), at)
     }
 
+    /// Forgets the groups of the jobs `is_open` says are closed and that have
+    /// counted no failure for `window` (the late window: a later return of
+    /// theirs counts as unknown). Looks at most once a [`FORGET_EVERY`].
+    pub fn forget_idle(
+        &mut self,
+        now: Stamp,
+        window: std::time::Duration,
+        is_open: impl Fn(&str) -> bool,
+    ) {
+        if now < self.next_forget_at {
+            return;
+        }
+        self.next_forget_at = now.plus(FORGET_EVERY);
+        let before = self.jobs.len();
+        self.jobs
+            .retain(|jid, job| is_open(jid) || job.last_at.is_some_and(|at| at.plus(window) > now));
+        if self.jobs.len() < before {
+            self.stats
+                .forgotten_jobs
+                .add((before - self.jobs.len()) as u64);
+            let jobs = &self.jobs;
+            self.jobs_order.retain(|jid| jobs.contains_key(jid));
+        }
+    }
+
     /// The job is complete (or amended by a late return): its groups, if they
     /// changed since last emitted, largest first.
     pub fn close_job(&mut self, jid: &str) -> Vec<FailureGroup> {
@@ -443,6 +483,43 @@ mod tests {
     use super::*;
     use crate::event::{Body, decode, salt_frame};
     use serde_json::json;
+
+    fn failing_return(jid: &str, minion: &str) -> Vec<u8> {
+        salt_frame(
+            &format!("salt/job/{jid}/ret/{minion}"),
+            &json!({"fun": "state.apply", "fun_args": ["web"], "jid": jid, "id": minion,
+                "retcode": 2, "success": true, "return": {
+                    "pkg_|-nginx_|-nginx_|-installed": {
+                        "result": false, "comment": "The following packages failed to install/update: nginx",
+                        "__sls__": "web", "__id__": "nginx", "__run_num__": 0,
+                        "changes": {}, "name": "nginx"}}}),
+            false,
+        )
+    }
+
+    #[test]
+    fn a_closed_jobs_groups_are_forgotten_after_the_late_window() {
+        let mut triage = Triage::new(TriageConfig::default());
+        let minute = |m: i64| Stamp(m * 60_000_000);
+        let frame = failing_return("20261126180000000000", "web1");
+        let event = decode(&frame).expect("decode");
+        let Body::JobReturn(r) = &event.body else {
+            panic!("a job return")
+        };
+        triage.on_return(r, minute(0)).expect("findings");
+        let window = std::time::Duration::from_secs(3600);
+        triage.forget_idle(minute(30), window, |_| false);
+        assert_eq!(triage.jobs.len(), 1, "within the late window");
+        triage.forget_idle(minute(61), window, |_| true);
+        assert_eq!(triage.jobs.len(), 1, "still open");
+        // Looked at once a minute at most.
+        triage.forget_idle(minute(61).plus(FORGET_EVERY / 2), window, |_| false);
+        assert_eq!(triage.jobs.len(), 1);
+        triage.forget_idle(minute(63), window, |_| false);
+        assert!(triage.jobs.is_empty() && triage.jobs_order.is_empty());
+        assert_eq!(triage.stats.forgotten_jobs.get(), 1);
+        assert!(triage.close_job("20261126180000000000").is_empty());
+    }
 
     /// The shape of `salt/run/<jid>/ret` for `state.orchestrate` (Salt's runner
     /// returns `{data: {<master id>: <states>}, outputter, retcode}`).

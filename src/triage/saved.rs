@@ -39,12 +39,14 @@ impl Triage {
         }
     }
 
-    /// Takes back saved memory in place of its own, within today's bounds.
-    pub fn restore(&mut self, saved: SavedTriage) {
+    /// Takes back saved memory in place of its own, within today's bounds; a
+    /// job saved without the time of its last failure is taken as seen `at`.
+    pub fn restore(&mut self, saved: SavedTriage, at: Stamp) {
         self.jobs.clear();
         self.jobs_order.clear();
         let skip = saved.jobs.len().saturating_sub(self.config.max_jobs);
-        for (jid, groups) in saved.jobs.into_iter().skip(skip) {
+        for (jid, mut groups) in saved.jobs.into_iter().skip(skip) {
+            groups.last_at.get_or_insert(at);
             self.jobs_order.push_back(jid.clone());
             self.jobs.insert(jid, groups);
         }

@@ -180,6 +180,11 @@ impl JobTracker {
         self.open.len()
     }
 
+    /// How long a closed job is remembered for its late returns.
+    pub fn late_window(&self) -> std::time::Duration {
+        self.config.late_window
+    }
+
     /// Whether the job is open (published and not yet closed).
     pub fn is_open(&self, jid: &str) -> bool {
         self.open.contains_key(jid)
