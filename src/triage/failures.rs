@@ -4,7 +4,7 @@
 //! The return is walked raw ([`for_each_state`]): only a failed state's fields are
 //! decoded, so a highstate of thousands of successful states costs a scan.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use crate::event::states::{
     StateEntry, fields, for_each_state, msgpack_int, msgpack_number, text_of,
@@ -71,6 +71,11 @@ const MAX_RESERVED_OUTCOMES: usize = 4096;
 
 /// Walks a state-run return. `None` when it is not one.
 pub fn walk(raw: &[u8], want_outcomes: bool) -> Option<StateRun> {
+    walk_with(raw, want_outcomes, &mut Decoded::default())
+}
+
+/// [`walk`], a failed state already in `decoded` read from it.
+pub fn walk_with(raw: &[u8], want_outcomes: bool, decoded: &mut Decoded) -> Option<StateRun> {
     let mut run = StateRun::default();
     if want_outcomes {
         // One outcome a state: sized once (bounded: a map's length is a claim
@@ -87,7 +92,7 @@ pub fn walk(raw: &[u8], want_outcomes: bool) -> Option<StateRun> {
         }
         match state.result {
             Some(false) if run.failed.len() >= MAX_DECODED_FAILURES => run.not_examined += 1,
-            Some(false) => run.failed.push(decode_failed(&state)),
+            Some(false) => run.failed.push(decoded.decode(&state)),
             None => run.would_change += 1,
             Some(true) => {}
         }
@@ -123,66 +128,199 @@ const COMMENT_MAX: usize = 16 << 10;
 /// Bytes of a command's stderr and stdout kept: their end, where the error is.
 pub const OUTPUT_MAX: usize = 4 << 10;
 
-/// The fields of a failed state triage uses, each read within its bound; the
-/// rest of the state (its `changes`, which may be megabytes) is never decoded.
-fn decode_failed(state: &StateEntry<'_>) -> FailedState {
-    let key = String::from_utf8_lossy(state.key).into_owned();
-    let (module, key_id, fun) = split_key(&key);
-    let [
-        comment,
-        sls,
-        id,
-        name,
-        run_num,
-        duration,
-        start_time,
-        changes,
-    ] = fields(
-        state.raw,
-        [
-            b"comment".as_slice(),
-            b"__sls__",
-            b"__id__",
-            b"name",
-            b"__run_num__",
-            b"duration",
-            b"start_time",
-            b"changes",
-        ],
-    );
-    let text = |raw: Option<&[u8]>, max: usize| raw.and_then(|r| text_of(r, max, false));
-    let int = |raw: Option<&[u8]>| raw.and_then(msgpack_int);
-    let comment = text(comment, COMMENT_MAX).unwrap_or_default();
-    let [retcode, stderr, stdout] = changes.map_or([None; 3], |c| {
-        fields(c, [b"retcode".as_slice(), b"stderr", b"stdout"])
-    });
-    let output = |raw: Option<&[u8]>| {
-        raw.and_then(|r| text_of(r, OUTPUT_MAX, true))
-            .filter(|s| !s.trim().is_empty())
-    };
-    let failed_requisites = comment.strip_prefix(FALLOUT_PREFIX).map(|rest| {
-        rest.trim_start_matches(':')
-            .split(',')
-            .map(|r| r.trim().to_owned())
-            .filter(|r| !r.is_empty())
-            .collect()
-    });
-    FailedState {
-        sls: text(sls, 1024)
-            .or_else(|| sls_named_in(&comment))
-            .unwrap_or_default(),
-        state_id: text(id, 1024).unwrap_or_else(|| key_id.to_owned()),
-        function: [module, ".", fun].concat(),
-        name: text(name, 1024).unwrap_or_default(),
-        comment,
-        run_num: int(run_num).and_then(|n| u64::try_from(n).ok()),
-        duration_ms: duration.and_then(msgpack_number),
-        start_time: text(start_time, 64),
-        exit_code: int(retcode).and_then(|n| i64::try_from(n).ok()),
-        stderr: output(stderr),
-        stdout: output(stdout),
-        failed_requisites,
-        key,
+/// The raw fields of a failed state triage uses; the rest of the state (its
+/// `changes`, which may be megabytes) is never decoded.
+struct Fields<'a> {
+    key: &'a [u8],
+    comment: Option<&'a [u8]>,
+    sls: Option<&'a [u8]>,
+    id: Option<&'a [u8]>,
+    name: Option<&'a [u8]>,
+    retcode: Option<&'a [u8]>,
+    stderr: Option<&'a [u8]>,
+    stdout: Option<&'a [u8]>,
+    // Those above are the same on every minion that fails the same way; these
+    // are the run's own.
+    run_num: Option<&'a [u8]>,
+    duration: Option<&'a [u8]>,
+    start_time: Option<&'a [u8]>,
+}
+
+impl<'a> Fields<'a> {
+    fn of(state: &StateEntry<'a>) -> Self {
+        let [
+            comment,
+            sls,
+            id,
+            name,
+            run_num,
+            duration,
+            start_time,
+            changes,
+        ] = fields(
+            state.raw,
+            [
+                b"comment".as_slice(),
+                b"__sls__",
+                b"__id__",
+                b"name",
+                b"__run_num__",
+                b"duration",
+                b"start_time",
+                b"changes",
+            ],
+        );
+        let [retcode, stderr, stdout] = changes.map_or([None; 3], |c| {
+            fields(c, [b"retcode".as_slice(), b"stderr", b"stdout"])
+        });
+        Self {
+            key: state.key,
+            comment,
+            sls,
+            id,
+            name,
+            retcode,
+            stderr,
+            stdout,
+            run_num,
+            duration,
+            start_time,
+        }
+    }
+
+    /// The fields that do not vary between minions, each behind its length
+    /// (an absent one as `u32::MAX`), so two different states never write
+    /// the same bytes.
+    fn write_shared(&self, out: &mut Vec<u8>) {
+        let shared = [
+            Some(self.key),
+            self.comment,
+            self.sls,
+            self.id,
+            self.name,
+            self.retcode,
+            self.stderr,
+            self.stdout,
+        ];
+        for field in shared {
+            match field {
+                Some(bytes) => {
+                    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+                    out.extend_from_slice(bytes);
+                }
+                None => out.extend_from_slice(&u32::MAX.to_le_bytes()),
+            }
+        }
+    }
+
+    /// What the shared fields say, each read within its bound; the run's own
+    /// fields left empty.
+    fn decode_shared(&self) -> FailedState {
+        let key = String::from_utf8_lossy(self.key).into_owned();
+        let (module, key_id, fun) = split_key(&key);
+        let text = |raw: Option<&[u8]>, max: usize| raw.and_then(|r| text_of(r, max, false));
+        let comment = text(self.comment, COMMENT_MAX).unwrap_or_default();
+        let output = |raw: Option<&[u8]>| {
+            raw.and_then(|r| text_of(r, OUTPUT_MAX, true))
+                .filter(|s| !s.trim().is_empty())
+        };
+        let failed_requisites = comment.strip_prefix(FALLOUT_PREFIX).map(|rest| {
+            rest.trim_start_matches(':')
+                .split(',')
+                .map(|r| r.trim().to_owned())
+                .filter(|r| !r.is_empty())
+                .collect()
+        });
+        FailedState {
+            sls: text(self.sls, 1024)
+                .or_else(|| sls_named_in(&comment))
+                .unwrap_or_default(),
+            state_id: text(self.id, 1024).unwrap_or_else(|| key_id.to_owned()),
+            function: [module, ".", fun].concat(),
+            name: text(self.name, 1024).unwrap_or_default(),
+            comment,
+            run_num: None,
+            duration_ms: None,
+            start_time: None,
+            exit_code: self
+                .retcode
+                .and_then(msgpack_int)
+                .and_then(|n| i64::try_from(n).ok()),
+            stderr: output(self.stderr),
+            stdout: output(self.stdout),
+            failed_requisites,
+            key,
+        }
+    }
+
+    /// `state` with this run's own fields.
+    fn with_run(&self, mut state: FailedState) -> FailedState {
+        state.run_num = self
+            .run_num
+            .and_then(msgpack_int)
+            .and_then(|n| u64::try_from(n).ok());
+        state.duration_ms = self.duration.and_then(msgpack_number);
+        state.start_time = self.start_time.and_then(|r| text_of(r, 64, false));
+        state
+    }
+}
+
+/// Failed states remembered at most by [`Decoded`].
+pub const DECODED_STATES: usize = 128;
+
+/// A failed state's shared fields are remembered only up to this many bytes:
+/// the memory stays within [`DECODED_STATES`] times a few of them.
+pub const DECODED_STATE_MAX_BYTES: usize = 2 << 10;
+
+/// What failed states decoded to lately, by the bytes of the fields that do
+/// not vary between minions (key, comment, SLS, id, name, and a command's exit
+/// code, stderr and stdout): a state that fails the same way on 500 minions is
+/// decoded once, and each minion's copy takes its own run number, duration
+/// and start. Keyed by a hash, the bytes kept to rule out a collision; the
+/// oldest forgotten first (counted).
+#[derive(Debug, Default)]
+pub struct Decoded {
+    known: HashMap<u64, (Box<[u8]>, FailedState)>,
+    order: VecDeque<u64>,
+    /// The shared bytes of the state being decoded.
+    scratch: Vec<u8>,
+    pub recalled: u64,
+    pub forgotten: u64,
+}
+
+impl Decoded {
+    fn decode(&mut self, state: &StateEntry<'_>) -> FailedState {
+        let fields = Fields::of(state);
+        self.scratch.clear();
+        fields.write_shared(&mut self.scratch);
+        if self.scratch.len() > DECODED_STATE_MAX_BYTES {
+            return fields.with_run(fields.decode_shared());
+        }
+        let hash = {
+            use std::hash::Hasher;
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            h.write(&self.scratch);
+            h.finish()
+        };
+        if let Some((shared, known)) = self.known.get(&hash) {
+            if **shared == *self.scratch {
+                self.recalled += 1;
+                return fields.with_run(known.clone());
+            }
+        }
+        let decoded = fields.decode_shared();
+        if !self.known.contains_key(&hash) {
+            while self.order.len() >= DECODED_STATES {
+                if let Some(old) = self.order.pop_front() {
+                    self.known.remove(&old);
+                    self.forgotten += 1;
+                }
+            }
+            self.order.push_back(hash);
+        }
+        self.known
+            .insert(hash, (self.scratch.as_slice().into(), decoded.clone()));
+        fields.with_run(decoded)
     }
 }
 
@@ -392,6 +530,61 @@ mod tests {
             .collect();
         assert_eq!(got, [("web.app", "conf.d", 1), ("web", "app.conf", 1)]);
         assert_eq!(unexplained, 0);
+    }
+
+    /// One failed command's return, as a minion of a job sends it.
+    fn command_failure(comment: &str, run: u64, duration: f64, start: &str) -> Vec<u8> {
+        pack(&json!({"cmd_|-deploy_|-/opt/deploy.sh_|-run": {
+            "result": false, "comment": comment, "__sls__": "app", "__id__": "deploy",
+            "__run_num__": run, "duration": duration, "start_time": start, "name": "/opt/deploy.sh",
+            "changes": {"pid": run * 7, "retcode": -9, "stdout": "", "stderr": "killed"}}}))
+    }
+
+    #[test]
+    fn a_failure_seen_on_another_minion_is_decoded_once_and_keeps_its_own_run() {
+        let mut decoded = Decoded::default();
+        let first = command_failure("Command \"/opt/deploy.sh\" run", 4, 12.5, "10:00:01.1");
+        let second = command_failure("Command \"/opt/deploy.sh\" run", 5, 99.0, "10:00:02.2");
+        let a = walk_with(&first, false, &mut decoded).unwrap();
+        let b = walk_with(&second, false, &mut decoded).unwrap();
+        assert_eq!(
+            decoded.recalled, 1,
+            "the second minion's failure is recalled"
+        );
+        // What is recalled is what a decode from scratch says, with its own run.
+        assert_eq!(a, walk(&first, false).unwrap());
+        assert_eq!(b, walk(&second, false).unwrap());
+        let s = &b.failed[0];
+        assert_eq!(
+            (s.run_num, s.duration_ms, s.start_time.as_deref()),
+            (Some(5), Some(99.0), Some("10:00:02.2"))
+        );
+        assert_eq!(
+            (s.exit_code, s.stderr.as_deref()),
+            (Some(-9), Some("killed"))
+        );
+        // Another comment is another failure.
+        let other = command_failure("Command \"/opt/deploy.sh\" timed out", 5, 1.0, "x");
+        let c = walk_with(&other, false, &mut decoded).unwrap();
+        assert_eq!(decoded.recalled, 1);
+        assert_eq!(c.failed[0].comment, "Command \"/opt/deploy.sh\" timed out");
+        // Past the bound the oldest are forgotten, counted.
+        for i in 0..DECODED_STATES {
+            walk_with(
+                &command_failure(&format!("boom {i}"), 1, 1.0, "x"),
+                false,
+                &mut decoded,
+            );
+        }
+        assert_eq!(decoded.forgotten, 2);
+        assert_eq!(decoded.known.len(), DECODED_STATES);
+        // A state larger than the bound is decoded, not remembered.
+        let long = "x".repeat(DECODED_STATE_MAX_BYTES);
+        let big = command_failure(&long, 1, 1.0, "x");
+        let d = walk_with(&big, false, &mut decoded).unwrap();
+        walk_with(&big, false, &mut decoded).unwrap();
+        assert_eq!(d.failed[0].comment, long);
+        assert_eq!((decoded.recalled, decoded.forgotten), (1, 2));
     }
 
     #[test]

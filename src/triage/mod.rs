@@ -27,7 +27,7 @@ use crate::event::{JobReturn, RunJob, Text};
 use crate::record::CommandOutput;
 use crate::time::Stamp;
 pub use category::{Category, Classification, FailureText, classify};
-use failures::{FailedState, RootCause, root_causes, walk};
+use failures::{Decoded, FailedState, RootCause, root_causes, walk_with};
 use fingerprint::{StateKey, normalise};
 use render::{RenderError, render_errors};
 
@@ -152,6 +152,10 @@ crate::counts! {
             "Failed states whose text was classified before (the same failure on another minion): read from the memo";
         counter texts_forgotten = "saltsight_triage_texts_forgotten",
             "Distinct failure texts forgotten to keep the memo within its bound (4,096)";
+        counter states_recalled = "saltsight_triage_states_recalled",
+            "Failed states whose shared fields were decoded before (the same failure on another minion): read from the memo";
+        counter states_forgotten = "saltsight_triage_states_forgotten",
+            "Decoded failed states forgotten to keep their memo within its bound (128)";
     }
 }
 
@@ -165,6 +169,8 @@ pub struct Triage {
     next_forget_at: Stamp,
     /// Classifications and normalised comments of the texts seen lately.
     memo: memo::Memo,
+    /// What the failed states seen lately decoded to.
+    decoded: Decoded,
     pub stats: std::sync::Arc<TriageStats>,
 }
 
@@ -184,6 +190,7 @@ impl Triage {
             first_seen_order: VecDeque::new(),
             next_forget_at: Stamp(i64::MIN),
             memo: memo::Memo::default(),
+            decoded: Decoded::default(),
             stats: std::sync::Arc::default(),
         }
     }
@@ -237,7 +244,15 @@ impl Triage {
             ..Findings::default()
         };
         let max = self.config.comment_max_bytes;
-        if let Some(run) = walk(raw, self.config.want_outcomes) {
+        let (recalled, forgotten) = (self.decoded.recalled, self.decoded.forgotten);
+        let run = walk_with(raw, self.config.want_outcomes, &mut self.decoded);
+        self.stats
+            .states_recalled
+            .add(self.decoded.recalled - recalled);
+        self.stats
+            .states_forgotten
+            .add(self.decoded.forgotten - forgotten);
+        if let Some(run) = run {
             self.stats.state_runs.inc();
             self.stats
                 .fallout_states
