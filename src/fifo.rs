@@ -2,18 +2,21 @@
 //! keeps per open job (the reactor's notes, the OTLP traces' spans) until the
 //! job closes. Removing a key is O(1); the order keeps removed keys until it
 //! is twice the bound, then drops them in one pass, so it never holds more
-//! than twice the bound.
+//! than twice the bound. Keyed by text unless told otherwise: triage's memos
+//! key theirs by a hash of what they remember.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
 
 #[derive(Debug)]
-pub struct FifoMap<V> {
-    map: HashMap<String, V>,
-    order: VecDeque<String>,
+pub struct FifoMap<V, K = String> {
+    map: HashMap<K, V>,
+    order: VecDeque<K>,
     max: usize,
 }
 
-impl<V> FifoMap<V> {
+impl<V, K: Hash + Eq + Clone> FifoMap<V, K> {
     /// At most `max` entries (at least one).
     pub fn new(max: usize) -> Self {
         Self {
@@ -25,7 +28,11 @@ impl<V> FifoMap<V> {
 
     /// The entry of `key`, made with `make` when new; the oldest entries are
     /// forgotten first to make room. Also how many were forgotten.
-    pub fn entry(&mut self, key: &str, make: impl FnOnce() -> V) -> (&mut V, u64) {
+    pub fn entry<Q>(&mut self, key: &Q, make: impl FnOnce() -> V) -> (&mut V, u64)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let forgotten = if self.map.contains_key(key) {
             0
         } else {
@@ -42,7 +49,11 @@ impl<V> FifoMap<V> {
     }
 
     /// Replaces (or makes) the entry of `key`; how many were forgotten.
-    pub fn insert(&mut self, key: &str, value: V) -> u64 {
+    pub fn insert<Q>(&mut self, key: &Q, value: V) -> u64
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         if let Some(slot) = self.map.get_mut(key) {
             *slot = value;
             return 0;
@@ -72,19 +83,35 @@ impl<V> FifoMap<V> {
         forgotten
     }
 
-    pub fn get(&self, key: &str) -> Option<&V> {
+    pub fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.map.get(key)
     }
 
-    pub fn contains_key(&self, key: &str) -> bool {
+    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.map.contains_key(key)
     }
 
-    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.map.get_mut(key)
     }
 
-    pub fn remove(&mut self, key: &str) -> Option<V> {
+    pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.map.remove(key)
     }
 

@@ -4,11 +4,12 @@
 //! The return is walked raw ([`for_each_state`]): only a failed state's fields are
 //! decoded, so a highstate of thousands of successful states costs a scan.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use crate::event::states::{
     StateEntry, fields, for_each_state, msgpack_int, msgpack_number, text_of,
 };
+use crate::fifo::FifoMap;
 use crate::record::stable_hash;
 
 /// Salt's comment on a state that did not run because a requisite failed.
@@ -278,14 +279,24 @@ pub const DECODED_STATE_MAX_BYTES: usize = 2 << 10;
 /// decoded once, and each minion's copy takes its own run number, duration
 /// and start. Keyed by a hash, the bytes kept to rule out a collision; the
 /// oldest forgotten first (counted).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Decoded {
-    known: HashMap<u64, (Box<[u8]>, FailedState)>,
-    order: VecDeque<u64>,
+    known: FifoMap<(Box<[u8]>, FailedState), u64>,
     /// The shared bytes of the state being decoded.
     scratch: Vec<u8>,
     pub recalled: u64,
     pub forgotten: u64,
+}
+
+impl Default for Decoded {
+    fn default() -> Self {
+        Self {
+            known: FifoMap::new(DECODED_STATES),
+            scratch: Vec::new(),
+            recalled: 0,
+            forgotten: 0,
+        }
+    }
 }
 
 impl Decoded {
@@ -309,17 +320,9 @@ impl Decoded {
             }
         }
         let decoded = fields.decode_shared();
-        if !self.known.contains_key(&hash) {
-            while self.order.len() >= DECODED_STATES {
-                if let Some(old) = self.order.pop_front() {
-                    self.known.remove(&old);
-                    self.forgotten += 1;
-                }
-            }
-            self.order.push_back(hash);
-        }
-        self.known
-            .insert(hash, (self.scratch.as_slice().into(), decoded.clone()));
+        self.forgotten += self
+            .known
+            .insert(&hash, (self.scratch.as_slice().into(), decoded.clone()));
         fields.with_run(decoded)
     }
 }

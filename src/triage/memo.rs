@@ -9,11 +9,11 @@
 //! Bounded: at most [`MEMO_ENTRIES`] texts; the oldest is forgotten first
 //! (counted).
 
-use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 
 use super::category::{Classification, FailureText, classify};
 use super::fingerprint::{last_line, normalise};
+use crate::fifo::FifoMap;
 
 /// Distinct failure texts remembered at most.
 pub const MEMO_ENTRIES: usize = 4096;
@@ -33,12 +33,21 @@ pub struct Read {
     pub stderr_line: String,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Memo {
-    known: HashMap<u64, Known>,
-    order: VecDeque<u64>,
+    known: FifoMap<Known, u64>,
     pub hits: u64,
     pub forgotten: u64,
+}
+
+impl Default for Memo {
+    fn default() -> Self {
+        Self {
+            known: FifoMap::new(MEMO_ENTRIES),
+            hits: 0,
+            forgotten: 0,
+        }
+    }
 }
 
 fn key(text: &FailureText<'_>) -> u64 {
@@ -66,17 +75,8 @@ impl Memo {
             normalised: normalise(text.comment),
             stderr_line: last_line(text.stderr),
         };
-        if !self.known.contains_key(&key) {
-            if self.order.len() >= MEMO_ENTRIES {
-                if let Some(old) = self.order.pop_front() {
-                    self.known.remove(&old);
-                    self.forgotten += 1;
-                }
-            }
-            self.order.push_back(key);
-        }
-        self.known.insert(
-            key,
+        self.forgotten += self.known.insert(
+            &key,
             Known {
                 comment: text.comment.into(),
                 read: read.clone(),
