@@ -307,12 +307,7 @@ impl Decoded {
         if self.scratch.len() > DECODED_STATE_MAX_BYTES {
             return fields.with_run(fields.decode_shared());
         }
-        let hash = {
-            use std::hash::Hasher;
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            h.write(&self.scratch);
-            h.finish()
-        };
+        let hash = hash_parts(&[&self.scratch]);
         if let Some((shared, known)) = self.known.get(&hash) {
             if **shared == *self.scratch {
                 self.recalled += 1;
@@ -375,26 +370,28 @@ pub fn root_causes(failed: Vec<FailedState>) -> (Vec<RootCause>, u32) {
     (causes, unexplained)
 }
 
+/// A hash of `parts` written one after the other: the same as of their
+/// concatenation, which is never built.
+fn hash_parts(parts: &[&[u8]]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for part in parts {
+        h.write(part);
+    }
+    h.finish()
+}
+
 /// The failed states by their label `sls.id` (what a requisite names), keyed
 /// by a hash of it so no label is built; a lookup checks the label itself.
 struct Labels(HashMap<u64, usize>);
 
 impl Labels {
-    fn hash(parts: &[&[u8]]) -> u64 {
-        use std::hash::Hasher;
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        for part in parts {
-            h.write(part);
-        }
-        h.finish()
-    }
-
     fn of(failed: &[FailedState]) -> Self {
         let mut by_label = HashMap::with_capacity(failed.len());
         for (i, s) in failed.iter().enumerate() {
             // Two states of one label: the last is taken.
             by_label.insert(
-                Self::hash(&[s.sls.as_bytes(), b".", s.state_id.as_bytes()]),
+                hash_parts(&[s.sls.as_bytes(), b".", s.state_id.as_bytes()]),
                 i,
             );
         }
@@ -402,7 +399,7 @@ impl Labels {
     }
 
     fn get(&self, label: &str, failed: &[FailedState]) -> Option<usize> {
-        let &i = self.0.get(&Self::hash(&[label.as_bytes()]))?;
+        let &i = self.0.get(&hash_parts(&[label.as_bytes()]))?;
         let s = &failed[i];
         let named = label.len() == s.sls.len() + 1 + s.state_id.len()
             && label.starts_with(s.sls.as_str())

@@ -59,6 +59,7 @@ impl Patterns {
     }
 
     /// How many patterns have their own regex compiled.
+    #[cfg(test)]
     pub fn compiled(&self) -> usize {
         self.compiled.iter().filter(|c| c.get().is_some()).count()
     }
