@@ -192,6 +192,12 @@ mod tests {
     }
 
     #[test]
+    fn the_corpus_matches_the_rules_it_matched_with_unicode_classes() {
+        let texts = crate::triage::patterns::corpus_texts();
+        RULE_PATTERNS.assert_reads_as_written(&texts);
+    }
+
+    #[test]
     fn a_command_needs_a_non_zero_exit_code() {
         let comment = "Command \"echo about to fail; echo err >&2; exit 1\" run";
         let failure = |stderr, exit_code| FailureText {

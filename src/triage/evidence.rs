@@ -190,6 +190,13 @@ mod tests {
     }
 
     #[test]
+    fn the_corpus_matches_the_hints_it_matched_with_unicode_classes() {
+        let texts = crate::triage::patterns::corpus_texts();
+        URL_HINTS.assert_reads_as_written(&texts);
+        HOST_HINTS.assert_reads_as_written(&texts);
+    }
+
+    #[test]
     fn urls_are_trimmed_of_the_punctuation_around_them() {
         assert_eq!(
             url(&["Failed to cache https://cdn.example.net/zips/highcharts.txt: Error: HTTP 404"])

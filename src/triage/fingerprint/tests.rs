@@ -248,3 +248,25 @@ fn fingerprints_are_stable_and_separate_parts() {
     // Pinned: a fingerprint must not change between builds.
     assert_eq!(fingerprint(&["state", "cmd.run"]), "5b8628b63f61eedf");
 }
+
+/// Every string in the triage corpus: the patterns compiled with ASCII
+/// classes, as they are, normalise it as they did compiled with the Unicode
+/// classes they are written with, so fingerprints of texts like these stay
+/// what they were.
+#[test]
+fn ascii_classes_normalise_the_corpus_as_unicode_ones_did() {
+    let as_written = |pattern: &str| pattern.to_owned();
+    let varying = compile(varying_patterns(), as_written);
+    let last = compile(last_patterns(), as_written);
+    let texts = crate::triage::patterns::corpus_texts();
+    assert!(texts.len() > 5000, "only {} texts", texts.len());
+    for text in &texts {
+        assert_eq!(
+            normalise(text),
+            normalise_with(&varying, &last, text),
+            "{text}"
+        );
+    }
+    // Outside ASCII, digits and spaces are words like any other.
+    assert_eq!(normalise("retry ٣ of 3"), "retry ٣ of <n>");
+}
