@@ -62,7 +62,7 @@ pub fn split_and_decode(stream: &[u8], chunk: usize, cap: usize) {
 /// A minion's return walked as triage walks it: the failed states' bounded
 /// decode, their categories, root causes; render errors and theirs.
 pub fn walk_return(raw: &[u8]) {
-    if let Some(run) = walk(raw, true) {
+    if let Some(mut run) = walk(raw, true) {
         assert!(run.failed.len() <= MAX_DECODED_FAILURES);
         for state in &run.failed {
             for output in [&state.stdout, &state.stderr] {
@@ -76,7 +76,7 @@ pub fn walk_return(raw: &[u8]) {
                 exit_code: state.exit_code,
             });
         }
-        let _ = root_causes(run.failed);
+        let _ = root_causes(&mut run.failed);
     }
     if let Some(errors) = render_errors(raw, Some(1)) {
         for error in errors {

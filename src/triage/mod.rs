@@ -171,10 +171,16 @@ pub struct Triage {
     memo: memo::Memo,
     /// What the failed states seen lately decoded to.
     decoded: Decoded,
+    /// The last return's vector of failed states, emptied, for the next.
+    spare_failed: Vec<FailedState>,
     pub stats: std::sync::Arc<TriageStats>,
 }
 
 pub use crate::event::args::is_state_run;
+
+/// The room for failed states kept from one return for the next, at most
+/// (a few KiB; a return with more failures allocates its own).
+const SPARE_FAILED_STATES: usize = 16;
 
 /// How often, in event time, triage looks for jobs to forget: a pass over
 /// every job it holds (at most `max_jobs`).
@@ -191,6 +197,7 @@ impl Triage {
             next_forget_at: Stamp(i64::MIN),
             memo: memo::Memo::default(),
             decoded: Decoded::default(),
+            spare_failed: Vec::new(),
             stats: std::sync::Arc::default(),
         }
     }
@@ -245,14 +252,15 @@ impl Triage {
         };
         let max = self.config.comment_max_bytes;
         let (recalled, forgotten) = (self.decoded.recalled, self.decoded.forgotten);
-        let run = walk_with(raw, self.config.want_outcomes, &mut self.decoded);
+        let spare = std::mem::take(&mut self.spare_failed);
+        let run = walk_with(raw, self.config.want_outcomes, &mut self.decoded, spare);
         self.stats
             .states_recalled
             .add(self.decoded.recalled - recalled);
         self.stats
             .states_forgotten
             .add(self.decoded.forgotten - forgotten);
-        if let Some(run) = run {
+        if let Some(mut run) = run {
             self.stats.state_runs.inc();
             self.stats
                 .fallout_states
@@ -261,8 +269,12 @@ impl Triage {
             self.stats
                 .failures_not_examined
                 .add(u64::from(run.not_examined));
-            let (causes, unexplained) = root_causes(run.failed);
+            let (causes, unexplained) = root_causes(&mut run.failed);
+            if run.failed.capacity() <= SPARE_FAILED_STATES {
+                self.spare_failed = run.failed;
+            }
             findings.unexplained_fallout = unexplained;
+            findings.state_failures.reserve_exact(causes.len());
             for RootCause { state, fallout } in causes {
                 // The command's own words count too: stderr, then stdout (Salt's
                 // "Timed out after N seconds" is only there).
