@@ -327,7 +327,7 @@ impl Correlator {
                 start_time: state.start_time.clone(),
                 cause: f.classification.clone(),
                 fallout: f.fallout,
-                output: f.output.clone(),
+                output: f.output(),
                 fingerprint: f.fingerprint.clone(),
                 incident: incidents.get(i).cloned().flatten(),
                 first_failing: flip.map(|f| f.first_failing_now),

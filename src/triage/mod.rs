@@ -57,8 +57,17 @@ pub struct StateFailure {
     pub fallout: u32,
     pub classification: Classification,
     pub fingerprint: String,
+}
+
+impl StateFailure {
     /// The command's exit code and the ends of its output, when it ran one.
-    pub output: CommandOutput,
+    pub fn output(&self) -> CommandOutput {
+        CommandOutput {
+            retcode: self.state.exit_code,
+            stderr: self.state.stderr.clone(),
+            stdout: self.state.stdout.clone(),
+        }
+    }
 }
 
 /// One render error in one minion's return.
@@ -290,11 +299,6 @@ impl Triage {
                 self.stats
                     .texts_forgotten
                     .add(self.memo.forgotten - forgotten);
-                let output = CommandOutput {
-                    retcode: state.exit_code,
-                    stderr: state.stderr.clone(),
-                    stdout: state.stdout.clone(),
-                };
                 let fingerprint = fingerprint::of_state(
                     &StateKey {
                         function: &state.function,
@@ -307,7 +311,6 @@ impl Triage {
                     &read.classification,
                 );
                 findings.state_failures.push(StateFailure {
-                    output,
                     comment: Capped::new(&state.comment, max),
                     normalised: read.normalised,
                     state,
@@ -367,7 +370,7 @@ impl Triage {
                 g.classification = f.classification.clone();
                 g.comment = f.comment.clone();
                 g.normalised = f.normalised.clone();
-                g.output = f.output.clone();
+                g.output = f.output();
             });
         }
         for f in &findings.render_failures {
