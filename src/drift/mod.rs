@@ -21,7 +21,7 @@ use classify::{Judgement, Prior, after_run, judge, unsettled_in_job};
 
 use crate::config::drift::DriftConfig;
 use crate::event::changes::{Changed, state_run};
-use crate::event::states::trimmed;
+use crate::event::states::{States, trimmed};
 use crate::record::drift::hint_for;
 use crate::record::{
     ChangeKind, Drift, DriftedState, JobContext, NonIdempotent, Record, RecordBody, RecordFactory,
@@ -78,6 +78,8 @@ pub struct StateRunSeen<'a> {
     pub tree: Option<(&'a str, &'a str)>,
     /// The return, raw msgpack.
     pub ret: &'a [u8],
+    /// Its states, walked (`None`: not a map of states, e.g. render errors).
+    pub states: Option<&'a States<'a>>,
     pub at: Stamp,
 }
 
@@ -185,13 +187,14 @@ impl DriftStage {
             self.stats.runs_unjudged.inc();
             return;
         };
-        let Some(states) = state_run(
-            run.ret,
-            self.config.max_changed_read,
-            self.config.summary_bytes,
-        ) else {
+        let Some(states) = run.states else {
             return;
         };
+        let states = state_run(
+            states,
+            self.config.max_changed_read,
+            self.config.summary_bytes,
+        );
         self.stats
             .changed_not_read
             .add(u64::from(states.changed_not_read));

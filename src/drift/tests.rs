@@ -104,6 +104,7 @@ impl Lab {
         let mut out = Vec::new();
         for (minion, ret) in returns {
             self.t += 1;
+            let states = States::of(ret);
             let run = StateRunSeen {
                 jid,
                 minion,
@@ -116,6 +117,7 @@ impl Lab {
                 },
                 tree: Some(("states", commit)),
                 ret,
+                states: states.as_ref(),
                 at: Stamp(self.t * 1_000_000),
             };
             self.stage.on_state_run(&run, &mut Git, &mut out);
@@ -270,6 +272,7 @@ fn runs_without_a_watched_tree_are_not_judged_and_the_memory_is_bounded() {
     let mut stage = DriftStage::new(config, RecordFactory::new("master".to_owned()));
     let context = JobContext::default();
     let ret = highstate(true, true, true, false);
+    let states = States::of(&ret);
     let mut run = StateRunSeen {
         jid: "j1",
         minion: "m1",
@@ -278,6 +281,7 @@ fn runs_without_a_watched_tree_are_not_judged_and_the_memory_is_bounded() {
         context: &context,
         tree: None,
         ret: &ret,
+        states: states.as_ref(),
         at: Stamp(0),
     };
     let mut out = Vec::new();
@@ -303,6 +307,7 @@ fn a_checkpoint_keeps_what_decides_the_next_runs() {
     // j3's first return is held (its job open) when the checkpoint is written.
     let mut out = Vec::new();
     let ret = highstate(true, true, false, false);
+    let states = States::of(&ret);
     let run = StateRunSeen {
         jid: "j3",
         minion: "m1",
@@ -311,6 +316,7 @@ fn a_checkpoint_keeps_what_decides_the_next_runs() {
         context: &lab.context,
         tree: Some(("states", C1)),
         ret: &ret,
+        states: states.as_ref(),
         at: Stamp(100_000_000),
     };
     lab.stage.on_state_run(&run, &mut Git, &mut out);

@@ -4,7 +4,7 @@
 //! function, name and a short summary of `changes`. Nothing is built for a
 //! state that did not change, and at most `max_changed` are read whole.
 
-use super::states::{StateEntry, fields, for_each_state, text_of};
+use super::states::{StateEntry, States, fields, text_of};
 
 /// Lines of a file's diff a summary keeps.
 const DIFF_LINES: usize = 6;
@@ -46,19 +46,22 @@ pub struct StateRun<'a> {
     pub changed_not_read: u32,
 }
 
-/// The states of a state-run return (`None`: not one). A state counts as
-/// changed when its `changes` map is not empty, or when its result is `null`
-/// (`test=True`: it would change).
-pub fn state_run(raw: &[u8], max_changed: usize, summary_bytes: usize) -> Option<StateRun<'_>> {
-    let mut run = StateRun::default();
-    for_each_state(raw, |entry: StateEntry<'_>| {
+/// The states of a state-run return. A state counts as changed when its
+/// `changes` map is not empty, or when its result is `null` (`test=True`: it
+/// would change).
+pub fn state_run<'a>(states: &States<'a>, max_changed: usize, summary_bytes: usize) -> StateRun<'a> {
+    let mut run = StateRun {
+        ran: Vec::with_capacity(states.entries().len()),
+        ..StateRun::default()
+    };
+    for entry in states.entries() {
         let changed = entry.changed || entry.result.is_none();
         // A failed state is triage's: it did not settle anything.
         let counts = changed && entry.result != Some(false);
         if counts {
             if run.changed.len() < max_changed {
                 run.changed
-                    .push(read_changed(&entry, run.ran.len(), summary_bytes));
+                    .push(read_changed(entry, run.ran.len(), summary_bytes));
             } else {
                 run.changed_not_read += 1;
             }
@@ -68,8 +71,8 @@ pub fn state_run(raw: &[u8], max_changed: usize, summary_bytes: usize) -> Option
             result: entry.result,
             changed,
         });
-    })?;
-    Some(run)
+    }
+    run
 }
 
 /// `mod_|-id_|-name_|-fun` → (mod, id, name, fun).
@@ -146,7 +149,7 @@ mod tests {
             "cmd_|-broken_|-false_|-run": {
                 "result": false, "__sls__": "base", "__id__": "broken", "changes": {"retcode": 1}},
         }));
-        let run = state_run(&raw, 10, 200).expect("a state run");
+        let run = state_run(&States::of(&raw).expect("a state run"), 10, 200);
         assert_eq!(run.ran.len(), 4);
         assert_eq!(run.ran.iter().filter(|r| r.changed).count(), 3);
         assert_eq!(run.changed.len(), 2, "{:?}", run.changed);
@@ -175,18 +178,18 @@ mod tests {
             "file_|-a_|-/a_|-managed": {"result": null, "__sls__": "s", "__id__": "a", "changes": {}},
             "file_|-b_|-/b_|-managed": {"result": null, "__sls__": "s", "__id__": "b", "changes": {}},
         }));
-        let run = state_run(&raw, 1, 200).expect("a state run");
+        let run = state_run(&States::of(&raw).expect("a state run"), 1, 200);
         assert!(run.changed[0].would_change);
         assert_eq!(run.changed[0].summary, "");
         assert_eq!(run.changed_not_read, 1);
-        assert!(state_run(&pack(json!(["Rendering SLS failed"])), 1, 200).is_none());
+        assert!(States::of(&pack(json!(["Rendering SLS failed"]))).is_none());
     }
 
     #[test]
     fn summaries_are_capped_on_a_char_boundary() {
         let raw = pack(json!({"file_|-a_|-/a_|-managed": {
             "result": true, "__sls__": "s", "__id__": "a", "changes": {"diff": "é".repeat(100)}}}));
-        let run = state_run(&raw, 1, 11).expect("a state run");
+        let run = state_run(&States::of(&raw).expect("a state run"), 1, 11);
         assert_eq!(run.changed[0].summary, format!("{}…", "é".repeat(5)));
     }
 

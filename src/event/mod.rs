@@ -102,6 +102,18 @@ pub struct JobReturn<'a> {
     pub user: Option<Text<'a>>,
     /// The trace context of the return's own request, with Salt's tracing on.
     pub traceparent: Option<Text<'a>>,
+    /// `ret`'s states, walked the first time a stage asks ([`Self::states`]).
+    states: std::cell::OnceCell<Option<states::States<'a>>>,
+}
+
+impl<'a> JobReturn<'a> {
+    /// The states of its return when it is a state run, walked once whichever
+    /// stage asks first; `None` when it is not one.
+    pub fn states(&self) -> Option<&states::States<'a>> {
+        self.states
+            .get_or_init(|| self.ret.and_then(|raw| states::States::of(raw.0)))
+            .as_ref()
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -371,6 +383,7 @@ fn build_body<'a>(
             tgt_type: f.tgt_type,
             user: f.user,
             traceparent: f.traceparent,
+            states: std::cell::OnceCell::new(),
         }),
         TagClass::JobProgress => Body::JobProgress(JobProgress {
             jid: jid()?,
@@ -462,6 +475,55 @@ mod tests {
             assert_eq!((ret.retcode, ret.success), (Some(2), Some(false)));
             assert_eq!(ret.fun.as_ref().map(Text::as_str), Some("state.apply"));
             assert_eq!(event.stamp, Stamp::parse("2026-11-21T19:33:17.000001Z"));
+        }
+    }
+
+    /// A return's states are walked once and read by every stage from there:
+    /// a state run gives its states in wire order, anything else none.
+    #[test]
+    fn a_returns_states_are_walked_once_for_every_stage() {
+        let returned = |ret: serde_json::Value| {
+            let data = serde_json::json!({"id": "web1", "fun": "state.apply", "return": ret});
+            salt_frame("salt/job/20261127000000000000/ret/web1", &data, false)
+        };
+        let frame = returned(serde_json::json!({
+            "file_|-conf_|-/etc/app.conf_|-managed": {"result": true, "changes": {"diff": "+x"}},
+            "cmd_|-migrate_|-/opt/migrate_|-run": {"result": false, "changes": {}},
+            "pkg_|-app_|-app_|-installed": {"result": null, "changes": {}},
+        }));
+        let event = decode(&frame).unwrap();
+        let Body::JobReturn(r) = &event.body else {
+            panic!("not a return")
+        };
+        let states = r.states().expect("a state run");
+        // In wire order (`json!` writes a map's keys sorted).
+        let keys: Vec<&[u8]> = states.entries().iter().map(|s| s.key).collect();
+        assert_eq!(
+            keys,
+            [
+                &b"cmd_|-migrate_|-/opt/migrate_|-run"[..],
+                b"file_|-conf_|-/etc/app.conf_|-managed",
+                b"pkg_|-app_|-app_|-installed"
+            ]
+        );
+        assert_eq!(
+            (states.counts().changed, states.counts().failed),
+            (1, 1)
+        );
+        assert!(
+            std::ptr::eq(states, r.states().expect("a state run")),
+            "asked again, the same walk"
+        );
+        for other in [
+            serde_json::json!(["Rendering SLS 'base:app' failed"]),
+            serde_json::json!(true),
+        ] {
+            let frame = returned(other);
+            let event = decode(&frame).unwrap();
+            let Body::JobReturn(r) = &event.body else {
+                panic!("not a return")
+            };
+            assert!(r.states().is_none());
         }
     }
 

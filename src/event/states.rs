@@ -1,7 +1,8 @@
 //! The raw walk of a state run's return (`{"mod_|-id_|-name_|-fun": {result,
 //! changes, ...}}`) and of an orchestration's (`{"data": {<master id>: <states>}}`):
-//! spans of the raw msgpack, nothing materialised. The tracker counts states
-//! over it, triage decodes only the failed ones.
+//! spans of the raw msgpack, nothing materialised. A return's states are walked
+//! once ([`States`], kept on the decoded return): the tracker counts them,
+//! triage decodes only the failed ones, drift reads only the changed ones.
 
 use super::cursor::Cursor;
 use super::json::{Limits, to_json_within};
@@ -50,7 +51,7 @@ pub struct StateEntry<'a> {
 /// the return is not a map of state results (a render error is a list of strings;
 /// other functions return anything); `each` may have been called for the first
 /// entries by then.
-pub fn for_each_state<'a>(raw: &'a [u8], mut each: impl FnMut(StateEntry<'a>)) -> Option<u32> {
+fn for_each_state<'a>(raw: &'a [u8], mut each: impl FnMut(StateEntry<'a>)) -> Option<u32> {
     let mut cursor = Cursor::new(raw);
     let states = cursor.read_map_len()?;
     for _ in 0..states {
@@ -113,21 +114,6 @@ fn state_outcome(raw: &[u8]) -> Option<(Option<bool>, bool)> {
     Some((result, changed))
 }
 
-/// The sum of every state's `duration` (Salt's milliseconds) in a state-run
-/// return; `None` unless every state has a numeric one (the return is not a
-/// state run, or a state never ran).
-pub fn summed_duration_ms(raw: &[u8]) -> Option<f64> {
-    let mut total = 0.0;
-    let mut every = true;
-    for_each_state(raw, |state| {
-        let [duration] = fields(state.raw, [b"duration"]);
-        match duration.and_then(msgpack_number) {
-            Some(ms) => total += ms,
-            None => every = false,
-        }
-    })?;
-    every.then_some(total)
-}
 
 /// A msgpack float or integer as f64 (as JSON's `as_f64` reads a number).
 pub fn msgpack_number(raw: &[u8]) -> Option<f64> {
@@ -236,21 +222,62 @@ pub fn text_of(raw: &[u8], max: usize, tail: bool) -> Option<String> {
     }
 }
 
-/// Counts a state-run return's states by outcome; `None` when it is not one.
-pub fn count_states(raw: &[u8]) -> Option<StateCounts> {
-    let mut counts = StateCounts {
-        ok: 0,
-        changed: 0,
-        failed: 0,
-        would_change: 0,
-    };
-    for_each_state(raw, |state| match state.result {
-        Some(false) => counts.failed += 1,
-        None => counts.would_change += 1,
-        Some(true) if state.changed => counts.changed += 1,
-        Some(true) => counts.ok += 1,
-    })?;
-    Some(counts)
+/// States reserved up front at most; a longer run grows as it goes (a map's
+/// length is a claim of the input, not yet proof).
+const MAX_RESERVED_STATES: usize = 4096;
+
+/// A state-run return's states, walked once: every stage that reads a return's
+/// states (the tracker's counts, triage, drift, the salt-exporter metrics)
+/// reads them from here, not from the bytes again.
+#[derive(Debug, Clone, Default)]
+pub struct States<'a> {
+    entries: Vec<StateEntry<'a>>,
+}
+
+impl<'a> States<'a> {
+    /// The states of `raw`; `None` when it is not a state run.
+    pub fn of(raw: &'a [u8]) -> Option<Self> {
+        let claimed = Cursor::new(raw).read_map_len()?;
+        let mut entries = Vec::with_capacity((claimed as usize).min(MAX_RESERVED_STATES));
+        for_each_state(raw, |state| entries.push(state))?;
+        Some(Self { entries })
+    }
+
+    /// Every state, in wire order.
+    pub fn entries(&self) -> &[StateEntry<'a>] {
+        &self.entries
+    }
+
+    /// The sum of every state's `duration` (Salt's milliseconds); `None` unless
+    /// every state has a numeric one (a state never ran). salt-exporter's
+    /// `salt_job_duration_seconds`.
+    pub fn summed_duration_ms(&self) -> Option<f64> {
+        let mut total = 0.0;
+        for state in &self.entries {
+            let [duration] = fields(state.raw, [b"duration"]);
+            total += duration.and_then(msgpack_number)?;
+        }
+        Some(total)
+    }
+
+    /// The states by outcome.
+    pub fn counts(&self) -> StateCounts {
+        let mut counts = StateCounts {
+            ok: 0,
+            changed: 0,
+            failed: 0,
+            would_change: 0,
+        };
+        for state in &self.entries {
+            match state.result {
+                Some(false) => counts.failed += 1,
+                None => counts.would_change += 1,
+                Some(true) if state.changed => counts.changed += 1,
+                Some(true) => counts.ok += 1,
+            }
+        }
+        counts
+    }
 }
 
 #[cfg(test)]
@@ -345,7 +372,7 @@ mod tests {
             "file_|-d_|-z_|-managed": {"result": true, "changes": {"diff": "..."}},
             "pkg_|-e_|-p_|-installed": {"result": null, "changes": {}},
         });
-        let counts = count_states(&rmp_serde::to_vec_named(&ret).unwrap()).unwrap();
+        let counts = States::of(&rmp_serde::to_vec_named(&ret).unwrap()).unwrap().counts();
         assert_eq!(
             counts,
             StateCounts {
@@ -365,9 +392,8 @@ mod tests {
             json!(["Rendering SLS 'base:x' failed"]),
             json!({"pid": 5}),
         ] {
-            assert_eq!(
-                count_states(&rmp_serde::to_vec_named(&v).unwrap()),
-                None,
+            assert!(
+                States::of(&rmp_serde::to_vec_named(&v).unwrap()).is_none(),
                 "{v}"
             );
         }
@@ -378,6 +404,8 @@ mod tests {
     #[test]
     fn durations_are_summed_only_when_every_state_has_one() {
         let pack = |v: serde_json::Value| rmp_serde::to_vec_named(&v).unwrap();
+        let summed_duration_ms =
+            |raw: &[u8]| States::of(raw).and_then(|states| states.summed_duration_ms());
         let ran = json!({
             "test_|-a_|-a_|-succeed_with_changes": {"result": true, "changes": {"x": 1}, "duration": 1.5},
             "cmd_|-b_|-x_|-run": {"result": false, "changes": {}, "duration": 12},

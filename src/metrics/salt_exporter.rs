@@ -37,7 +37,8 @@ use serde_json::Value;
 use super::labels::{Choice, LabelValues};
 use crate::config::salt_exporter::{SaltExporterConfig, matches};
 use crate::event::{Body, Event, Raw};
-use crate::event::{args, states};
+use crate::event::args;
+use crate::event::states::States;
 use crate::master_keys;
 
 /// Distinct `state` label values learned at most.
@@ -124,7 +125,8 @@ struct Response<'e> {
     arg: Option<Raw<'e>>,
     success: bool,
     scheduled: bool,
-    ret: Option<Raw<'e>>,
+    /// Its return's states, when it is a state run.
+    states: Option<&'e States<'e>>,
 }
 
 /// The accepted keys, listed again when the directory changed.
@@ -367,10 +369,8 @@ impl SaltExporterMetrics {
             }
             Body::JobReturn(r) if !self.ignored(r.fun_args) => {
                 let fun = r.fun.as_ref().map(|f| f.as_str()).unwrap_or_default();
-                let failed_state = r
-                    .ret
-                    .and_then(|ret| states::count_states(ret.0))
-                    .is_some_and(|c| c.failed > 0);
+                let states = r.states();
+                let failed_state = states.is_some_and(|s| s.counts().failed > 0);
                 let response = Response {
                     fun,
                     minion: r.minion.as_str(),
@@ -379,20 +379,21 @@ impl SaltExporterMetrics {
                         && r.success != Some(false)
                         && !failed_state,
                     scheduled: r.schedule.as_ref().is_some_and(|s| !s.as_str().is_empty()),
-                    ret: r.ret,
+                    states,
                 };
                 let function = function(fun);
                 self.response(&response, function);
             }
             Body::RunReturn(r) if !self.ignored(r.fun_args) => {
                 let fun = r.fun.as_ref().map(|f| f.as_str()).unwrap_or_default();
+                let states = r.ret.and_then(|raw| States::of(raw.0));
                 let response = Response {
                     fun,
                     minion: RUNNER_MINION,
                     arg: r.fun_args,
                     success: r.success != Some(false),
                     scheduled: false,
-                    ret: r.ret,
+                    states: states.as_ref(),
                 };
                 let function = function(fun);
                 self.response(&response, function);
@@ -454,7 +455,7 @@ impl SaltExporterMetrics {
             family.get_or_create(&labels(&[("success", success)])).inc();
         }
         if labelled && self.config.enabled("salt_job_duration_seconds") {
-            if let Some(ms) = response.ret.and_then(|r| states::summed_duration_ms(r.0)) {
+            if let Some(ms) = response.states.and_then(States::summed_duration_ms) {
                 self.duration.get_or_create(&labels(&[])).set(ms / 1e3);
             }
         }

@@ -1,14 +1,13 @@
 //! A state run's failures, told apart: the root causes, and the states that failed
 //! only because a requisite did ("One or more requisite failed: sls.id, ...").
 //!
-//! The return is walked raw ([`for_each_state`]): only a failed state's fields are
-//! decoded, so a highstate of thousands of successful states costs a scan.
+//! The return's states are walked raw, once for every stage ([`States`]): only a
+//! failed state's fields are decoded, so a highstate of thousands of successful
+//! states costs a scan.
 
 use std::collections::HashMap;
 
-use crate::event::states::{
-    StateEntry, fields, for_each_state, msgpack_int, msgpack_number, text_of,
-};
+use crate::event::states::{StateEntry, States, fields, msgpack_int, msgpack_number, text_of};
 use crate::fifo::FifoMap;
 use crate::record::stable_hash;
 
@@ -67,36 +66,38 @@ pub struct StateRun {
 /// them): a return of a hundred thousand failures costs no more than this many.
 pub const MAX_DECODED_FAILURES: usize = 10_000;
 
-/// Outcomes reserved up front at most; a longer run grows as it goes.
-const MAX_RESERVED_OUTCOMES: usize = 4096;
-
 /// Walks a state-run return. `None` when it is not one.
 pub fn walk(raw: &[u8], want_outcomes: bool) -> Option<StateRun> {
-    walk_with(raw, want_outcomes, &mut Decoded::default(), Vec::new())
+    let states = States::of(raw)?;
+    Some(walk_with(
+        &states,
+        want_outcomes,
+        &mut Decoded::default(),
+        Vec::new(),
+    ))
 }
 
-/// [`walk`], a failed state already in `decoded` read from it, the failed
-/// states put in `spare` (emptied first): a vector kept from the last return
-/// saves allocating one of a few hundred bytes a state for each.
+/// [`walk`] over states already walked, a failed state already in `decoded`
+/// read from it, the failed states put in `spare` (emptied first): a vector
+/// kept from the last return saves allocating one of a few hundred bytes a
+/// state for each.
 pub fn walk_with(
-    raw: &[u8],
+    states: &States<'_>,
     want_outcomes: bool,
     decoded: &mut Decoded,
     mut spare: Vec<FailedState>,
-) -> Option<StateRun> {
+) -> StateRun {
     spare.clear();
+    let entries = states.entries();
     let mut run = StateRun {
         failed: spare,
+        states: entries.len() as u32,
         ..StateRun::default()
     };
     if want_outcomes {
-        // One outcome a state: sized once (bounded: a map's length is a claim
-        // of the input, not yet proof).
-        let states = crate::event::cursor::Cursor::new(raw).read_map_len();
-        run.outcomes
-            .reserve(states.map_or(0, |n| n as usize).min(MAX_RESERVED_OUTCOMES));
+        run.outcomes.reserve_exact(entries.len());
     }
-    run.states = for_each_state(raw, |state| {
+    for state in entries {
         if want_outcomes {
             if let Some(result) = state.result {
                 run.outcomes.push((state_hash(state.key), result));
@@ -104,14 +105,14 @@ pub fn walk_with(
         }
         match state.result {
             Some(false) if run.failed.len() >= MAX_DECODED_FAILURES => run.not_examined += 1,
-            Some(false) => run.failed.push(decoded.decode(&state)),
+            Some(false) => run.failed.push(decoded.decode(state)),
             None => run.would_change += 1,
             Some(true) => {}
         }
-    })?;
+    }
     run.failed
         .sort_by(|a, b| a.run_num.cmp(&b.run_num).then_with(|| a.key.cmp(&b.key)));
-    Some(run)
+    run
 }
 
 /// A hash of a state key's module, id and function (not its name, which may

@@ -22,7 +22,7 @@ pub mod saved;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 pub use crate::config::TriageConfig;
-use crate::event::states::orchestration_states;
+use crate::event::states::{States, orchestration_states};
 use crate::event::{JobReturn, RunJob, Text};
 use crate::record::CommandOutput;
 use crate::time::Stamp;
@@ -224,7 +224,14 @@ impl Triage {
             return None;
         }
         let raw = r.ret?.0;
-        let findings = self.triage(r.jid.as_str(), r.minion.as_str(), fun, raw, r.retcode)?;
+        let findings = self.triage(
+            r.jid.as_str(),
+            r.minion.as_str(),
+            fun,
+            raw,
+            r.states(),
+            r.retcode,
+        )?;
         self.add_to_groups(&findings, at);
         Some(findings)
     }
@@ -239,8 +246,9 @@ impl Triage {
         ) {
             return None;
         }
-        let (minion, states) = orchestration_states(r.ret?.0)?;
-        let findings = self.triage(r.jid.as_str(), &minion, fun, states, None)?;
+        let (minion, raw) = orchestration_states(r.ret?.0)?;
+        let states = States::of(raw);
+        let findings = self.triage(r.jid.as_str(), &minion, fun, raw, states.as_ref(), None)?;
         self.add_to_groups(&findings, at);
         Some(findings)
     }
@@ -251,6 +259,7 @@ impl Triage {
         minion: &str,
         fun: &str,
         raw: &[u8],
+        states: Option<&States<'_>>,
         retcode: Option<i64>,
     ) -> Option<Findings> {
         let mut findings = Findings {
@@ -262,7 +271,8 @@ impl Triage {
         let max = self.config.comment_max_bytes;
         let (recalled, forgotten) = (self.decoded.recalled, self.decoded.forgotten);
         let spare = std::mem::take(&mut self.spare_failed);
-        let run = walk_with(raw, self.config.want_outcomes, &mut self.decoded, spare);
+        let run = states
+            .map(|states| walk_with(states, self.config.want_outcomes, &mut self.decoded, spare));
         self.stats
             .states_recalled
             .add(self.decoded.recalled - recalled);

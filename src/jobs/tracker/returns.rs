@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::{JobClosed, JobTracker, context_of_return, millis_between};
 use crate::event::args::is_internal;
 use crate::event::args::is_state_run;
-use crate::event::states::{count_states, trimmed};
+use crate::event::states::trimmed;
 use crate::event::{JobReturn, Text};
 use crate::jobs::verdict::{Evidence, MinionState};
 use crate::record::{MinionReturn, MissingReason, Record, RecordBody, Trimmed};
@@ -37,7 +37,7 @@ impl JobTracker {
         self.stats
             .minions_missing_repeatedly
             .set(self.streaks.repeatedly());
-        let states = r.ret.and_then(|raw| count_states(raw.0));
+        let states = r.states().map(|states| states.counts());
         let trimmed = r.ret.and_then(|raw| trimmed(raw.0));
         if trimmed.is_some() {
             self.stats.trimmed_returns.inc();

@@ -89,6 +89,7 @@ impl Stages {
                 .as_ref()
                 .map(|(repo, head)| (repo.as_str(), head.as_str())),
             ret: ret.0,
+            states: r.states(),
             at,
         };
         self.drift

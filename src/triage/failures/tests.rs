@@ -115,10 +115,10 @@ fn a_failure_seen_on_another_minion_is_decoded_once_and_keeps_its_own_run() {
     let mut decoded = Decoded::default();
     let first = command_failure("Command \"/opt/deploy.sh\" run", 4, 12.5, "10:00:01.1");
     let second = command_failure("Command \"/opt/deploy.sh\" run", 5, 99.0, "10:00:02.2");
-    let a = walk_with(&first, false, &mut decoded, Vec::new()).unwrap();
+    let a = walk_with(&States::of(&first).unwrap(), false, &mut decoded, Vec::new());
     // The second walk is given the first's failed states as its spare
     // vector: they are not kept.
-    let b = walk_with(&second, false, &mut decoded, a.failed.clone()).unwrap();
+    let b = walk_with(&States::of(&second).unwrap(), false, &mut decoded, a.failed.clone());
     assert_eq!(
         decoded.recalled, 1,
         "the second minion's failure is recalled"
@@ -137,13 +137,13 @@ fn a_failure_seen_on_another_minion_is_decoded_once_and_keeps_its_own_run() {
     );
     // Another comment is another failure.
     let other = command_failure("Command \"/opt/deploy.sh\" timed out", 5, 1.0, "x");
-    let c = walk_with(&other, false, &mut decoded, Vec::new()).unwrap();
+    let c = walk_with(&States::of(&other).unwrap(), false, &mut decoded, Vec::new());
     assert_eq!(decoded.recalled, 1);
     assert_eq!(c.failed[0].comment, "Command \"/opt/deploy.sh\" timed out");
     // Past the bound the oldest are forgotten, counted.
     for i in 0..DECODED_STATES {
         walk_with(
-            &command_failure(&format!("boom {i}"), 1, 1.0, "x"),
+            &States::of(&command_failure(&format!("boom {i}"), 1, 1.0, "x")).unwrap(),
             false,
             &mut decoded,
             Vec::new(),
@@ -154,8 +154,8 @@ fn a_failure_seen_on_another_minion_is_decoded_once_and_keeps_its_own_run() {
     // A state larger than the bound is decoded, not remembered.
     let long = "x".repeat(DECODED_STATE_MAX_BYTES);
     let big = command_failure(&long, 1, 1.0, "x");
-    let d = walk_with(&big, false, &mut decoded, Vec::new()).unwrap();
-    walk_with(&big, false, &mut decoded, Vec::new()).unwrap();
+    let d = walk_with(&States::of(&big).unwrap(), false, &mut decoded, Vec::new());
+    walk_with(&States::of(&big).unwrap(), false, &mut decoded, Vec::new());
     assert_eq!(d.failed[0].comment, long);
     assert_eq!((decoded.recalled, decoded.forgotten), (1, 2));
 }
