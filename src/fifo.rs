@@ -6,8 +6,10 @@
 //! key theirs by a hash of what they remember.
 
 use std::borrow::Borrow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::Hash;
+
+use foldhash::{HashMap, HashMapExt};
 
 #[derive(Debug)]
 pub struct FifoMap<V, K = String> {

@@ -3,8 +3,9 @@
 //! `.key_cache`, left out). Rollouts measure the fleet against them;
 //! salt-exporter's health series count them.
 
-use std::collections::HashSet;
 use std::path::Path;
+
+use foldhash::HashSet;
 
 /// The ids of the accepted keys in `dir`, at most `max` of them.
 pub fn accepted(dir: &Path, max: usize) -> std::io::Result<HashSet<Box<str>>> {

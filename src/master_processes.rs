@@ -8,8 +8,10 @@
 //! One sample reads a few small files per master process (tens of processes):
 //! well under a millisecond, taken every `pressure.sample_interval`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use foldhash::HashSet;
 
 /// Linux reports CPU times in clock ticks of `USER_HZ`, which the kernel ABI
 /// fixes at 100 on every architecture it supports.
@@ -133,7 +135,7 @@ impl MasterProcesses {
     /// kernel has it, else by each process's parent.
     fn descendants(&self, pid: u32) -> Vec<u32> {
         let mut found = Vec::new();
-        let mut seen = HashSet::from([pid]);
+        let mut seen = HashSet::from_iter([pid]);
         let mut queue = vec![pid];
         let by_parent = (!self.has_children_lists(pid)).then(|| self.parents());
         while let Some(parent) = queue.pop() {

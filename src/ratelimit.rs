@@ -2,9 +2,9 @@
 //! at once, later ones at most once per interval with how many were suppressed.
 //! Counting is the metrics' job; this only keeps logs readable under a flood.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
+use foldhash::{HashMap, HashMapExt};
 use tokio::time::Instant;
 
 #[derive(Debug)]

@@ -4,8 +4,9 @@
 //! finds the open rollouts whose commit is that run's HEAD or one of its
 //! ancestors and whose change the run covers. git answers are cached.
 
-use std::collections::HashMap;
 use std::time::Duration;
+
+use foldhash::{HashMap, HashMapExt};
 
 use super::fleet::Fleet;
 use super::rollout::{CommitFacts, Coverage, Open, Rollouts, RunOutcome};

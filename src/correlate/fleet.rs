@@ -4,10 +4,10 @@
 //! the bus (a start, a return). A key removed takes its minion out. Bounded:
 //! at most `max` minions; past it new ones are not counted (counted).
 
-use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::SystemTime;
 
+use foldhash::{HashMap, HashMapExt, HashSet};
 use tracing::warn;
 
 use crate::time::Stamp;

@@ -7,7 +7,7 @@
 //! not remembered (counted), known ones still update. Commits and minions are
 //! interned to 4-byte indices, so an entry costs about 40 bytes.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Entry {

@@ -21,8 +21,10 @@ pub mod history;
 pub mod rollout;
 pub mod saved;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use tracing::warn;
+
+use foldhash::{HashMap, HashMapExt};
 
 pub use crate::config::{CorrelateConfig, RepoSpec};
 use crate::record::{

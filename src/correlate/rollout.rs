@@ -9,8 +9,9 @@
 //! tree (the oldest closes as superseded), each minion one small entry, and
 //! samples capped.
 
-use std::collections::HashMap;
 use std::time::Duration;
+
+use foldhash::{HashMap, HashMapExt};
 
 use crate::record::{
     Delays, PullRequest, Record, RecordBody, RecordFactory, Rollout, RolloutFailure, RolloutStatus,

@@ -13,11 +13,12 @@
 pub mod classify;
 pub mod saved;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use classify::{Judgement, Prior, after_run, judge, unsettled_in_job};
+use foldhash::{HashMap, HashMapExt};
 
 use crate::config::drift::DriftConfig;
 use crate::event::changes::{Changed, state_run};

@@ -49,7 +49,11 @@ pub struct StateRun<'a> {
 /// The states of a state-run return. A state counts as changed when its
 /// `changes` map is not empty, or when its result is `null` (`test=True`: it
 /// would change).
-pub fn state_run<'a>(states: &States<'a>, max_changed: usize, summary_bytes: usize) -> StateRun<'a> {
+pub fn state_run<'a>(
+    states: &States<'a>,
+    max_changed: usize,
+    summary_bytes: usize,
+) -> StateRun<'a> {
     let mut run = StateRun {
         ran: Vec::with_capacity(states.entries().len()),
         ..StateRun::default()

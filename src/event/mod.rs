@@ -506,10 +506,7 @@ mod tests {
                 b"pkg_|-app_|-app_|-installed"
             ]
         );
-        assert_eq!(
-            (states.counts().changed, states.counts().failed),
-            (1, 1)
-        );
+        assert_eq!((states.counts().changed, states.counts().failed), (1, 1));
         assert!(
             std::ptr::eq(states, r.states().expect("a state run")),
             "asked again, the same walk"

@@ -114,7 +114,6 @@ fn state_outcome(raw: &[u8]) -> Option<(Option<bool>, bool)> {
     Some((result, changed))
 }
 
-
 /// A msgpack float or integer as f64 (as JSON's `as_f64` reads a number).
 pub fn msgpack_number(raw: &[u8]) -> Option<f64> {
     match raw {
@@ -372,7 +371,9 @@ mod tests {
             "file_|-d_|-z_|-managed": {"result": true, "changes": {"diff": "..."}},
             "pkg_|-e_|-p_|-installed": {"result": null, "changes": {}},
         });
-        let counts = States::of(&rmp_serde::to_vec_named(&ret).unwrap()).unwrap().counts();
+        let counts = States::of(&rmp_serde::to_vec_named(&ret).unwrap())
+            .unwrap()
+            .counts();
         assert_eq!(
             counts,
             StateCounts {

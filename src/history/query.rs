@@ -5,8 +5,9 @@
 //! Rows are read typed (`rows`); a kind's revisions (a job amended by late
 //! returns, a group re-emitted) are collapsed to the latest.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

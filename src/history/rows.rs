@@ -3,8 +3,9 @@
 //! answers too, and a field the writer no longer gives fails the round-trip
 //! test (`pipeline::keys_agree`) rather than an answer.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use rusqlite::params_from_iter;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

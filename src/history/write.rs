@@ -6,9 +6,9 @@
 //! schema 1 store's rows (a row per record), then a schema 2 store's
 //! `state_failure` rows, into their jobs' chunks.
 
-use std::collections::HashMap;
 use std::path::Path;
 
+use foldhash::HashMap;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::Stored;

@@ -16,7 +16,9 @@
 
 pub mod saved;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 pub use crate::config::incidents::IncidentConfig;
 use crate::record::{

@@ -2,8 +2,10 @@
 //! from the front. No scan of all jobs per tick. Also the retention rule for what
 //! the tracker remembers after a job closes.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
+
+use foldhash::HashMap;
 
 use crate::time::Stamp;
 

@@ -13,8 +13,9 @@
 //! Bounded: at most `max_minions` minions are followed; past that new ones are
 //! not (counted).
 
-use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
+
+use foldhash::{HashMap, HashSet};
 
 use crate::master_connections::{ConnectionView, Seen};
 use crate::time::Stamp;

@@ -5,7 +5,7 @@
 //! is a signal, with its own alert. Bounded: minions past the cap are not
 //! followed, and counted.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use crate::record::MissingReason;
 use crate::time::Stamp;

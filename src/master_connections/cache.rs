@@ -14,11 +14,11 @@
 //! file at most [`MAX_FILE_BYTES`], at most [`MAX_ADDRESSES`] addresses a
 //! minion; what does not fit is counted.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use foldhash::{HashMap, HashMapExt};
 use serde::Deserialize;
 
 /// A grains file larger than this is not read (a minion's grains are a few

@@ -14,8 +14,9 @@
 //!   (Salt's `[Not connected]`); **unclear** when its only addresses with a
 //!   connection are shared with other minions: then nothing is said of it.
 
-use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
+
+use foldhash::{HashMap, HashSet};
 
 /// What the connections say of one minion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

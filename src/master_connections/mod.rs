@@ -19,10 +19,11 @@ pub mod cache;
 pub mod mapping;
 pub mod proc_net;
 
-use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+use foldhash::HashSet;
 
 pub use cache::{CacheCounts, CacheError, Layout, MinionCache};
 pub use mapping::{AddressBook, Seen};

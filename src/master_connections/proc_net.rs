@@ -9,8 +9,9 @@
 //! four such words. An IPv4 peer of an IPv6 socket (`::ffff:a.b.c.d`) is read
 //! as the IPv4 address it is, which Salt's own reading does not do.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use foldhash::HashMap;
 
 /// ESTABLISHED in the kernel's `tcp_states.h`.
 const ESTABLISHED: u8 = 0x01;

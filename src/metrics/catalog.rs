@@ -10,7 +10,7 @@
 //! [`RecordMetrics`] per record (in the `run` handler). Counts that live in
 //! other tasks' atomics are read at scrape time (`collect`).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

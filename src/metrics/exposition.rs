@@ -10,7 +10,7 @@
 //! asks for `application/openmetrics-text` at least as much as for anything
 //! else, else the 0.0.4 text (no header, `*/*`, `text/plain`).
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 pub const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";

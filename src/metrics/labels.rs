@@ -7,9 +7,11 @@
 //! a vector that grows as values are learned ([`PerValue`]): a lookup is one
 //! hash of a short string, and the series handles are resolved once.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+
 use std::hash::{BuildHasherDefault, Hasher};
 
+use foldhash::{HashSet, HashSetExt};
 use prometheus_client::metrics::counter::Counter;
 
 pub use crate::config::metrics::LabelChoice as Choice;

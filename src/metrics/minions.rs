@@ -3,7 +3,7 @@
 //! (`metrics.max_minions`). A minion past the cap gets no series; each refusal is
 //! counted in `saltsight_metric_series_refused_total`, so the cap is visible.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

@@ -3,7 +3,7 @@
 //! since when minions have been pending, and whether it is stalled. The `repo`
 //! label takes the configured checkouts' names only (records name no other).
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;

@@ -22,11 +22,11 @@
 //! purpose: `salt_job_duration_seconds` is in seconds (salt-exporter exports
 //! Salt's milliseconds under that name).
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use foldhash::{HashSet, HashSetExt};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -36,9 +36,9 @@ use serde_json::Value;
 
 use super::labels::{Choice, LabelValues};
 use crate::config::salt_exporter::{SaltExporterConfig, matches};
-use crate::event::{Body, Event, Raw};
 use crate::event::args;
 use crate::event::states::States;
+use crate::event::{Body, Event, Raw};
 use crate::master_keys;
 
 /// Distinct `state` label values learned at most.

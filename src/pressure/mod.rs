@@ -16,7 +16,9 @@
 
 pub mod saved;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::{HashMap, HashMapExt};
 
 use crate::config::pressure::PressureConfig;
 use crate::event::Event;

@@ -18,9 +18,10 @@
 //! started that names no original fires nothing either: its cause is unknown,
 //! and firing could start a loop. Every memory here is bounded (oldest first).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde::Serialize;
 use serde_json::Value;
 

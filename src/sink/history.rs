@@ -12,12 +12,12 @@
 //! `max_age` or over `max_bytes`, oldest first. At the end the last batch is
 //! written and the thread joined; a SIGKILL loses at most what was pending.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
+use foldhash::{HashMap, HashMapExt};
 use tokio::time::Instant;
 use tracing::warn;
 

@@ -5,7 +5,7 @@
 //! failed state's fields are decoded, so a highstate of thousands of successful
 //! states costs a scan.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use crate::event::states::{StateEntry, States, fields, msgpack_int, msgpack_number, text_of};
 use crate::fifo::FifoMap;

@@ -9,7 +9,7 @@
 //! Bounded: at most [`MEMO_ENTRIES`] texts; the oldest is forgotten first
 //! (counted).
 
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 
 use super::category::{Classification, FailureText, classify};
 use super::fingerprint::{last_line, normalise};
@@ -51,7 +51,8 @@ impl Default for Memo {
 }
 
 fn key(text: &FailureText<'_>) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    // In-process only: a fixed seed is enough (a collision is checked).
+    let mut h = foldhash::fast::FixedState::default().build_hasher();
     text.function.hash(&mut h);
     text.comment.hash(&mut h);
     text.stderr.hash(&mut h);

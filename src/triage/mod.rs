@@ -19,7 +19,9 @@ pub mod render;
 pub mod rules;
 pub mod saved;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use foldhash::{HashMap, HashMapExt};
 
 pub use crate::config::TriageConfig;
 use crate::event::states::{States, orchestration_states};

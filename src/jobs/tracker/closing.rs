@@ -5,7 +5,7 @@
 //! batch of records. A closed job's missing minions are remembered for their
 //! late returns, within `jobs.max_expected` over all closed jobs.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::{ClosedJob, Job, JobClosed, JobTracker, millis_between};
 use crate::jobs::verdict::{MinionState, Verdict, verdict};

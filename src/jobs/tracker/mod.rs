@@ -19,8 +19,10 @@
 //! - `minion_start` events within `restart_grace` after a gap are minions
 //!   re-announcing themselves to a restarted master, not restarts.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
+
+use foldhash::{HashMap, HashMapExt};
 
 use super::context::ContextRules;
 pub use super::context::context_of_return;

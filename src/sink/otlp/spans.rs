@@ -14,8 +14,9 @@
 //! a spool of their own as JSON lines ([`SpanLine`]), and become one
 //! `ExportTraceServiceRequest` when a batch leaves it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
+use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

@@ -115,10 +115,20 @@ fn a_failure_seen_on_another_minion_is_decoded_once_and_keeps_its_own_run() {
     let mut decoded = Decoded::default();
     let first = command_failure("Command \"/opt/deploy.sh\" run", 4, 12.5, "10:00:01.1");
     let second = command_failure("Command \"/opt/deploy.sh\" run", 5, 99.0, "10:00:02.2");
-    let a = walk_with(&States::of(&first).unwrap(), false, &mut decoded, Vec::new());
+    let a = walk_with(
+        &States::of(&first).unwrap(),
+        false,
+        &mut decoded,
+        Vec::new(),
+    );
     // The second walk is given the first's failed states as its spare
     // vector: they are not kept.
-    let b = walk_with(&States::of(&second).unwrap(), false, &mut decoded, a.failed.clone());
+    let b = walk_with(
+        &States::of(&second).unwrap(),
+        false,
+        &mut decoded,
+        a.failed.clone(),
+    );
     assert_eq!(
         decoded.recalled, 1,
         "the second minion's failure is recalled"
@@ -137,7 +147,12 @@ fn a_failure_seen_on_another_minion_is_decoded_once_and_keeps_its_own_run() {
     );
     // Another comment is another failure.
     let other = command_failure("Command \"/opt/deploy.sh\" timed out", 5, 1.0, "x");
-    let c = walk_with(&States::of(&other).unwrap(), false, &mut decoded, Vec::new());
+    let c = walk_with(
+        &States::of(&other).unwrap(),
+        false,
+        &mut decoded,
+        Vec::new(),
+    );
     assert_eq!(decoded.recalled, 1);
     assert_eq!(c.failed[0].comment, "Command \"/opt/deploy.sh\" timed out");
     // Past the bound the oldest are forgotten, counted.
