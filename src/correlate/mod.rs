@@ -314,7 +314,7 @@ impl Correlator {
             let flip = self.flip(&heads, &findings.minion, state_hash(state.key.as_bytes()));
             let correlation =
                 self.correlation(&heads, Some(&state.sls), flip.as_ref(), &f.fingerprint);
-            let body = RecordBody::StateFailure(StateRecord {
+            let body = RecordBody::StateFailure(Box::new(StateRecord {
                 jid: findings.jid.clone(),
                 minion: findings.minion.clone(),
                 fun: findings.fun.clone(),
@@ -335,7 +335,7 @@ impl Correlator {
                 first_failing: flip.map(|f| f.first_failing_now),
                 context: context.clone(),
                 correlation,
-            });
+            }));
             out.push(
                 self.records
                     .make(at, &[&findings.jid, &findings.minion, &state.key], body),
@@ -346,7 +346,7 @@ impl Correlator {
             // A pillar SLS is not a file of the watched state tree.
             let tree_sls = sls.as_deref().filter(|_| !f.error.pillar);
             let correlation = self.correlation(&heads, tree_sls, None, &f.fingerprint);
-            let body = RecordBody::RenderFailure(RenderRecord {
+            let body = RecordBody::RenderFailure(Box::new(RenderRecord {
                 jid: findings.jid.clone(),
                 minion: findings.minion.clone(),
                 fun: findings.fun.clone(),
@@ -361,7 +361,7 @@ impl Correlator {
                 fingerprint: f.fingerprint.clone(),
                 context: context.clone(),
                 correlation,
-            });
+            }));
             out.push(self.records.make(
                 at,
                 &[&findings.jid, &findings.minion, &f.fingerprint],
@@ -403,7 +403,7 @@ impl Correlator {
                 g.fingerprint.as_str(),
                 revision_key.as_str(),
             ];
-            let body = RecordBody::FailureGroup(GroupRecord {
+            let body = RecordBody::FailureGroup(Box::new(GroupRecord {
                 jid: g.jid.clone(),
                 fingerprint: g.fingerprint.clone(),
                 sls: g.sls,
@@ -423,7 +423,7 @@ impl Correlator {
                 incident,
                 context: context.clone(),
                 correlation,
-            });
+            }));
             out.push(self.records.make(at, &key, body));
         }
         out

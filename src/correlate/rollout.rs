@@ -388,7 +388,7 @@ fn emit(records: &RecordFactory, open: &mut Open, at: Stamp) -> Record {
     records.make(
         at,
         &[&open.record.repo, &open.record.commit, &revision],
-        RecordBody::Rollout(open.record.clone()),
+        RecordBody::Rollout(Box::new(open.record.clone())),
     )
 }
 
@@ -418,7 +418,7 @@ mod tests {
     fn rollouts(out: &[Record]) -> Vec<Rollout> {
         out.iter()
             .filter_map(|r| match &r.body {
-                RecordBody::Rollout(r) => Some(r.clone()),
+                RecordBody::Rollout(r) => Some((**r).clone()),
                 _ => None,
             })
             .collect()

@@ -25,7 +25,7 @@ fn a_failure(f: &RecordFactory, jid: &str, minion: &str, at: Stamp) -> Record {
     f.make(
         at,
         &[jid, minion, "nginx"],
-        RecordBody::StateFailure(StateFailure {
+        RecordBody::StateFailure(Box::new(StateFailure {
             jid: jid.into(),
             minion: minion.into(),
             fun: "state.apply".into(),
@@ -53,7 +53,7 @@ fn a_failure(f: &RecordFactory, jid: &str, minion: &str, at: Stamp) -> Record {
             first_failing: None,
             context: JobContext::default(),
             correlation: Correlation::default(),
-        }),
+        })),
     )
 }
 
@@ -83,7 +83,7 @@ fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
         f.make(
             Stamp(t * S),
             &[jid],
-            RecordBody::JobPublished(JobPublished {
+            RecordBody::JobPublished(Box::new(JobPublished {
                 jid: jid.into(),
                 fun: "state.apply".into(),
                 arg: None,
@@ -96,7 +96,7 @@ fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
                 deadline: Stamp((t + 60) * S),
                 context: JobContext::default(),
                 commits: BTreeMap::new(),
-            }),
+            })),
         ),
         ret("a", true),
         ret("b", false),

@@ -590,7 +590,7 @@ mod tests {
         crate::record::RecordFactory::new("m").make(
             crate::time::Stamp(0),
             &["1"],
-            RecordBody::RenderFailure(body),
+            RecordBody::RenderFailure(Box::new(body)),
         )
     }
 

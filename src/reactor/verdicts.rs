@@ -408,7 +408,7 @@ mod tests {
         let mut records = vec![f.make(
             Stamp(S),
             &[jid],
-            RecordBody::JobPublished(JobPublished {
+            RecordBody::JobPublished(Box::new(JobPublished {
                 jid: jid.into(),
                 fun: "state.apply".into(),
                 arg: Some(serde_json::json!(["web", {"__kwarg__": true, "pillar": {"v": 2}}])),
@@ -421,7 +421,7 @@ mod tests {
                 deadline: Stamp(60 * S),
                 context: context.clone(),
                 commits: BTreeMap::new(),
-            }),
+            })),
         )];
         for minion in failed {
             records.push(f.make(
@@ -525,7 +525,11 @@ mod tests {
             }))
             .expect("a failure group");
             g.context = retry.clone();
-            f.make(Stamp(60 * S), &[jid, "f"], RecordBody::FailureGroup(g))
+            f.make(
+                Stamp(60 * S),
+                &[jid, "f"],
+                RecordBody::FailureGroup(Box::new(g)),
+            )
         };
         handle(&mut output, &[group("2")]);
         handle(&mut output, &job(&f, "3", &retry, &["web3"], &[]));

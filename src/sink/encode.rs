@@ -267,8 +267,11 @@ mod tests {
                 }),
             },
         };
-        let record =
-            RecordFactory::new("m1").make(Stamp(5), &["2026"], RecordBody::FailureGroup(group));
+        let record = RecordFactory::new("m1").make(
+            Stamp(5),
+            &["2026"],
+            RecordBody::FailureGroup(Box::new(group)),
+        );
         let mut json = Vec::new();
         ndjson(&record, &mut json);
         let mut line = Vec::new();

@@ -364,7 +364,7 @@ impl JobTracker {
             self.records.make(
                 at,
                 &[jid],
-                RecordBody::JobPublished(JobPublished {
+                RecordBody::JobPublished(Box::new(JobPublished {
                     jid: jid.to_owned(),
                     fun: fun.to_owned(),
                     arg: raw_to_json(p.arg),
@@ -381,7 +381,7 @@ impl JobTracker {
                     deadline,
                     context: context.clone(),
                     commits: commits(jid, at),
-                }),
+                })),
             ),
         );
         let pending = MinionState::Pending {

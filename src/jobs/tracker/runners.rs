@@ -35,7 +35,7 @@ impl JobTracker {
         out.push(self.records.make(
             at,
             &[jid],
-            RecordBody::JobPublished(JobPublished {
+            RecordBody::JobPublished(Box::new(JobPublished {
                 jid: jid.to_owned(),
                 fun: fun.to_owned(),
                 arg: None,
@@ -51,7 +51,7 @@ impl JobTracker {
                     ..JobContext::default()
                 },
                 commits: commits(jid, at),
-            }),
+            })),
         ));
     }
 

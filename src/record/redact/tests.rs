@@ -323,7 +323,7 @@ fn state_failure(comment: &str) -> Record {
     RecordFactory::new("m1").make(
         Stamp(1),
         &["1", "web1"],
-        RecordBody::StateFailure(StateFailure {
+        RecordBody::StateFailure(Box::new(StateFailure {
             jid: "20261122101010123456".into(),
             minion: "web1".into(),
             fun: "state.apply".into(),
@@ -353,7 +353,7 @@ fn state_failure(comment: &str) -> Record {
                 ..JobContext::default()
             },
             correlation: Correlation::default(),
-        }),
+        })),
     )
 }
 

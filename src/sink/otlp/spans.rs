@@ -403,21 +403,21 @@ mod tests {
         };
         let at = |s: i64| Stamp(1_795_654_800_000_000 + s * 1_000_000);
         vec![
-            f.make(at(0), &["1"], RecordBody::JobPublished(from_value::<JobPublished>(context(json!({
+            f.make(at(0), &["1"], RecordBody::JobPublished(Box::new(from_value::<JobPublished>(context(json!({
                 "jid": "1", "fun": "state.apply", "tgt": ["*"], "tgt_type": "glob", "user": "root",
                 "expected": ["web1", "web2", "web3"], "deadline": "2026-11-26T01:01:00Z"
-            }))).unwrap())),
+            }))).unwrap()))),
             f.make(at(2), &["1", "web1"], RecordBody::MinionReturn(from_value::<MinionReturn>(context(json!({
                 "jid": "1", "minion": "web1", "fun": "state.apply", "retcode": 0, "salt_success": true,
                 "succeeded": true, "duration_ms": 2000,
                 "return_trace": {"trace_id": RET_TRACE, "span_id": "00f067aa0ba902b7"}
             }))).unwrap())),
-            f.make(at(3), &["1", "web2", "s"], RecordBody::StateFailure(from_value::<StateFailure>(context(json!({
+            f.make(at(3), &["1", "web2", "s"], RecordBody::StateFailure(Box::new(from_value::<StateFailure>(context(json!({
                 "jid": "1", "minion": "web2", "fun": "state.apply", "sls": "web", "state_id": "nginx",
                 "function": "pkg.installed", "name": "nginx", "comment": "E: Unable to locate package",
                 "comment_len": 28, "run_num": 0, "duration_ms": 1.0, "start_time": null,
                 "category": "dependency.package", "rule": "apt", "fallout": 2, "fingerprint": "f"
-            }))).unwrap())),
+            }))).unwrap()))),
             f.make(at(3), &["1", "web2"], RecordBody::MinionReturn(from_value::<MinionReturn>(context(json!({
                 "jid": "1", "minion": "web2", "fun": "state.apply", "retcode": 2, "salt_success": false,
                 "succeeded": false, "duration_ms": 3000

@@ -18,7 +18,7 @@ fn record(t: i64, body: RecordBody) -> Record {
 }
 
 fn published(jid: &str, minions: &[&str]) -> RecordBody {
-    RecordBody::JobPublished(JobPublished {
+    RecordBody::JobPublished(Box::new(JobPublished {
         jid: jid.into(),
         fun: "test.sleep".into(),
         arg: None,
@@ -31,7 +31,7 @@ fn published(jid: &str, minions: &[&str]) -> RecordBody {
         deadline: at(8),
         context: JobContext::default(),
         commits: BTreeMap::new(),
-    })
+    }))
 }
 
 fn returned(jid: &str, minion: &str, succeeded: bool) -> RecordBody {
@@ -94,7 +94,7 @@ fn completed(jid: &str, returned: u32, failed: u32, missing: u32) -> RecordBody 
 }
 
 fn group(jid: &str, fingerprint: &str, count: u32, minions: &[&str]) -> RecordBody {
-    RecordBody::FailureGroup(FailureGroup {
+    RecordBody::FailureGroup(Box::new(FailureGroup {
         jid: jid.into(),
         fingerprint: fingerprint.into(),
         sls: Some("web".into()),
@@ -121,7 +121,7 @@ fn group(jid: &str, fingerprint: &str, count: u32, minions: &[&str]) -> RecordBo
         incident: None,
         context: JobContext::default(),
         correlation: Correlation::default(),
-    })
+    }))
 }
 
 #[test]
