@@ -361,10 +361,11 @@ impl GitCli {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn git(dir: &Path, args: &[&str]) {
+    /// `git args` in `dir`, as a fixed author.
+    pub(crate) fn git(dir: &Path, args: &[&str]) {
         let status = Command::new("git")
             .args(args)
             .current_dir(dir)
@@ -378,7 +379,8 @@ mod tests {
         assert!(status.success(), "git {args:?}");
     }
 
-    fn commit(dir: &Path, file: &str, text: &str, subject: &str) {
+    /// `file` written with `text` and committed as `subject`.
+    pub(crate) fn commit(dir: &Path, file: &str, text: &str, subject: &str) {
         let path = dir.join(file);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();

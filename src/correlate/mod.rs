@@ -289,7 +289,7 @@ impl Correlator {
         })
     }
 
-    /// One minion's findings → `state_failure` and `render_failure` records;
+    /// One minion's findings → `state_failure` and `render_failure` records, onto `out`;
     /// `incidents` holds the external incident of each state failure, in
     /// order (what the incident stage made of it, before the record exists).
     pub fn on_findings(
@@ -298,9 +298,9 @@ impl Correlator {
         context: &JobContext,
         incidents: &[Option<String>],
         at: Stamp,
-    ) -> Vec<Record> {
-        let mut out = Vec::new();
-        let heads = self.heads_of(&findings.jid, at, &mut out);
+        out: &mut Vec<Record>,
+    ) {
+        let heads = self.heads_of(&findings.jid, at, out);
         let states_head = self.states_head(&heads);
         if let Some((_, head)) = &states_head {
             if !findings.outcomes.is_empty() {
@@ -368,7 +368,6 @@ impl Correlator {
                 body,
             ));
         }
-        out
     }
 
     /// A job's failure groups (at its `job_completed` of `revision`) →

@@ -50,7 +50,12 @@ pub struct Agent {
     master: Option<MasterWatch>,
     /// Which minions hold a connection to the master (live only).
     connections: Option<ConnectionsWatch>,
+    /// The vector an event's records are made in, kept empty between events.
+    records: Vec<Record>,
 }
+
+/// Records an event's vector keeps room for between events (408 bytes each).
+const KEPT_RECORDS: usize = 16;
 
 /// The master's connections, sampled when a job is published and before
 /// verdicts are given, at most once per [`CONNECTIONS_FRESH`]: nothing is
@@ -100,6 +105,7 @@ impl Agent {
             gap_since: None,
             master: None,
             connections: None,
+            records: Vec::new(),
         }
     }
 
@@ -284,8 +290,8 @@ impl Agent {
 
     /// Hands `records` on, then every batch a large job's verdicts still owe,
     /// and writes the outputs.
-    fn write(&mut self, records: Vec<Record>) -> anyhow::Result<()> {
-        self.queue(records)?;
+    fn write(&mut self, mut records: Vec<Record>) -> anyhow::Result<()> {
+        self.queue(&mut records)?;
         self.outputs.flush()?;
         self.unflushed = false;
         Ok(())
@@ -293,22 +299,23 @@ impl Agent {
 
     /// Like [`Agent::write`], leaving the outputs' write to the end of the
     /// read ([`Handler::batch_end`]): one write per read, not per event.
-    fn queue(&mut self, records: Vec<Record>) -> anyhow::Result<()> {
+    /// `records` is left empty, its room kept.
+    fn queue(&mut self, records: &mut Vec<Record>) -> anyhow::Result<()> {
         if records.is_empty() {
             return Ok(());
         }
         self.unflushed = true;
-        self.queue_batch(records)?;
+        self.queue_batch(records.drain(..))?;
         while let Some(more) = self.stages.more() {
             // A large job's verdicts come in bounded batches: each written
             // before the next is made, so the outputs hold one at a time.
             self.outputs.flush()?;
-            self.queue_batch(more)?;
+            self.queue_batch(more.into_iter())?;
         }
         Ok(())
     }
 
-    fn queue_batch(&mut self, records: Vec<Record>) -> anyhow::Result<()> {
+    fn queue_batch(&mut self, records: impl Iterator<Item = Record>) -> anyhow::Result<()> {
         for record in records {
             self.emitted += 1;
             let record = self.redactor.record(record);
@@ -354,8 +361,15 @@ impl Handler for Agent {
                 self.sample_connections(received, due);
             }
         }
-        let records = self.stages.on_event(event, self.clock.now());
-        self.queue(records)
+        // One vector for every event's records: room for a few is kept, a
+        // large job's verdicts' is not.
+        let mut records = std::mem::take(&mut self.records);
+        self.stages.on_event(event, self.clock.now(), &mut records);
+        let queued = self.queue(&mut records);
+        if records.capacity() <= KEPT_RECORDS {
+            self.records = records;
+        }
+        queued
     }
 
     fn batch_end(&mut self, received: Option<Instant>) -> anyhow::Result<()> {

@@ -374,7 +374,9 @@ mod tests {
         );
         let event = decode(&frame).expect("decode");
         let now = event.stamp.expect("stamped");
-        stages.on_event(&event, now)
+        let mut records = Vec::new();
+        stages.on_event(&event, now, &mut records);
+        records
     }
 
     fn publish(stages: &mut Stages) {

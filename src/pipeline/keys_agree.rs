@@ -45,7 +45,7 @@ fn records_of_every_capture() -> Vec<Record> {
                     continue;
                 };
                 now = event.stamp.unwrap_or(now).max(now);
-                records.extend(stages.on_event(&event, now));
+                stages.on_event(&event, now, &mut records);
                 while let Some(more) = stages.more() {
                     records.extend(more);
                 }

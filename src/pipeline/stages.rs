@@ -175,14 +175,14 @@ impl Stages {
             .min()
     }
 
-    /// One event, at event time `now`: its records, in order.
-    pub fn on_event(&mut self, event: &Event<'_>, now: Stamp) -> Vec<Record> {
+    /// One event, at event time `now`: its records, in order, onto `out` (a
+    /// caller's vector, kept from event to event).
+    pub fn on_event(&mut self, event: &Event<'_>, now: Stamp, out: &mut Vec<Record>) {
         // Verdicts due before this event first, on event time, live as in replay.
-        let mut out = self.advance(now);
+        self.advance_onto(now, out);
         let at = event.stamp.unwrap_or(now);
         self.pressure.on_event(event, at);
-        let triaged = self.triage(event, at, &mut out);
-        let mut tracked = Vec::new();
+        let triaged = self.triage(event, at, out);
         self.sync_pressure();
         // A job it publishes is made whole with its commits, asked of the
         // correlator then (a HEAD that moved is a config_change first).
@@ -193,21 +193,23 @@ impl Stages {
         }
         let correlator = &mut self.correlator;
         let mut changes = Vec::new();
+        let start = out.len();
         self.tracker.on_event_with(
             event,
             now,
             &mut |jid, at| correlator.commits_for_new_job(jid, at, &mut changes),
-            &mut tracked,
+            out,
         );
-        out.extend(changes);
-        self.after_tracker(tracked, &mut out);
+        // The commits go before the job they made whole (rare: a new job).
+        out.splice(start..start, changes);
+        self.after_tracker(start, out);
         if let Body::JobReturn(r) = &event.body {
-            self.follow_state_run(r, triaged.as_ref(), at, &mut out);
+            self.follow_state_run(r, triaged.as_ref(), at, out);
             // A job the tracker does not hold open (scheduled, closed by this
             // return, or a late return): its drift is decided now.
             if let Some(jid) = self.drift_after_return.take() {
                 if !self.tracker.is_open(&jid) {
-                    self.drift.close_job(&jid, &mut out);
+                    self.drift.close_job(&jid, out);
                 }
             }
         }
@@ -225,7 +227,6 @@ impl Stages {
                 out.extend(records);
             }
         }
-        out
     }
 
     /// Whether the master is under pressure now (an episode is open).
@@ -254,11 +255,10 @@ impl Stages {
     /// A return read but not readable: its minion is not waited for, and its
     /// verdict is `unknown_gap`.
     pub fn on_unreadable_return(&mut self, jid: &str, minion: &str, at: Stamp) -> Vec<Record> {
-        let mut tracked = Vec::new();
-        self.synced_tracker()
-            .on_unreadable_return(jid, minion, at, &mut tracked);
         let mut out = Vec::new();
-        self.after_tracker(tracked, &mut out);
+        self.synced_tracker()
+            .on_unreadable_return(jid, minion, at, &mut out);
+        self.after_tracker(0, &mut out);
         out
     }
 
@@ -269,10 +269,9 @@ impl Stages {
         if !self.tracker.has_more() {
             return None;
         }
-        let mut tracked = Vec::new();
-        self.synced_tracker().more(&mut tracked);
         let mut out = Vec::new();
-        self.after_tracker(tracked, &mut out);
+        self.synced_tracker().more(&mut out);
+        self.after_tracker(0, &mut out);
         Some(out)
     }
 
@@ -289,34 +288,36 @@ impl Stages {
         reason: &'static str,
         dropped: u64,
     ) -> Vec<Record> {
-        let mut tracked = Vec::new();
-        self.tracker
-            .on_gap(start, end, reason, dropped, &mut tracked);
         let mut out = Vec::new();
-        self.after_tracker(tracked, &mut out);
+        self.tracker.on_gap(start, end, reason, dropped, &mut out);
+        self.after_tracker(0, &mut out);
         out
     }
 
     /// Verdicts (and incident revisions and closes) due at or before `now`.
     pub fn advance(&mut self, now: Stamp) -> Vec<Record> {
-        let mut tracked = Vec::new();
-        self.synced_tracker().advance(now, &mut tracked);
         let mut out = Vec::new();
-        self.after_tracker(tracked, &mut out);
+        self.advance_onto(now, &mut out);
+        out
+    }
+
+    /// [`Stages::advance`], its records onto `out`.
+    fn advance_onto(&mut self, now: Stamp, out: &mut Vec<Record>) {
+        let start = out.len();
+        self.synced_tracker().advance(now, out);
+        self.after_tracker(start, out);
         let tracker = &self.tracker;
         self.triage
             .forget_idle(now, tracker.late_window(), |jid| tracker.is_open(jid));
-        self.incidents.advance(now, &mut out);
-        self.correlator.advance_rollouts(now, &mut out);
-        out
+        self.incidents.advance(now, out);
+        self.correlator.advance_rollouts(now, out);
     }
 
     /// The end of a recording: every open job reaches its deadline.
     pub fn finish(&mut self) -> Vec<Record> {
-        let mut tracked = Vec::new();
-        self.synced_tracker().finish(&mut tracked);
         let mut out = Vec::new();
-        self.after_tracker(tracked, &mut out);
+        self.synced_tracker().finish(&mut out);
+        self.after_tracker(0, &mut out);
         out
     }
 
@@ -351,10 +352,8 @@ impl Stages {
         };
         self.incidents.on_outcomes(&findings.outcomes, at, out);
         let incidents = self.incidents_of(&findings, at, out);
-        let records = self
-            .correlator
-            .on_findings(&findings, &context, &incidents, at);
-        out.extend(records);
+        self.correlator
+            .on_findings(&findings, &context, &incidents, at, out);
         let root_cause = findings
             .state_failures
             .first()
@@ -394,10 +393,10 @@ impl Stages {
             .collect()
     }
 
-    /// The tracker's records, then the failure groups of every job it closed.
-    fn after_tracker(&mut self, tracked: Vec<Record>, out: &mut Vec<Record>) {
-        self.count_pressure(&tracked);
-        out.extend(tracked);
+    /// After the tracker's records (`out` from `start`): the failure groups of
+    /// every job it closed.
+    fn after_tracker(&mut self, start: usize, out: &mut Vec<Record>) {
+        self.count_pressure(&out[start..]);
         for JobClosed {
             jid,
             revision,
@@ -475,6 +474,57 @@ pub(super) mod tests {
         .expect("config loads")
     }
 
+    /// A HEAD that moved before a job was published is a `config_change` (and
+    /// the rollouts it starts), made while the tracker takes the job: they come
+    /// before the job's `job_published`, as the commit came before the job.
+    #[test]
+    fn a_head_that_moved_is_a_config_change_before_the_job_it_runs() {
+        use crate::correlate::git::tests::{commit, git};
+        let repo = tempfile::tempdir().expect("tempdir");
+        git(repo.path(), &["init", "-q", "-b", "main"]);
+        commit(repo.path(), "web.sls", "a: 1\n", "web: first");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("saltsight.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\nstate_repos = {{ states = {:?} }}\n",
+                repo.path().display().to_string()
+            ),
+        )
+        .expect("write config");
+        let config = crate::config::load(&crate::config::Overrides {
+            config: Some(path),
+            ..Default::default()
+        })
+        .expect("config loads");
+        let mut stages = Stages::from_config(&config);
+        let published = |jid: &str, s: u32| {
+            frame(
+                &format!("salt/job/{jid}/new"),
+                json!({"jid": jid, "fun": "test.ping", "arg": [], "tgt": "web1",
+                    "tgt_type": "glob", "minions": ["web1"], "missing": [], "user": "root",
+                    "_stamp": format!("2026-11-27T10:00:{s:02}.000000+00:00")}),
+            )
+        };
+        let kinds = |stages: &mut Stages, f: Vec<u8>| {
+            let event = decode(&f).expect("decode");
+            let mut records = Vec::new();
+            stages.on_event(&event, event.stamp.expect("stamped"), &mut records);
+            records.into_iter().map(|r| r.kind).collect::<Vec<_>>()
+        };
+        kinds(&mut stages, published("20261127100000000001", 0));
+        commit(repo.path(), "web.sls", "a: 2\n", "web: second");
+        // The commit's records (its change, the rollouts it starts), then the job.
+        let second = kinds(&mut stages, published("20261127100000000002", 1));
+        assert_eq!(
+            second.first(),
+            Some(&RecordKind::ConfigChange),
+            "{second:?}"
+        );
+        assert_eq!(second.last(), Some(&RecordKind::JobPublished), "{second:?}");
+    }
+
     /// A failing state run on the last expected minion: triage's findings come
     /// before the tracker's return and completion, and the job's failure group
     /// after its `job_completed`.
@@ -502,7 +552,9 @@ pub(super) mod tests {
         for f in [new, ret] {
             let event = decode(&f).expect("decode");
             let now = event.stamp.expect("stamped");
-            kinds.extend(stages.on_event(&event, now).into_iter().map(|r| r.kind));
+            let mut records = Vec::new();
+            stages.on_event(&event, now, &mut records);
+            kinds.extend(records.into_iter().map(|r| r.kind));
         }
         assert_eq!(
             kinds,
@@ -559,7 +611,7 @@ mod incident_tests {
         for f in frames {
             let event = decode(&f).expect("decode");
             let now = event.stamp.expect("stamped");
-            records.extend(stages.on_event(&event, now));
+            stages.on_event(&event, now, &mut records);
         }
         let incidents: Vec<_> = records
             .iter()

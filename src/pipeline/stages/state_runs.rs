@@ -54,9 +54,7 @@ impl Stages {
             succeeded,
             fingerprint: fingerprint.as_deref(),
         };
-        let mut records = Vec::new();
-        self.correlator.on_state_run(&run, at, &mut records);
-        out.extend(records);
+        self.correlator.on_state_run(&run, at, out);
     }
 
     /// A state run's changes to the drift stage, under the HEAD its job ran
