@@ -47,31 +47,6 @@ pub struct StateEntry<'a> {
     pub raw: &'a [u8],
 }
 
-/// Calls `each` for every state of a state-run return, in wire order. `None` when
-/// the return is not a map of state results (a render error is a list of strings;
-/// other functions return anything); `each` may have been called for the first
-/// entries by then.
-fn for_each_state<'a>(raw: &'a [u8], mut each: impl FnMut(StateEntry<'a>)) -> Option<u32> {
-    let mut cursor = Cursor::new(raw);
-    let states = cursor.read_map_len()?;
-    for _ in 0..states {
-        let key = cursor.read_str_or_bin()?;
-        let value = cursor.take_raw().ok()?;
-        // State keys are `mod_|-id_|-name_|-fun`; anything else is not a state run.
-        if !key.windows(3).any(|w| w == b"_|-") {
-            return None;
-        }
-        let (result, changed) = state_outcome(value)?;
-        each(StateEntry {
-            key,
-            result,
-            changed,
-            raw: value,
-        });
-    }
-    Some(states)
-}
-
 /// `{"data": {"<master id>": {<states>}}, ...}` → (master id, raw states).
 pub fn orchestration_states(raw: &[u8]) -> Option<(String, &[u8])> {
     let mut cursor = Cursor::new(raw);
@@ -234,11 +209,27 @@ pub struct States<'a> {
 }
 
 impl<'a> States<'a> {
-    /// The states of `raw`; `None` when it is not a state run.
+    /// The states of `raw`, in wire order; `None` when it is not a state run
+    /// (a render error is a list of strings; other functions return anything).
     pub fn of(raw: &'a [u8]) -> Option<Self> {
-        let claimed = Cursor::new(raw).read_map_len()?;
+        let mut cursor = Cursor::new(raw);
+        let claimed = cursor.read_map_len()?;
         let mut entries = Vec::with_capacity((claimed as usize).min(MAX_RESERVED_STATES));
-        for_each_state(raw, |state| entries.push(state))?;
+        for _ in 0..claimed {
+            let key = cursor.read_str_or_bin()?;
+            let value = cursor.take_raw().ok()?;
+            // State keys are `mod_|-id_|-name_|-fun`; anything else is not a state run.
+            if !key.windows(3).any(|w| w == b"_|-") {
+                return None;
+            }
+            let (result, changed) = state_outcome(value)?;
+            entries.push(StateEntry {
+                key,
+                result,
+                changed,
+                raw: value,
+            });
+        }
         Some(Self { entries })
     }
 
