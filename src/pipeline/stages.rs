@@ -460,11 +460,18 @@ pub(super) mod tests {
 
     /// The defaults, with no master config or git checkout to read.
     pub(in crate::pipeline) fn config() -> Config {
+        config_with("")
+    }
+
+    /// [`config`] with `correlate` lines added (e.g. a checkout to watch).
+    fn config_with(correlate: &str) -> Config {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("saltsight.toml");
         std::fs::write(
             &path,
-            "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n",
+            format!(
+                "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n{correlate}"
+            ),
         )
         .expect("write config");
         crate::config::load(&crate::config::Overrides {
@@ -483,21 +490,10 @@ pub(super) mod tests {
         let repo = tempfile::tempdir().expect("tempdir");
         git(repo.path(), &["init", "-q", "-b", "main"]);
         commit(repo.path(), "web.sls", "a: 1\n", "web: first");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("saltsight.toml");
-        std::fs::write(
-            &path,
-            format!(
-                "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\nstate_repos = {{ states = {:?} }}\n",
-                repo.path().display().to_string()
-            ),
-        )
-        .expect("write config");
-        let config = crate::config::load(&crate::config::Overrides {
-            config: Some(path),
-            ..Default::default()
-        })
-        .expect("config loads");
+        let config = config_with(&format!(
+            "state_repos = {{ states = {:?} }}\n",
+            repo.path().display().to_string()
+        ));
         let mut stages = Stages::from_config(&config);
         let published = |jid: &str, s: u32| {
             frame(
