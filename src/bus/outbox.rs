@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::time::Instant;
 
-use super::message::{BusGap, BusMessage, Frame, GapReason, ReaderStats};
+use super::message::{BatchSpares, BusGap, BusMessage, Frame, FrameBatch, GapReason, ReaderStats};
 
 /// The sending side of the queue; never waits.
 ///
@@ -35,6 +35,8 @@ pub(super) struct Outbox {
     /// The frames of the read in hand, sent together by [`Outbox::send_batch`].
     batch: Vec<Frame>,
     batch_bytes: u64,
+    /// Where sent batches' vectors come back to, emptied.
+    spares: Arc<BatchSpares>,
 }
 
 /// The longest a gap waits for a slot that leaves room for data.
@@ -56,6 +58,7 @@ impl Outbox {
             max_frames: max_frames.max(1),
             batch: Vec::new(),
             batch_bytes: 0,
+            spares: Arc::default(),
         }
     }
 
@@ -140,10 +143,11 @@ impl Outbox {
         if self.batch.is_empty() {
             return true;
         }
-        let frames = std::mem::take(&mut self.batch);
+        let frames = std::mem::replace(&mut self.batch, self.spares.take());
         let bytes = std::mem::take(&mut self.batch_bytes);
         let n = frames.len() as u64;
-        self.send_counted(BusMessage::Frames(frames), n, bytes)
+        let batch = FrameBatch::returning(frames, self.spares.clone());
+        self.send_counted(BusMessage::Frames(batch), n, bytes)
     }
 
     /// Offers a capture chunk without waiting. Returns whether it was queued; one
@@ -429,5 +433,38 @@ mod tests {
         drop(rx);
         assert!(!offer(&mut outbox));
         assert_eq!(stats.dropped_queue_full.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_handled_batch_gives_its_vector_back_for_a_later_read() {
+        let (mut outbox, mut rx, stats) = outbox(2_000);
+        let mut send = |outbox: &mut Outbox, n: usize| {
+            for _ in 0..n {
+                outbox.offer_frame(frame());
+            }
+            assert!(outbox.send_batch());
+            match take(&mut rx, &stats) {
+                Some(BusMessage::Frames(batch)) if batch.len() == n => batch,
+                other => panic!("not a batch of {n}: {other:?}"),
+            }
+        };
+        let a = send(&mut outbox, 3);
+        let a_storage = a.as_ptr();
+        drop(a);
+        assert_eq!(outbox.spares.len(), 1, "kept when the consumer is done");
+        // The next read's vector was taken when `a` went; the one after
+        // gets `a`'s.
+        let b = send(&mut outbox, 2);
+        assert_ne!(b.as_ptr(), a_storage);
+        let c = send(&mut outbox, 3);
+        assert_eq!(c.as_ptr(), a_storage, "the handled batch's vector, again");
+        assert!(c.iter().all(|f| &f.bytes[..] == b"x"));
+        // While batches are held, none comes back; a very large one is freed.
+        let held = [b, c];
+        let large = send(&mut outbox, 1_500);
+        drop(large);
+        assert_eq!(outbox.spares.len(), 0, "room for 1,500 frames is not kept");
+        drop(held);
+        assert_eq!(outbox.spares.len(), 2);
     }
 }

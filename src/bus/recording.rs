@@ -345,7 +345,7 @@ pub fn frames_of(messages: &[BusMessage]) -> Vec<Bytes> {
         .iter()
         .flat_map(|m| match m {
             BusMessage::Frame(f) => std::slice::from_ref(f),
-            BusMessage::Frames(frames) => frames.as_slice(),
+            BusMessage::Frames(frames) => frames,
             _ => &[],
         })
         .map(|f| f.bytes.clone())

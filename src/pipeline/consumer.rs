@@ -222,7 +222,7 @@ impl Consumer {
                         let bytes = batch.iter().map(|f| f.bytes.len()).sum();
                         reader_stats.consumed(batch.len(), bytes);
                     }
-                    for frame in &batch {
+                    for frame in batch.iter() {
                         frames.frame(frame, &mut summary, &mut handler)?;
                     }
                     handler.batch_end(batch.last().and_then(|f| f.received_mono))?;
