@@ -33,7 +33,6 @@ use crate::record::{
     StateFailure as StateRecord, SuspectCommits,
 };
 use crate::time::Stamp;
-use crate::triage::failures::state_hash;
 use crate::triage::{FailureGroup, Findings};
 use git::{GitCli, GitDir, HeadWatch};
 use history::{Flip, History};
@@ -311,7 +310,7 @@ impl Correlator {
         }
         for (i, f) in findings.state_failures.iter().enumerate() {
             let state = &f.state;
-            let flip = self.flip(&heads, &findings.minion, state_hash(state.key.as_bytes()));
+            let flip = self.flip(&heads, &findings.minion, state.key_hash);
             let correlation =
                 self.correlation(&heads, Some(&state.sls), flip.as_ref(), &f.fingerprint);
             let body = RecordBody::StateFailure(Box::new(StateRecord {

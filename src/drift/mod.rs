@@ -29,7 +29,6 @@ use crate::record::{
     SettleStatus, Trimmed, stable_hash,
 };
 use crate::time::Stamp;
-use crate::triage::failures::state_hash;
 
 /// Commits whose ids are kept to ask git about (an older one is "unknown":
 /// its states' next changes are taken as intentional).
@@ -188,11 +187,11 @@ impl DriftStage {
             self.stats.runs_unjudged.inc();
             return;
         };
-        let Some(states) = run.states else {
+        let Some(walked) = run.states else {
             return;
         };
         let states = state_run(
-            states,
+            walked,
             self.config.max_changed_read,
             self.config.summary_bytes,
         );
@@ -223,7 +222,7 @@ impl DriftStage {
         let mut changed = states.changed.iter().peekable();
         let mut tally: Vec<(u64, bool)> = Vec::new();
         for (index, ran) in states.ran.iter().enumerate() {
-            let state = state_hash(ran.key);
+            let state = walked.key_hash(index);
             let this: Option<&Changed> = changed.next_if(|c| c.index == index);
             if ran.result == Some(false) || (ran.changed && this.is_none()) {
                 // Failed (triage's), or changed past the read cap (counted).

@@ -4,9 +4,11 @@
 //! once ([`States`], kept on the decoded return): the tracker counts them,
 //! triage decodes only the failed ones, drift reads only the changed ones.
 
+use std::cell::OnceCell;
+
 use super::cursor::Cursor;
 use super::json::{Limits, to_json_within};
-use crate::record::{StateCounts, Trimmed};
+use crate::record::{StateCounts, Trimmed, stable_hash};
 
 /// What Salt puts in place of a value over its share of `max_event_size`.
 const VALUE_TRIMMED: &[u8] = b"VALUE_TRIMMED";
@@ -33,6 +35,19 @@ pub fn trimmed(raw: &[u8]) -> Option<Trimmed> {
         }
     }
     found
+}
+
+/// A hash of a state key's module, id and function (not its name, which may
+/// hold a minion's paths). Stored (drift's and the correlator's memories), so
+/// it never changes.
+pub fn state_hash(key: &[u8]) -> u64 {
+    let mut parts = key.split(|b| *b == b'|');
+    let (module, id) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
+    let fun = key.rsplit(|b| *b == b'-').next().unwrap_or_default();
+    stable_hash([module, id, fun]) as u64
 }
 
 /// One state's entry in a state-run return.
@@ -206,6 +221,9 @@ const MAX_RESERVED_STATES: usize = 4096;
 #[derive(Debug, Clone, Default)]
 pub struct States<'a> {
     entries: Vec<StateEntry<'a>>,
+    /// Each entry's [`state_hash`], made the first time one is asked for
+    /// (triage's outcomes and drift both want every one).
+    key_hashes: OnceCell<Vec<u64>>,
 }
 
 impl<'a> States<'a> {
@@ -230,7 +248,19 @@ impl<'a> States<'a> {
                 raw: value,
             });
         }
-        Some(Self { entries })
+        Some(Self {
+            entries,
+            key_hashes: OnceCell::new(),
+        })
+    }
+
+    /// [`state_hash`] of entry `index`'s key.
+    ///
+    /// # Panics
+    /// When `index` is not an entry's.
+    pub fn key_hash(&self, index: usize) -> u64 {
+        self.key_hashes
+            .get_or_init(|| self.entries.iter().map(|e| state_hash(e.key)).collect())[index]
     }
 
     /// Every state, in wire order.
@@ -275,6 +305,39 @@ mod tests {
     use super::*;
     use crate::record::{StateCounts, Trimmed};
     use serde_json::json;
+
+    /// `state_hash` of `file_|-conf_|-/etc/app.conf_|-managed`, worked out
+    /// apart from this code (FNV-1a 128 and the final mix, written again in
+    /// Python).
+    const STATE_HASH_OF_CONF: u64 = 0x9de3_98f3_bf14_39df;
+
+    #[test]
+    fn a_runs_key_hashes_are_made_once_when_first_asked_for() {
+        let raw = rmp_serde::to_vec_named(&json!({
+            "file_|-conf_|-/etc/app.conf_|-managed": {"result": true, "changes": {}},
+            "cmd_|-migrate_|-/opt/migrate_|-run": {"result": false, "changes": {}},
+        }))
+        .unwrap();
+        let states = States::of(&raw).expect("a state run");
+        assert!(
+            states.key_hashes.get().is_none(),
+            "none before one is asked for"
+        );
+        for (index, entry) in states.entries().iter().enumerate() {
+            assert_eq!(states.key_hash(index), state_hash(entry.key));
+        }
+        assert_eq!(
+            states.key_hashes.get().map(Vec::len),
+            Some(2),
+            "made once, kept"
+        );
+        // Stored in checkpoints (drift's and the correlator's memories): the
+        // value of a key never changes.
+        assert_eq!(
+            state_hash(b"file_|-conf_|-/etc/app.conf_|-managed"),
+            STATE_HASH_OF_CONF
+        );
+    }
 
     /// Every width and sign msgpack writes an integer in reads back as written,
     /// as does a float; anything else is not a number.

@@ -34,7 +34,6 @@ use crate::pressure::Pressure;
 use crate::pressure::saved::{SavedPressure, SavingPressure};
 use crate::record::{JobContext, Record, RecordBody, RecordFactory, RunKind};
 use crate::time::Stamp;
-use crate::triage::failures::state_hash;
 use crate::triage::saved::{SavedTriage, SavingTriage};
 use crate::triage::{Findings, Triage};
 
@@ -385,7 +384,7 @@ impl Stages {
                     minion: &findings.minion,
                     sls: &finding.state.sls,
                     state_id: &finding.state.state_id,
-                    state_hash: Some(state_hash(finding.state.key.as_bytes())),
+                    state_hash: Some(finding.state.key_hash),
                     cause: &finding.classification,
                 };
                 self.incidents.on_failure(&failure, at, out)

@@ -7,9 +7,10 @@
 
 use foldhash::{HashMap, HashMapExt};
 
-use crate::event::states::{StateEntry, States, fields, msgpack_int, msgpack_number, text_of};
+use crate::event::states::{
+    StateEntry, States, fields, msgpack_int, msgpack_number, state_hash, text_of,
+};
 use crate::fifo::FifoMap;
-use crate::record::stable_hash;
 
 /// Salt's comment on a state that did not run because a requisite failed.
 const FALLOUT_PREFIX: &str = "One or more requisite failed";
@@ -19,6 +20,8 @@ const FALLOUT_PREFIX: &str = "One or more requisite failed";
 pub struct FailedState {
     /// The state key `mod_|-id_|-name_|-fun`.
     pub key: String,
+    /// [`state_hash`] of `key` (kept with a remembered decode).
+    pub key_hash: u64,
     pub sls: String,
     pub state_id: String,
     /// `module.function`, e.g. `file.managed`.
@@ -97,10 +100,10 @@ pub fn walk_with(
     if want_outcomes {
         run.outcomes.reserve_exact(entries.len());
     }
-    for state in entries {
+    for (index, state) in entries.iter().enumerate() {
         if want_outcomes {
             if let Some(result) = state.result {
-                run.outcomes.push((state_hash(state.key), result));
+                run.outcomes.push((states.key_hash(index), result));
             }
         }
         match state.result {
@@ -113,18 +116,6 @@ pub fn walk_with(
     run.failed
         .sort_by(|a, b| a.run_num.cmp(&b.run_num).then_with(|| a.key.cmp(&b.key)));
     run
-}
-
-/// A hash of a state key's module, id and function (not its name, which may
-/// hold a minion's paths).
-pub fn state_hash(key: &[u8]) -> u64 {
-    let mut parts = key.split(|b| *b == b'|');
-    let (module, id) = (
-        parts.next().unwrap_or_default(),
-        parts.next().unwrap_or_default(),
-    );
-    let fun = key.rsplit(|b| *b == b'-').next().unwrap_or_default();
-    stable_hash([module, id, fun]) as u64
 }
 
 /// `mod_|-id_|-name_|-fun` → (mod, id, fun).
@@ -262,6 +253,7 @@ impl<'a> Fields<'a> {
             stderr: output(self.stderr),
             stdout: output(self.stdout),
             failed_requisites,
+            key_hash: state_hash(key.as_bytes()),
             key,
         }
     }

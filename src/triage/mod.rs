@@ -115,7 +115,7 @@ pub struct FailureGroup {
     /// `None` for render failures.
     pub state_id: Option<String>,
     pub function: Option<String>,
-    /// [`failures::state_hash`] of the state's key (`None` for render failures).
+    /// [`crate::event::states::state_hash`] of the state's key (`None` for render failures).
     pub state_key_hash: Option<u64>,
     pub classification: Classification,
     /// The first minion's comment (or render message), capped.
@@ -378,7 +378,7 @@ impl Triage {
                 g.sls = Some(f.state.sls.clone());
                 g.state_id = Some(f.state.state_id.clone());
                 g.function = Some(f.state.function.clone());
-                g.state_key_hash = Some(failures::state_hash(f.state.key.as_bytes()));
+                g.state_key_hash = Some(f.state.key_hash);
                 g.classification = f.classification.clone();
                 g.comment = f.comment.clone();
                 g.normalised = f.normalised.clone();

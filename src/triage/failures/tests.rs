@@ -138,6 +138,11 @@ fn a_failure_seen_on_another_minion_is_decoded_once_and_keeps_its_own_run() {
     assert_eq!(b, walk(&second, false).unwrap());
     let s = &b.failed[0];
     assert_eq!(
+        (a.failed[0].key_hash, s.key_hash),
+        (state_hash(s.key.as_bytes()), state_hash(s.key.as_bytes())),
+        "a recalled state keeps its key's hash"
+    );
+    assert_eq!(
         (s.run_num, s.duration_ms, s.start_time.as_deref()),
         (Some(5), Some(99.0), Some("10:00:02.2"))
     );
