@@ -113,6 +113,17 @@ struct Held {
     trimmed: Option<Trimmed>,
 }
 
+/// A run's changed states as judged: the drifted ones (and candidates), and
+/// how many of the others were of each kind. Most runs have none drifted: such
+/// a run is not held, and costs no copy of its names.
+#[derive(Debug, Default)]
+struct RunChanges {
+    states: Vec<(u64, DriftedState, bool)>,
+    intentional: u32,
+    unsettled: u32,
+    never_settles: u32,
+}
+
 /// A job's runs with drift, and per state how many of its minions ran it and
 /// changed it again.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -205,20 +216,7 @@ impl DriftStage {
         }
         self.commits.entry(now).or_insert_with(|| commit.into());
         let minion = self.minion_id(run.minion);
-        let mut held = Held {
-            minion: run.minion.into(),
-            fun: run.fun.into(),
-            context: run.context.clone(),
-            repo: repo.into(),
-            commit: commit.into(),
-            at: run.at,
-            states: Vec::new(),
-            changed_not_read: states.changed_not_read,
-            intentional: 0,
-            unsettled: 0,
-            never_settles: 0,
-            trimmed: trimmed(run.ret),
-        };
+        let mut changes = RunChanges::default();
         let mut changed = states.changed.iter().peekable();
         let mut tally: Vec<(u64, bool)> = Vec::new();
         for (index, ran) in states.ran.iter().enumerate() {
@@ -247,7 +245,7 @@ impl DriftStage {
                 )
             });
             if let (Some(c), Some(j)) = (this, judgement) {
-                self.take(&mut held, state, c, j);
+                self.take(&mut changes, state, c, j);
                 if j.candidate {
                     tally.push((state, true));
                 }
@@ -272,10 +270,27 @@ impl DriftStage {
                 entry.0 += 1;
             }
         }
-        if !held.states.is_empty() {
-            job.runs.push(held);
+        if changes.states.is_empty() {
+            self.count_others(
+                changes.intentional,
+                changes.unsettled,
+                changes.never_settles,
+            );
         } else {
-            self.count_others(&held);
+            job.runs.push(Held {
+                minion: run.minion.into(),
+                fun: run.fun.into(),
+                context: run.context.clone(),
+                repo: repo.into(),
+                commit: commit.into(),
+                at: run.at,
+                states: changes.states,
+                changed_not_read: states.changed_not_read,
+                intentional: changes.intentional,
+                unsettled: changes.unsettled,
+                never_settles: changes.never_settles,
+                trimmed: trimmed(run.ret),
+            });
         }
         self.stats.tally_refused.add(refused);
     }
@@ -303,7 +318,7 @@ impl DriftStage {
                     states.push(drifted);
                 }
             }
-            self.count_others(&run);
+            self.count_others(run.intentional, run.unsettled, run.never_settles);
             if states.is_empty() {
                 continue;
             }
@@ -341,19 +356,20 @@ impl DriftStage {
         }
     }
 
-    fn count_others(&self, run: &Held) {
-        self.stats.intentional.add(u64::from(run.intentional));
-        self.stats.unsettled.add(u64::from(run.unsettled));
-        self.stats.never_settles.add(u64::from(run.never_settles));
+    /// A run's changed states that were not drift, by kind.
+    fn count_others(&self, intentional: u32, unsettled: u32, never_settles: u32) {
+        self.stats.intentional.add(u64::from(intentional));
+        self.stats.unsettled.add(u64::from(unsettled));
+        self.stats.never_settles.add(u64::from(never_settles));
     }
 
     /// A changed state's judgement, on the run.
-    fn take(&self, held: &mut Held, state: u64, c: &Changed, j: Judgement) {
+    fn take(&self, changes: &mut RunChanges, state: u64, c: &Changed, j: Judgement) {
         match j.kind {
-            ChangeKind::Intentional => held.intentional += 1,
-            ChangeKind::Unsettled => held.unsettled += 1,
-            ChangeKind::NeverSettles => held.never_settles += 1,
-            ChangeKind::Corrected | ChangeKind::Detected => held.states.push((
+            ChangeKind::Intentional => changes.intentional += 1,
+            ChangeKind::Unsettled => changes.unsettled += 1,
+            ChangeKind::NeverSettles => changes.never_settles += 1,
+            ChangeKind::Corrected | ChangeKind::Detected => changes.states.push((
                 state,
                 DriftedState {
                     sls: c.sls.clone(),

@@ -73,16 +73,21 @@ impl Stages {
         };
         let jid = r.jid.as_str();
         let tree = self.correlator.state_tree_of(jid, at, out);
-        let context = context
-            .or_else(|| self.tracker.context(jid))
-            .cloned()
-            .unwrap_or_else(|| context_of_return(r));
+        // Borrowed: drift copies it only for a run it holds.
+        let of_return;
+        let context = match context.or_else(|| self.tracker.context(jid)) {
+            Some(context) => context,
+            None => {
+                of_return = context_of_return(r);
+                &of_return
+            }
+        };
         let run = StateRunSeen {
             jid,
             minion: r.minion.as_str(),
             fun,
             test,
-            context: &context,
+            context,
             tree: tree
                 .as_ref()
                 .map(|(repo, head)| (repo.as_str(), head.as_str())),
