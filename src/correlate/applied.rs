@@ -147,7 +147,6 @@ impl Correlator {
                 let Some(following) = self.rollouts.as_mut() else {
                     return;
                 };
-                let fleet = following.fleet.members();
                 let outcome = RunOutcome {
                     minion: run.minion,
                     jid: run.jid,
@@ -156,7 +155,7 @@ impl Correlator {
                 };
                 following
                     .rollouts
-                    .outcome(&name, index, &outcome, &fleet, at, out);
+                    .outcome(&name, index, &outcome, &following.fleet, at, out);
             }
         }
     }
@@ -202,7 +201,7 @@ impl Correlator {
             }
             self.stats.fleet.set(following.fleet.len() as u64);
         }
-        following.rollouts.advance(now, out);
+        following.rollouts.advance(now, &following.fleet, out);
     }
 
     /// When [`Correlator::advance_rollouts`] next has something to do.

@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use foldhash::{HashMap, HashMapExt, HashSet};
 use tracing::warn;
 
+use super::rollout::Members;
 use crate::time::Stamp;
 
 #[derive(Debug)]
@@ -103,6 +104,20 @@ impl Fleet {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl Members for Fleet {
+    fn has(&self, minion: &str) -> bool {
+        self.contains(minion)
+    }
+
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn listed(&self) -> Vec<&str> {
+        self.members()
     }
 }
 

@@ -82,6 +82,29 @@ pub struct CommitFacts {
     pub changed_sls: Vec<String>,
 }
 
+/// The fleet a rollout is counted against. A run is counted against it as
+/// it comes, by whether its minion is a member; the whole fleet is walked
+/// only when a rollout is emitted (its samples) or the fleet changed.
+pub trait Members {
+    fn has(&self, minion: &str) -> bool;
+    fn count(&self) -> usize;
+    fn listed(&self) -> Vec<&str>;
+}
+
+impl Members for [&str] {
+    fn has(&self, minion: &str) -> bool {
+        self.contains(&minion)
+    }
+
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn listed(&self) -> Vec<&str> {
+        self.to_vec()
+    }
+}
+
 /// One minion's state run under a rollout's commit (or a descendant) that
 /// covers it.
 #[derive(Debug, Clone)]
@@ -139,6 +162,7 @@ impl Rollouts {
             return; // back to a commit already followed
         }
         for mut older in list.drain(..) {
+            tally(&mut older.record, &older.minions, fleet);
             older.record.status = RolloutStatus::Superseded;
             older.record.superseded_by = Some(facts.commit.clone());
             out.push(emit(&self.records, &mut older, at));
@@ -187,41 +211,61 @@ impl Rollouts {
         list.push(open);
         while list.len() > self.max_open {
             let mut oldest = list.remove(0);
+            tally(&mut oldest.record, &oldest.minions, fleet);
             oldest.record.status = RolloutStatus::Superseded;
             out.push(emit(&self.records, &mut oldest, at));
         }
     }
 
     /// A run of `repo`'s rollout `index` (the correlator found it under that
-    /// commit or a descendant, and covering it).
+    /// commit or a descendant, and covering it). Counted as it comes (the
+    /// fleet is walked again only when the fleet grew since, or when the
+    /// rollout is emitted), so a return costs the same on any fleet.
     pub fn outcome(
         &mut self,
         repo: &str,
         index: usize,
         run: &RunOutcome<'_>,
-        fleet: &[&str],
+        fleet: &(impl Members + ?Sized),
         at: Stamp,
         out: &mut Vec<Record>,
     ) {
         let Some(open) = self.open.get_mut(repo).and_then(|l| l.get_mut(index)) else {
             return;
         };
-        let before = open.minions.get(run.minion).cloned();
-        let standing = match (&before, run.succeeded) {
-            (Some(Standing::Applied(_)), _) => return, // applied stays applied
-            (_, true) => Standing::Applied(at),
-            (_, false) => Standing::Failed {
+        let failed_before = match open.minions.get(run.minion) {
+            Some(Standing::Applied(_)) => return, // applied stays applied
+            Some(Standing::Failed { .. }) => true,
+            None => false,
+        };
+        let standing = if run.succeeded {
+            Standing::Applied(at)
+        } else {
+            Standing::Failed {
                 at,
                 jid: run.jid.to_owned(),
                 fingerprint: run.fingerprint.map(str::to_owned),
-            },
+            }
         };
         open.minions.insert(run.minion.into(), standing);
         open.record.last_progress = at;
         open.dirty = true;
         let was = open.record.status;
-        tally(&mut open.record, &open.minions, fleet);
+        let record = &mut open.record;
+        if fleet.count() != record.known as usize {
+            // The fleet grew (minions seen on the bus): counted again.
+            tally(record, &open.minions, &fleet.listed());
+        } else if fleet.has(run.minion) {
+            record.failed = record.failed.saturating_sub(u32::from(failed_before));
+            if run.succeeded {
+                record.applied += 1;
+            } else {
+                record.failed += 1;
+            }
+            progress(record);
+        }
         if open.record.status != was || open.emitted_at.plus(self.update_every) <= at {
+            tally(&mut open.record, &open.minions, &fleet.listed());
             out.push(emit(&self.records, open, at));
         }
         if open.record.status == RolloutStatus::Complete {
@@ -247,18 +291,23 @@ impl Rollouts {
         }
     }
 
-    /// Time moved to `now`: pending revisions go out, rollouts with no
-    /// progress for `stall_after` are stalled.
-    pub fn advance(&mut self, now: Stamp, out: &mut Vec<Record>) {
+    /// Time moved to `now`: pending revisions go out (counted against `fleet`
+    /// first, for their samples), rollouts with no progress for `stall_after`
+    /// are stalled.
+    pub fn advance(&mut self, now: Stamp, fleet: &(impl Members + ?Sized), out: &mut Vec<Record>) {
+        let mut listed = None;
         for list in self.open.values_mut() {
             for open in list.iter_mut() {
                 let stalled = open.record.status == RolloutStatus::InProgress
                     && open.record.pending > 0
                     && open.record.last_progress.plus(self.stall_after) <= now;
-                if stalled {
-                    open.record.status = RolloutStatus::Stalled;
-                    out.push(emit(&self.records, open, now));
-                } else if open.dirty && open.emitted_at.plus(self.update_every) <= now {
+                let due = open.dirty && open.emitted_at.plus(self.update_every) <= now;
+                if stalled || due {
+                    let listed = listed.get_or_insert_with(|| fleet.listed());
+                    tally(&mut open.record, &open.minions, listed);
+                    if stalled && open.record.status != RolloutStatus::Complete {
+                        open.record.status = RolloutStatus::Stalled;
+                    }
                     out.push(emit(&self.records, open, now));
                 }
             }
@@ -305,8 +354,8 @@ impl Rollouts {
     }
 }
 
-/// Counts the fleet's minions by standing, the samples, and the reach times
-/// and delays (first reached only); `Complete` when every minion applied it.
+/// Counts the fleet's minions by standing, and the samples; then
+/// [`progress`].
 fn tally(record: &mut Rollout, minions: &HashMap<Box<str>, Standing>, fleet: &[&str]) {
     let (mut applied, mut failed) = (0u32, 0u32);
     record.sample_failed.clear();
@@ -337,11 +386,17 @@ fn tally(record: &mut Rollout, minions: &HashMap<Box<str>, Standing>, fleet: &[&
         .map(|m| (*m).to_owned())
         .collect();
     record.sample_failed.sort_by(|a, b| a.minion.cmp(&b.minion));
-    let known = u32::try_from(fleet.len()).unwrap_or(u32::MAX);
-    record.known = known;
+    record.known = u32::try_from(fleet.len()).unwrap_or(u32::MAX);
     record.applied = applied;
     record.failed = failed;
-    record.pending = known - applied - failed;
+    progress(record);
+}
+
+/// What the counts say: pending, the reach times (first reached only), the
+/// delays, and `Complete` when every minion applied it.
+fn progress(record: &mut Rollout) {
+    let (known, applied) = (record.known, record.applied);
+    record.pending = known.saturating_sub(applied + record.failed);
     let share = if known == 0 {
         0.0
     } else {
@@ -511,7 +566,7 @@ mod tests {
         r.head(facts("A", &[]), true, FLEET, Stamp(0), &mut out);
         r.outcome("states", 0, &run("web1", true), FLEET, Stamp(S), &mut out);
         assert_eq!(r.next_due(), Some(Stamp(61 * S)));
-        r.advance(Stamp(61 * S), &mut out);
+        r.advance(Stamp(61 * S), FLEET, &mut out);
         assert_eq!(rollouts(&out).pop().unwrap().status, RolloutStatus::Stalled);
         r.outcome(
             "states",
@@ -545,5 +600,102 @@ mod tests {
         r.fleet_changed(&["web1", "web2"], Stamp(2 * S), &mut out);
         let last = rollouts(&out).pop().unwrap();
         assert_eq!((last.status, last.known), (RolloutStatus::Complete, 2));
+    }
+
+    /// A fleet that counts how often it is walked.
+    struct Walked<'a> {
+        members: Vec<&'a str>,
+        walks: std::cell::Cell<u32>,
+    }
+
+    impl Members for Walked<'_> {
+        fn has(&self, minion: &str) -> bool {
+            self.members.contains(&minion)
+        }
+
+        fn count(&self) -> usize {
+            self.members.len()
+        }
+
+        fn listed(&self) -> Vec<&str> {
+            self.walks.set(self.walks.get() + 1);
+            self.members.clone()
+        }
+    }
+
+    #[test]
+    fn a_run_is_counted_as_it_comes_and_the_fleet_walked_only_to_emit() {
+        let names: Vec<String> = (0..40).map(|i| format!("m{i:02}")).collect();
+        let mut fleet = Walked {
+            members: names.iter().map(String::as_str).collect(),
+            walks: std::cell::Cell::new(0),
+        };
+        // Emitted at most once a minute (and at a change of status).
+        let mut r = Rollouts::new(
+            RecordFactory::new("m"),
+            Duration::from_secs(60),
+            Duration::from_secs(3600),
+            4,
+        );
+        let mut out = Vec::new();
+        r.head(facts("A", &[]), true, &fleet.listed(), Stamp(0), &mut out);
+        fleet.walks.set(0);
+        let counts = |r: &Rollouts| {
+            let x = &r.open_rollouts("states")[0].record;
+            (x.known, x.applied, x.failed, x.pending)
+        };
+        let mut at = 0;
+        for (i, name) in names.iter().enumerate().take(30) {
+            at += S;
+            let ok = i % 3 != 0;
+            r.outcome("states", 0, &run(name, ok), &fleet, Stamp(at), &mut out);
+        }
+        // A failed minion that then applies it, one that fails again, and
+        // a minion outside the fleet.
+        for (name, ok) in [("m00", true), ("m03", false), ("laptop9", true)] {
+            at += S;
+            r.outcome("states", 0, &run(name, ok), &fleet, Stamp(at), &mut out);
+        }
+        assert_eq!(counts(&r), (40, 21, 9, 10));
+        assert_eq!(fleet.walks.get(), 0, "no walk of the fleet per run");
+        let open = &r.open_rollouts("states")[0];
+        let mut whole = open.record.clone();
+        tally(
+            &mut whole,
+            &open.minions,
+            &names.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        assert_eq!(
+            (
+                whole.known,
+                whole.applied,
+                whole.failed,
+                whole.pending,
+                whole.reached_50
+            ),
+            (40, 21, 9, 10, open.record.reached_50),
+            "as counting the whole fleet says"
+        );
+        // Due: emitted with its samples, from one walk.
+        r.advance(Stamp(61 * S), &fleet, &mut out);
+        assert_eq!(fleet.walks.get(), 1);
+        let emitted = rollouts(&out).pop().unwrap();
+        assert_eq!(
+            (emitted.applied, emitted.failed, emitted.pending),
+            (21, 9, 10)
+        );
+        assert_eq!(emitted.sample_pending[0], "m30");
+        assert_eq!(emitted.sample_failed.len(), 9);
+        // The fleet grew (minions seen on the bus): counted again.
+        fleet.members.push("m40");
+        r.outcome(
+            "states",
+            0,
+            &run("m40", true),
+            &fleet,
+            Stamp(62 * S),
+            &mut out,
+        );
+        assert_eq!(counts(&r), (41, 22, 9, 10));
     }
 }
