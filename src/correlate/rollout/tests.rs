@@ -1,0 +1,252 @@
+//! Rollouts: completion and delays, supersedes, stalls, a fleet that shrinks,
+//! and a run counted without walking the fleet.
+
+use super::*;
+
+const S: i64 = 1_000_000;
+
+fn facts(commit: &str, changed: &[&str]) -> CommitFacts {
+    CommitFacts {
+        repo: "states".into(),
+        commit: commit.into(),
+        subject: format!("{commit}: a change"),
+        pull_request: None,
+        committed_at: Some(Stamp(0)),
+        changed_sls: changed.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+/// Rollouts (at most 4 open at once), re-emitted at every change, stalled after
+/// `stall_after` without progress.
+fn followed(stall_after: Duration) -> Rollouts {
+    Rollouts::new(RecordFactory::new("m"), Duration::ZERO, stall_after, 4)
+}
+
+fn rollouts(out: &[Record]) -> Vec<Rollout> {
+    out.iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::Rollout(r) => Some((**r).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn run<'a>(minion: &'a str, succeeded: bool) -> RunOutcome<'a> {
+    RunOutcome {
+        minion,
+        jid: "j",
+        succeeded,
+        fingerprint: (!succeeded).then_some("fp"),
+    }
+}
+
+const FLEET: &[&str] = &["db1", "web1", "web2"];
+
+#[test]
+fn a_commit_is_complete_when_every_minion_applied_it_with_its_delays() {
+    let mut r = followed(Duration::from_secs(3600));
+    let mut out = Vec::new();
+    r.head(facts("A", &["web"]), true, FLEET, Stamp(10 * S), &mut out);
+    assert_eq!(rollouts(&out)[0].pending, 3);
+    r.outcome(
+        "states",
+        0,
+        &run("web1", true),
+        FLEET,
+        Stamp(20 * S),
+        &mut out,
+    );
+    r.outcome(
+        "states",
+        0,
+        &run("web2", true),
+        FLEET,
+        Stamp(30 * S),
+        &mut out,
+    );
+    r.outcome(
+        "states",
+        0,
+        &run("db1", false),
+        FLEET,
+        Stamp(40 * S),
+        &mut out,
+    );
+    let mid = rollouts(&out).pop().unwrap();
+    assert_eq!((mid.applied, mid.failed, mid.pending), (2, 1, 0));
+    assert_eq!(mid.sample_failed[0].minion, "db1");
+    assert_eq!(mid.reached_50, Some(Stamp(30 * S)));
+    assert_eq!(mid.delay_from_commit.p50_s, Some(30.0));
+    assert_eq!(mid.delay_from_seen.p50_s, Some(20.0));
+    r.outcome(
+        "states",
+        0,
+        &run("db1", true),
+        FLEET,
+        Stamp(50 * S),
+        &mut out,
+    );
+    let done = rollouts(&out).pop().unwrap();
+    assert_eq!(done.status, RolloutStatus::Complete);
+    assert_eq!(done.delay_from_commit.p100_s, Some(50.0));
+    assert!(r.open_rollouts("states").is_empty(), "closed once complete");
+}
+
+#[test]
+fn a_newer_head_supersedes_a_pending_rollout_and_only_its_sls_count() {
+    let mut r = followed(Duration::from_secs(3600));
+    let mut out = Vec::new();
+    r.head(facts("B", &["web"]), true, FLEET, Stamp(0), &mut out);
+    let b = &r.open_rollouts("states")[0];
+    assert!(b.covered_by(&Coverage::Sls(vec!["web".into()])));
+    assert!(!b.covered_by(&Coverage::Sls(vec!["db".into()])));
+    r.outcome("states", 0, &run("web1", true), FLEET, Stamp(S), &mut out);
+    r.head(facts("C", &["web"]), true, FLEET, Stamp(2 * S), &mut out);
+    let all = rollouts(&out);
+    let superseded = all
+        .iter()
+        .find(|x| x.commit == "B" && x.status == RolloutStatus::Superseded)
+        .expect("B superseded");
+    assert_eq!((superseded.applied, superseded.pending), (1, 2));
+    assert_eq!(superseded.superseded_by.as_deref(), Some("C"));
+}
+
+#[test]
+fn no_progress_for_the_stall_time_is_stalled_and_it_may_still_complete() {
+    let mut r = followed(Duration::from_secs(60));
+    let mut out = Vec::new();
+    r.head(facts("A", &[]), true, FLEET, Stamp(0), &mut out);
+    r.outcome("states", 0, &run("web1", true), FLEET, Stamp(S), &mut out);
+    assert_eq!(r.next_due(), Some(Stamp(61 * S)));
+    r.advance(Stamp(61 * S), FLEET, &mut out);
+    assert_eq!(rollouts(&out).pop().unwrap().status, RolloutStatus::Stalled);
+    r.outcome(
+        "states",
+        0,
+        &run("web2", true),
+        FLEET,
+        Stamp(70 * S),
+        &mut out,
+    );
+    r.outcome(
+        "states",
+        0,
+        &run("db1", true),
+        FLEET,
+        Stamp(71 * S),
+        &mut out,
+    );
+    assert_eq!(
+        rollouts(&out).pop().unwrap().status,
+        RolloutStatus::Complete
+    );
+}
+
+#[test]
+fn a_minion_leaving_the_fleet_can_complete_a_rollout() {
+    let mut r = followed(Duration::from_secs(60));
+    let mut out = Vec::new();
+    r.head(facts("A", &[]), true, FLEET, Stamp(0), &mut out);
+    r.outcome("states", 0, &run("web1", true), FLEET, Stamp(S), &mut out);
+    r.outcome("states", 0, &run("web2", true), FLEET, Stamp(S), &mut out);
+    r.fleet_changed(&["web1", "web2"], Stamp(2 * S), &mut out);
+    let last = rollouts(&out).pop().unwrap();
+    assert_eq!((last.status, last.known), (RolloutStatus::Complete, 2));
+}
+
+/// A fleet that counts how often it is walked.
+struct Walked<'a> {
+    members: Vec<&'a str>,
+    walks: std::cell::Cell<u32>,
+}
+
+impl Members for Walked<'_> {
+    fn has(&self, minion: &str) -> bool {
+        self.members.contains(&minion)
+    }
+
+    fn count(&self) -> usize {
+        self.members.len()
+    }
+
+    fn listed(&self) -> Vec<&str> {
+        self.walks.set(self.walks.get() + 1);
+        self.members.clone()
+    }
+}
+
+#[test]
+fn a_run_is_counted_as_it_comes_and_the_fleet_walked_only_to_emit() {
+    let names: Vec<String> = (0..40).map(|i| format!("m{i:02}")).collect();
+    let mut fleet = Walked {
+        members: names.iter().map(String::as_str).collect(),
+        walks: std::cell::Cell::new(0),
+    };
+    // Emitted at most once a minute (and at a change of status).
+    let mut r = Rollouts::new(
+        RecordFactory::new("m"),
+        Duration::from_secs(60),
+        Duration::from_secs(3600),
+        4,
+    );
+    let mut out = Vec::new();
+    r.head(facts("A", &[]), true, &fleet.listed(), Stamp(0), &mut out);
+    fleet.walks.set(0);
+    let counts = |r: &Rollouts| {
+        let x = &r.open_rollouts("states")[0].record;
+        (x.known, x.applied, x.failed, x.pending)
+    };
+    let mut at = 0;
+    for (i, name) in names.iter().enumerate().take(30) {
+        at += S;
+        let ok = i % 3 != 0;
+        r.outcome("states", 0, &run(name, ok), &fleet, Stamp(at), &mut out);
+    }
+    // A failed minion that then applies it, one that fails again, and
+    // a minion outside the fleet.
+    for (name, ok) in [("m00", true), ("m03", false), ("laptop9", true)] {
+        at += S;
+        r.outcome("states", 0, &run(name, ok), &fleet, Stamp(at), &mut out);
+    }
+    assert_eq!(counts(&r), (40, 21, 9, 10));
+    assert_eq!(fleet.walks.get(), 0, "no walk of the fleet per run");
+    let open = &r.open_rollouts("states")[0];
+    let mut whole = open.record.clone();
+    tally(
+        &mut whole,
+        &open.minions,
+        &names.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        (
+            whole.known,
+            whole.applied,
+            whole.failed,
+            whole.pending,
+            whole.reached_50
+        ),
+        (40, 21, 9, 10, open.record.reached_50),
+        "as counting the whole fleet says"
+    );
+    // Due: emitted with its samples, from one walk.
+    r.advance(Stamp(61 * S), &fleet, &mut out);
+    assert_eq!(fleet.walks.get(), 1);
+    let emitted = rollouts(&out).pop().unwrap();
+    assert_eq!(
+        (emitted.applied, emitted.failed, emitted.pending),
+        (21, 9, 10)
+    );
+    assert_eq!(emitted.sample_pending[0], "m30");
+    assert_eq!(emitted.sample_failed.len(), 9);
+    // The fleet grew (minions seen on the bus): counted again.
+    fleet.members.push("m40");
+    r.outcome(
+        "states",
+        0,
+        &run("m40", true),
+        &fleet,
+        Stamp(62 * S),
+        &mut out,
+    );
+    assert_eq!(counts(&r), (41, 22, 9, 10));
+}
