@@ -500,10 +500,11 @@ impl BusReader {
 /// reader's thread a consolidation of glibc's small free chunks, 5% of the
 /// agent's CPU on failing returns). Otherwise a new one of less than twice what
 /// was read, so queued frames hold about what they are; only the one buffer
-/// being reused can be larger (at most [`READ_CHUNK`]).
+/// being reused can be larger, and at most [`READ_CHUNK`]: one that grew to
+/// hold a large frame (read over several reads) is let go, not kept.
 fn refill(buf: &mut BytesMut, read: &[u8]) {
     debug_assert!(buf.is_empty());
-    if !buf.try_reclaim(read.len()) {
+    if !buf.try_reclaim(read.len()) || buf.capacity() > READ_CHUNK {
         *buf = BytesMut::with_capacity(read.len().next_power_of_two());
     }
     buf.extend_from_slice(read);
@@ -539,5 +540,13 @@ mod tests {
         refill(&mut buf, &[4; 5000]);
         assert_ne!(buf.as_ptr(), small);
         assert_eq!(&buf[..], &[4; 5000][..]);
+
+        // A buffer grown past READ_CHUNK for a large frame is not kept.
+        buf.clear();
+        buf.reserve(4 * READ_CHUNK);
+        let large = buf.as_ptr();
+        refill(&mut buf, &[5; 100]);
+        assert_ne!(buf.as_ptr(), large);
+        assert_eq!(buf.capacity(), 128);
     }
 }
