@@ -7,6 +7,7 @@
 
 use foldhash::HashMap;
 
+use super::minions::JobMinions;
 use super::{ClosedJob, Job, JobClosed, JobTracker, millis_between};
 use crate::jobs::verdict::{MinionState, Verdict, verdict};
 use crate::record::{JobCompleted, MissingReason, Record, RecordBody};
@@ -45,21 +46,22 @@ impl JobTracker {
         let presence = &self.presence;
         let mut judged_at_publish = Vec::new();
         let mut verdicts: Vec<(Box<str>, Verdict)> = Vec::new();
-        for (minion, state) in job.minions.drain() {
+        // In name order: the verdicts come out sorted.
+        for (minion, state) in job.minions.iter() {
             match state {
-                MinionState::NotConnected => judged_at_publish.push(minion),
+                MinionState::NotConnected => judged_at_publish.push(minion.into()),
                 MinionState::Pending { .. } | MinionState::Unreadable if !evicted => {
-                    let connection = presence.connection(&minion, job.published_at, at);
+                    let connection = presence.connection(minion, job.published_at, at);
                     let verdict = Verdict {
-                        address: presence.address(&minion),
+                        address: presence.address(minion),
                         ..verdict(state, overlaps_gap, deadline, connection)
                     };
-                    verdicts.push((minion, verdict));
+                    verdicts.push((minion.into(), verdict));
                 }
                 _ => {}
             }
         }
-        verdicts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        job.minions = JobMinions::default();
         self.expected_total -= job.pending;
         for (_, verdict) in &verdicts {
             *job.missing.entry(verdict.reason).or_default() += 1;

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use foldhash::{HashMap, HashMapExt};
 
+use self::minions::JobMinions;
 use super::context::ContextRules;
 pub use super::context::context_of_return;
 use super::deadlines::{Deadlines, prune};
@@ -48,7 +49,7 @@ struct Job {
     context: JobContext,
     published_at: Stamp,
     deadline: Stamp,
-    minions: HashMap<Box<str>, MinionState>,
+    minions: JobMinions,
     pending: usize,
     returned: u32,
     succeeded: u32,
@@ -333,10 +334,23 @@ impl JobTracker {
                 // Who is asked: an answer clears it, silence is evidence too.
                 if let Some(job) = self.open.get_mut(watched.as_str()) {
                     for minion in texts(p.minions.as_ref()) {
-                        if let Some(MinionState::Pending { asked_at, .. }) =
-                            job.minions.get_mut(minion.as_str())
+                        let Some(position) = job.minions.position(minion.as_str()) else {
+                            continue;
+                        };
+                        if let MinionState::Pending {
+                            restarted,
+                            evidence,
+                            ..
+                        } = job.minions.state(position)
                         {
-                            *asked_at = Some(at);
+                            job.minions.set(
+                                position,
+                                MinionState::Pending {
+                                    restarted,
+                                    evidence,
+                                    asked_at: Some(at),
+                                },
+                            );
                         }
                     }
                 }
@@ -384,15 +398,7 @@ impl JobTracker {
                 })),
             ),
         );
-        let pending = MinionState::Pending {
-            restarted: false,
-            evidence: Evidence::Nothing,
-            asked_at: None,
-        };
-        let minions: HashMap<Box<str>, MinionState> = expected
-            .iter()
-            .map(|m| (Box::from(m.as_str()), pending))
-            .collect();
+        let minions = JobMinions::pending(expected.iter().map(String::as_str));
         let mut job = Job {
             fun: fun.into(),
             tgt,
@@ -413,12 +419,13 @@ impl JobTracker {
         // not reach it, and nothing will come (its verdict is given now).
         let absent: Vec<(Box<str>, Option<Stamp>)> = job
             .minions
-            .keys()
-            .filter_map(|m| Some((m.clone(), self.presence.absent_now(m)?)))
+            .iter()
+            .filter_map(|(m, _)| Some((Box::from(m), self.presence.absent_now(m)?)))
             .collect();
         for (minion, since) in absent {
-            job.minions
-                .insert(minion.clone(), MinionState::NotConnected);
+            if let Some(position) = job.minions.position(&minion) {
+                job.minions.set(position, MinionState::NotConnected);
+            }
             job.pending -= 1;
             *job.missing.entry(MissingReason::NotConnected).or_default() += 1;
             let verdict = Verdict {
@@ -430,7 +437,7 @@ impl JobTracker {
         }
         for minion in not_connected
             .iter()
-            .filter(|m| !job.minions.contains_key(m.as_str()))
+            .filter(|m| !job.minions.contains(m.as_str()))
         {
             *job.missing.entry(MissingReason::NotConnected).or_default() += 1;
             let verdict = Verdict::new(
@@ -452,15 +459,19 @@ impl JobTracker {
     }
 
     fn note_evidence(&mut self, jid: &str, minion: &str, new: Evidence) {
-        if let Some(MinionState::Pending {
-            evidence, asked_at, ..
-        }) = self
-            .open
-            .get_mut(jid)
-            .and_then(|job| job.minions.get_mut(minion))
-        {
-            *evidence = new;
-            *asked_at = None;
+        let Some(job) = self.open.get_mut(jid) else {
+            return;
+        };
+        let Some(position) = job.minions.position(minion) else {
+            return;
+        };
+        if let MinionState::Pending { restarted, .. } = job.minions.state(position) {
+            let state = MinionState::Pending {
+                restarted,
+                evidence: new,
+                asked_at: None,
+            };
+            job.minions.set(position, state);
         }
     }
 
@@ -508,8 +519,19 @@ impl JobTracker {
         }
         for job in self.open.values_mut() {
             if job.published_at < at {
-                if let Some(MinionState::Pending { restarted, .. }) = job.minions.get_mut(minion) {
-                    *restarted = true;
+                let Some(position) = job.minions.position(minion) else {
+                    continue;
+                };
+                if let MinionState::Pending {
+                    evidence, asked_at, ..
+                } = job.minions.state(position)
+                {
+                    let state = MinionState::Pending {
+                        restarted: true,
+                        evidence,
+                        asked_at,
+                    };
+                    job.minions.set(position, state);
                 }
             }
         }
@@ -663,6 +685,7 @@ impl JobTracker {
 }
 
 mod closing;
+mod minions;
 mod returns;
 mod runners;
 pub mod saved;

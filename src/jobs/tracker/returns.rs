@@ -68,10 +68,14 @@ impl JobTracker {
             record.duration_ms = Some(millis_between(job.published_at, at));
             // Judged not connected at publish, yet it answered: a late return
             // of a job still open.
-            let late = match job.minions.get_mut(minion) {
-                Some(state @ (MinionState::Pending { .. } | MinionState::NotConnected)) => {
-                    let late = *state == MinionState::NotConnected;
-                    *state = MinionState::Returned;
+            let position = job.minions.position(minion);
+            let late = match position.map(|at| (at, job.minions.state(at))) {
+                Some((
+                    position,
+                    state @ (MinionState::Pending { .. } | MinionState::NotConnected),
+                )) => {
+                    let late = state == MinionState::NotConnected;
+                    job.minions.set(position, MinionState::Returned);
                     if late {
                         take_back(&mut job.missing, MissingReason::NotConnected);
                     } else {
@@ -88,7 +92,7 @@ impl JobTracker {
                     job.last_return = Some(at);
                     late
                 }
-                Some(MinionState::Returned | MinionState::Unreadable) => {
+                Some((_, MinionState::Returned | MinionState::Unreadable)) => {
                     self.stats.duplicate_returns.inc();
                     return;
                 }
@@ -177,10 +181,13 @@ impl JobTracker {
         let Some(job) = self.open.get_mut(jid) else {
             return;
         };
-        let Some(state @ MinionState::Pending { .. }) = job.minions.get_mut(minion) else {
+        let Some(position) = job.minions.position(minion) else {
             return;
         };
-        *state = MinionState::Unreadable;
+        if !matches!(job.minions.state(position), MinionState::Pending { .. }) {
+            return;
+        }
+        job.minions.set(position, MinionState::Unreadable);
         job.pending -= 1;
         job.last_return = Some(at);
         self.expected_total -= 1;

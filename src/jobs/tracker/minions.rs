@@ -1,0 +1,289 @@
+//! A job's expected minions and where each of them is, kept small. A map of
+//! boxed names cost a 500-minion job about 58 KB (a table sized to the next
+//! power of two, an allocation per name); here it is the names sorted in one
+//! string, an offset and a byte of state each (about 9 KB for names of ten
+//! bytes), looked up by binary search. When a find_job last asked a pending
+//! minion is kept apart, for the few it asked about.
+//!
+//! In a checkpoint it is the map it replaced (name → state), so the form on
+//! disk did not change.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use foldhash::HashMap;
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::jobs::verdict::{Evidence, MinionState};
+use crate::time::Stamp;
+
+/// The low two bits of a state byte: which state.
+const KIND: u8 = 0b11;
+const PENDING: u8 = 0;
+const RETURNED: u8 = 1;
+const UNREADABLE: u8 = 2;
+const NOT_CONNECTED: u8 = 3;
+/// A pending minion restarted since the job was published.
+const RESTARTED: u8 = 0b100;
+/// A pending minion's evidence, two bits from here.
+const EVIDENCE_SHIFT: u8 = 3;
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct JobMinions {
+    /// The names, sorted, one after another.
+    names: String,
+    /// Where each name starts in `names`, then where the last one ends.
+    starts: Vec<usize>,
+    /// Each minion's state as a byte ([`pack`]), by position.
+    states: Vec<u8>,
+    /// When a find_job last asked each pending minion it asked about, by
+    /// position.
+    asked: HashMap<usize, Stamp>,
+}
+
+impl JobMinions {
+    /// These minions, all pending; a name given twice is one minion.
+    pub fn pending<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut sorted: Vec<&str> = names.into_iter().collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut minions = JobMinions {
+            names: String::with_capacity(sorted.iter().map(|n| n.len()).sum()),
+            starts: Vec::with_capacity(sorted.len() + 1),
+            states: vec![PENDING; sorted.len()],
+            asked: HashMap::default(),
+        };
+        for name in sorted {
+            minions.starts.push(minions.names.len());
+            minions.names.push_str(name);
+        }
+        minions.starts.push(minions.names.len());
+        minions
+    }
+
+    pub fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Where `name` is, if the job expects it.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match self.name(middle).cmp(name) {
+                Ordering::Less => low = middle + 1,
+                Ordering::Greater => high = middle,
+                Ordering::Equal => return Some(middle),
+            }
+        }
+        None
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.position(name).is_some()
+    }
+
+    /// The state of the minion at `at` (a [`JobMinions::position`]).
+    pub fn state(&self, at: usize) -> MinionState {
+        unpack(self.states[at], self.asked.get(&at).copied())
+    }
+
+    /// Sets the state of the minion at `at` (a [`JobMinions::position`]).
+    pub fn set(&mut self, at: usize, state: MinionState) {
+        let (byte, asked_at) = pack(state);
+        self.states[at] = byte;
+        match asked_at {
+            Some(asked_at) => {
+                self.asked.insert(at, asked_at);
+            }
+            None if !self.asked.is_empty() => {
+                self.asked.remove(&at);
+            }
+            None => {}
+        }
+    }
+
+    /// Every minion with its state, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, MinionState)> {
+        (0..self.len()).map(|at| (self.name(at), self.state(at)))
+    }
+
+    fn name(&self, at: usize) -> &str {
+        &self.names[self.starts[at]..self.starts[at + 1]]
+    }
+}
+
+fn pack(state: MinionState) -> (u8, Option<Stamp>) {
+    match state {
+        MinionState::Pending {
+            restarted,
+            evidence,
+            asked_at,
+        } => {
+            let evidence = match evidence {
+                Evidence::Nothing => 0,
+                Evidence::StillRunning => 1,
+                Evidence::NotRunning => 2,
+            };
+            let restarted = if restarted { RESTARTED } else { 0 };
+            (PENDING | restarted | evidence << EVIDENCE_SHIFT, asked_at)
+        }
+        MinionState::Returned => (RETURNED, None),
+        MinionState::Unreadable => (UNREADABLE, None),
+        MinionState::NotConnected => (NOT_CONNECTED, None),
+    }
+}
+
+fn unpack(byte: u8, asked_at: Option<Stamp>) -> MinionState {
+    match byte & KIND {
+        PENDING => MinionState::Pending {
+            restarted: byte & RESTARTED != 0,
+            evidence: match byte >> EVIDENCE_SHIFT {
+                1 => Evidence::StillRunning,
+                2 => Evidence::NotRunning,
+                _ => Evidence::Nothing,
+            },
+            asked_at,
+        },
+        RETURNED => MinionState::Returned,
+        UNREADABLE => MinionState::Unreadable,
+        _ => MinionState::NotConnected,
+    }
+}
+
+impl Serialize for JobMinions {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for JobMinions {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MinionMap;
+
+        impl<'de> Visitor<'de> for MinionMap {
+            type Value = JobMinions;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map of minion names to their states")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JobMinions, A::Error> {
+                let mut entries: Vec<(Box<str>, MinionState)> =
+                    Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                let mut minions = JobMinions::pending(entries.iter().map(|(name, _)| &**name));
+                for (name, state) in &entries {
+                    if let Some(at) = minions.position(name) {
+                        minions.set(at, *state);
+                    }
+                }
+                Ok(minions)
+            }
+        }
+
+        deserializer.deserialize_map(MinionMap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    impl JobMinions {
+        fn get(&self, name: &str) -> Option<MinionState> {
+            self.position(name).map(|at| self.state(at))
+        }
+    }
+
+    fn every_state() -> Vec<MinionState> {
+        let mut states = vec![
+            MinionState::Returned,
+            MinionState::Unreadable,
+            MinionState::NotConnected,
+        ];
+        for restarted in [false, true] {
+            for evidence in [
+                Evidence::Nothing,
+                Evidence::StillRunning,
+                Evidence::NotRunning,
+            ] {
+                for asked_at in [None, Some(Stamp(1_700_000_000_000_000))] {
+                    states.push(MinionState::Pending {
+                        restarted,
+                        evidence,
+                        asked_at,
+                    });
+                }
+            }
+        }
+        states
+    }
+
+    #[test]
+    fn every_state_is_kept_as_it_was_set() {
+        let states = every_state();
+        let names: Vec<String> = (0..states.len()).map(|i| format!("m{i:02}")).collect();
+        let mut minions = JobMinions::pending(names.iter().map(String::as_str));
+        for (name, state) in names.iter().zip(&states) {
+            let at = minions.position(name).expect("expected");
+            minions.set(at, *state);
+        }
+        for (name, state) in names.iter().zip(&states) {
+            assert_eq!(minions.get(name), Some(*state), "{name}");
+        }
+        // A state set again loses what the earlier one had.
+        let at = minions.position("m09").expect("expected");
+        minions.set(at, MinionState::Returned);
+        assert_eq!(minions.get("m09"), Some(MinionState::Returned));
+        assert!(minions.asked.len() < states.len());
+    }
+
+    #[test]
+    fn names_are_found_in_any_order_given_and_duplicates_are_one() {
+        let given = ["web-2", "db-1", "web-10", "", "web-2", "é-minion", "a"];
+        let minions = JobMinions::pending(given);
+        assert_eq!(minions.len(), 6);
+        for name in given {
+            assert!(minions.contains(name), "{name:?}");
+            assert!(matches!(
+                minions.get(name),
+                Some(MinionState::Pending { .. })
+            ));
+        }
+        for absent in ["web", "web-1", "web-20", "z", "db-1 "] {
+            assert_eq!(minions.position(absent), None, "{absent:?}");
+        }
+        let order: Vec<&str> = minions.iter().map(|(name, _)| name).collect();
+        assert_eq!(order, ["", "a", "db-1", "web-10", "web-2", "é-minion"]);
+        assert_eq!(JobMinions::pending([]).len(), 0);
+    }
+
+    /// The checkpoint's form is the map of names to states it was before.
+    #[test]
+    fn a_checkpoint_holds_the_map_it_held_before() {
+        let states = every_state();
+        let before: BTreeMap<String, MinionState> = states
+            .iter()
+            .enumerate()
+            .map(|(i, state)| (format!("minion-{i}"), *state))
+            .collect();
+        let mut minions = JobMinions::pending(before.keys().map(String::as_str));
+        for (name, state) in &before {
+            let at = minions.position(name).expect("expected");
+            minions.set(at, *state);
+        }
+        let written = rmp_serde::to_vec(&minions).expect("encodes");
+        assert_eq!(written, rmp_serde::to_vec(&before).expect("encodes"));
+        let read: JobMinions = rmp_serde::from_slice(&written).expect("decodes");
+        assert_eq!(read, minions);
+        let read_back: BTreeMap<String, MinionState> =
+            rmp_serde::from_slice(&written).expect("decodes");
+        assert_eq!(read_back, before);
+    }
+}
