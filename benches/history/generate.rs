@@ -160,7 +160,7 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
                 }),
             });
             if !ok {
-                failures.push((minion.clone(), Stamp(back), failure.clone()));
+                failures.push((minion.clone(), Stamp(back), 0));
                 failed.push(minion.clone());
             }
             if verdicts.len() == 2048 {
@@ -169,6 +169,7 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
                     fun: Some("state.apply".into()),
                     verdicts: std::mem::take(&mut verdicts),
                     failures: std::mem::take(&mut failures),
+                    causes: vec![failure.clone()],
                 });
                 store.write(&std::mem::take(&mut batch)).expect("written");
             }
@@ -197,6 +198,7 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
             fun: Some("state.apply".into()),
             verdicts,
             failures,
+            causes: vec![failure.clone()],
         });
         store.write(&batch).expect("written");
         generated.returns += returned;

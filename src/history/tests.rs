@@ -1,6 +1,7 @@
 //! Tests of the history store: write, read back, prune by age and size.
 use super::query::{JobFilter, failures, job, jobs, minion};
 use super::status::{incidents, status};
+use super::verdicts::FailedState;
 use super::write::{Batch, Writer};
 use super::*;
 use crate::record::{
@@ -420,4 +421,51 @@ fn a_schema_1_history_is_upgraded_in_place_and_answers_the_same() {
         "its failure was carried over"
     );
     assert_eq!(old.figures().unwrap().rows, new.figures().unwrap().rows);
+}
+
+/// A failure that recurs across a job's minions is kept once in the batch,
+/// and every minion's failure still names what its own record said.
+#[test]
+fn a_cause_shared_by_a_jobs_minions_is_kept_once_and_each_minion_keeps_its_own() {
+    let f = RecordFactory::new("m");
+    let mut records: Vec<Record> = (0..40)
+        .map(|i| a_failure(&f, "7", &format!("m{i:02}"), Stamp((100 + i) * S)))
+        .collect();
+    // Minions 0..30 fail alike; 30..40 each in their own words.
+    for r in &mut records[..30] {
+        if let RecordBody::StateFailure(sf) = &mut r.body {
+            sf.comment = "nginx did not install".into();
+        }
+    }
+    // Then one fails as the last did (a recent cause), and one as the first
+    // thirty did, past the causes a failure is looked for among.
+    let mut again = |minion: &str, comment: &str| {
+        let mut r = a_failure(&f, "7", minion, Stamp(200 * S));
+        if let RecordBody::StateFailure(sf) = &mut r.body {
+            sf.comment = comment.into();
+        }
+        records.push(r);
+    };
+    again("m40", "nginx did not install on m39");
+    again("m41", "nginx did not install");
+    let batch = rows(&records);
+    assert_eq!(batch.verdicts.len(), 1);
+    let job = &batch.verdicts[0];
+    assert_eq!(
+        job.causes.len(),
+        12,
+        "one shared, ten of their own, one again"
+    );
+    assert_eq!(job.failures.len(), 42);
+    for (r, (minion, at, cause)) in records.iter().zip(&job.failures) {
+        let RecordBody::StateFailure(sf) = &r.body else {
+            unreachable!("made as failures")
+        };
+        assert_eq!((minion, *at), (&sf.minion, r.at));
+        let kept = &job.causes[*cause as usize];
+        assert_eq!(kept, &FailedState::of(sf), "{minion}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Writer::open(&dir.path().join("history.db")).expect("open");
+    assert_eq!(store.write(&batch).unwrap(), 42);
 }

@@ -81,6 +81,17 @@ impl FailedState {
         }
     }
 
+    /// Whether this is what the answers keep of failure `f` (the same as
+    /// [`FailedState::of`] would make, without making it).
+    pub fn is_of(&self, f: &StateFailure) -> bool {
+        self.fingerprint == f.fingerprint
+            && self.category == f.cause.category
+            && self.sls == f.sls
+            && self.state_id == f.state_id
+            && self.comment == f.comment
+            && self.incident == f.incident
+    }
+
     /// `sls:state_id`, as the answers name a state.
     pub fn state(&self) -> String {
         format!("{}:{}", self.sls, self.state_id)
@@ -157,9 +168,9 @@ pub fn of_record(record: &Record) -> Option<(&str, Option<&str>, Verdict)> {
 
 /// A failure a record states, with its jid, minion and function; `None`
 /// for every other kind.
-pub fn failure_of_record(record: &Record) -> Option<(&str, &str, &str, FailedState)> {
+pub fn failure_of_record(record: &Record) -> Option<&StateFailure> {
     match &record.body {
-        RecordBody::StateFailure(f) => Some((&f.jid, &f.minion, &f.fun, FailedState::of(f))),
+        RecordBody::StateFailure(f) => Some(f),
         _ => None,
     }
 }

@@ -29,9 +29,17 @@ pub struct JobVerdicts {
     /// The job's function, as its returns name it.
     pub fun: Option<String>,
     pub verdicts: Vec<Verdict>,
-    /// Its root-cause failures: (minion, time, what the answers read).
-    pub failures: Vec<(String, Stamp, FailedState)>,
+    /// Its root-cause failures: (minion, time, its cause's place in
+    /// `causes`).
+    pub failures: Vec<(String, Stamp, u32)>,
+    /// What the answers read of each of its failures, a cause that recurs
+    /// kept once (the same failure on many minions).
+    pub causes: Vec<FailedState>,
 }
+
+/// The causes a job's new failure is looked for among (its latest): a job
+/// whose every minion fails differently costs no more than this per failure.
+const RECENT_CAUSES: usize = 8;
 
 /// What the agent writes at once.
 #[derive(Debug, Clone, Default)]
@@ -55,8 +63,8 @@ impl Batch {
     pub fn push(&mut self, record: &Record, json: &[u8]) {
         if let Some((jid, fun, verdict)) = verdicts::of_record(record) {
             self.add(jid, fun, verdict);
-        } else if let Some((jid, minion, fun, failed)) = verdicts::failure_of_record(record) {
-            self.add_failure(jid, Some(fun), minion, record.at, failed);
+        } else if let Some(failure) = verdicts::failure_of_record(record) {
+            self.add_failure(record.at, failure);
         } else {
             self.add_row(Row::of(record, json));
         }
@@ -72,18 +80,20 @@ impl Batch {
         self.job(jid, fun).verdicts.push(verdict);
     }
 
-    /// Appends `minion`'s failure at `at` to job `jid`'s list.
-    fn add_failure(
-        &mut self,
-        jid: &str,
-        fun: Option<&str>,
-        minion: &str,
-        at: Stamp,
-        failed: FailedState,
-    ) {
-        self.job(jid, fun)
-            .failures
-            .push((minion.to_owned(), at, failed));
+    /// Appends failure `f` at `at` to its job's list: its cause once, if it
+    /// is one of the job's latest.
+    fn add_failure(&mut self, at: Stamp, f: &StateFailure) {
+        let job = self.job(&f.jid, Some(&f.fun));
+        let recent = job.causes.len().saturating_sub(RECENT_CAUSES);
+        let cause = match job.causes[recent..].iter().rposition(|c| c.is_of(f)) {
+            Some(i) => recent + i,
+            None => {
+                job.causes.push(FailedState::of(f));
+                job.causes.len() - 1
+            }
+        };
+        let cause = u32::try_from(cause).unwrap_or(u32::MAX);
+        job.failures.push((f.minion.clone(), at, cause));
     }
 
     /// Job `jid`'s lists in the batch (made on its first record), one more
@@ -99,6 +109,7 @@ impl Batch {
                     fun: fun.map(str::to_owned),
                     verdicts: Vec::new(),
                     failures: Vec::new(),
+                    causes: Vec::new(),
                 });
                 self.verdicts.len() - 1
             }
@@ -340,13 +351,7 @@ fn schema_2_to_3(tx: &Connection) -> rusqlite::Result<Upgrade> {
         read += 1;
         let json: String = r.get(0)?;
         match serde_json::from_str::<Stored<StateFailure>>(&json) {
-            Ok(f) => batch.add_failure(
-                &f.body.jid,
-                Some(&f.body.fun),
-                &f.body.minion,
-                f.at,
-                FailedState::of(&f.body),
-            ),
+            Ok(f) => batch.add_failure(f.at, &f.body),
             Err(_) => unread += 1,
         }
     }
@@ -411,7 +416,11 @@ fn put(conn: &Connection, keys: &mut Keys, batch: &Batch) -> rusqlite::Result<u6
         }
         if !job.failures.is_empty() {
             let mut failures = Vec::with_capacity(job.failures.len());
-            for (minion, at, failed) in &job.failures {
+            for (minion, at, cause) in &job.failures {
+                // Each is the place of a cause pushed with it.
+                let Some(failed) = job.causes.get(*cause as usize) else {
+                    continue;
+                };
                 failures.push((keys.minion(conn, minion)?, *at, failed));
             }
             conn.prepare_cached(
