@@ -156,6 +156,22 @@ fn add_remote_evidence(found: &mut Classification, texts: &[&str]) {
     }
 }
 
+/// A text cut to the configured size, with its length before.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Capped {
+    pub text: String,
+    pub original_len: usize,
+}
+
+impl Capped {
+    pub fn new(text: &str, max: usize) -> Self {
+        Self {
+            text: cap_text(text, max),
+            original_len: text.len(),
+        }
+    }
+}
+
 /// At most `max` bytes of `text`, cut at a character boundary.
 pub fn cap_text(text: &str, max: usize) -> String {
     if text.len() <= max {

@@ -5,8 +5,11 @@
 //! failed state's fields are decoded, so a highstate of thousands of successful
 //! states costs a scan.
 
+use std::sync::{Arc, OnceLock};
+
 use foldhash::{HashMap, HashMapExt};
 
+use super::category::{Capped, Classification};
 use crate::event::states::{
     StateEntry, States, fields, msgpack_int, msgpack_number, state_hash, text_of,
 };
@@ -15,12 +18,24 @@ use crate::fifo::FifoMap;
 /// Salt's comment on a state that did not run because a requisite failed.
 const FALLOUT_PREFIX: &str = "One or more requisite failed";
 
-/// One failed state, decoded.
+/// One failed state, decoded: what is the same on every minion that failed
+/// the same way (shared: one decode, recalled for a job's other minions
+/// without a copy), and this run's own fields. Reads of the shared fields go
+/// through to them (`state.sls`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailedState {
+    pub shared: Arc<SharedState>,
+    pub run_num: Option<u64>,
+    pub duration_ms: Option<f64>,
+    pub start_time: Option<String>,
+}
+
+/// What a failed state says that does not vary between minions.
+#[derive(Debug)]
+pub struct SharedState {
     /// The state key `mod_|-id_|-name_|-fun`.
     pub key: String,
-    /// [`state_hash`] of `key` (kept with a remembered decode).
+    /// [`state_hash`] of `key`.
     pub key_hash: u64,
     pub sls: String,
     pub state_id: String,
@@ -29,9 +44,6 @@ pub struct FailedState {
     pub name: String,
     /// The comment as text (a list of lines is joined with newlines).
     pub comment: String,
-    pub run_num: Option<u64>,
-    pub duration_ms: Option<f64>,
-    pub start_time: Option<String>,
     /// `changes.retcode` of a state that ran a command.
     pub exit_code: Option<i64>,
     /// The end of `changes.stdout` of a state that ran a command (Salt's own
@@ -42,6 +54,61 @@ pub struct FailedState {
     /// The requisites (`sls.id`) whose failure this state is fallout of, when it
     /// is fallout.
     pub failed_requisites: Option<Vec<String>>,
+    /// What triage made of it, once (set by the first to judge it).
+    pub judged: OnceLock<Arc<Judged>>,
+}
+
+/// Equal when they say the same: whether one was judged yet does not count.
+impl PartialEq for SharedState {
+    fn eq(&self, other: &Self) -> bool {
+        // Every field named: a new one is compared or left out on purpose.
+        let SharedState {
+            key,
+            key_hash,
+            sls,
+            state_id,
+            function,
+            name,
+            comment,
+            exit_code,
+            stdout,
+            stderr,
+            failed_requisites,
+            judged: _,
+        } = self;
+        (
+            key, key_hash, sls, state_id, function, name, comment, exit_code,
+        ) == (
+            &other.key,
+            &other.key_hash,
+            &other.sls,
+            &other.state_id,
+            &other.function,
+            &other.name,
+            &other.comment,
+            &other.exit_code,
+        ) && (stdout, stderr, failed_requisites)
+            == (&other.stdout, &other.stderr, &other.failed_requisites)
+    }
+}
+
+/// What triage made of a failed state: the same on every minion that
+/// failed the same way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub comment: Capped,
+    /// The comment as fingerprinted (what varies replaced).
+    pub normalised: String,
+    pub classification: Classification,
+    pub fingerprint: String,
+}
+
+impl std::ops::Deref for FailedState {
+    type Target = SharedState;
+
+    fn deref(&self) -> &SharedState {
+        &self.shared
+    }
 }
 
 impl FailedState {
@@ -219,7 +286,7 @@ impl<'a> Fields<'a> {
 
     /// What the shared fields say, each read within its bound; the run's own
     /// fields left empty.
-    fn decode_shared(&self) -> FailedState {
+    fn decode_shared(&self) -> Arc<SharedState> {
         let key = String::from_utf8_lossy(self.key).into_owned();
         let (module, key_id, fun) = split_key(&key);
         let text = |raw: Option<&[u8]>, max: usize| raw.and_then(|r| text_of(r, max, false));
@@ -235,7 +302,7 @@ impl<'a> Fields<'a> {
                 .filter(|r| !r.is_empty())
                 .collect()
         });
-        FailedState {
+        Arc::new(SharedState {
             sls: text(self.sls, 1024)
                 .or_else(|| sls_named_in(&comment))
                 .unwrap_or_default(),
@@ -243,9 +310,6 @@ impl<'a> Fields<'a> {
             function: [module, ".", fun].concat(),
             name: text(self.name, 1024).unwrap_or_default(),
             comment,
-            run_num: None,
-            duration_ms: None,
-            start_time: None,
             exit_code: self
                 .retcode
                 .and_then(msgpack_int)
@@ -255,18 +319,21 @@ impl<'a> Fields<'a> {
             failed_requisites,
             key_hash: state_hash(key.as_bytes()),
             key,
-        }
+            judged: OnceLock::new(),
+        })
     }
 
-    /// `state` with this run's own fields.
-    fn with_run(&self, mut state: FailedState) -> FailedState {
-        state.run_num = self
-            .run_num
-            .and_then(msgpack_int)
-            .and_then(|n| u64::try_from(n).ok());
-        state.duration_ms = self.duration.and_then(msgpack_number);
-        state.start_time = self.start_time.and_then(|r| text_of(r, 64, false));
-        state
+    /// The state: `shared` with this run's own fields.
+    fn with_run(&self, shared: Arc<SharedState>) -> FailedState {
+        FailedState {
+            shared,
+            run_num: self
+                .run_num
+                .and_then(msgpack_int)
+                .and_then(|n| u64::try_from(n).ok()),
+            duration_ms: self.duration.and_then(msgpack_number),
+            start_time: self.start_time.and_then(|r| text_of(r, 64, false)),
+        }
     }
 }
 
@@ -285,7 +352,7 @@ pub const DECODED_STATE_MAX_BYTES: usize = 2 << 10;
 /// oldest forgotten first (counted).
 #[derive(Debug)]
 pub struct Decoded {
-    known: FifoMap<(Box<[u8]>, FailedState), u64>,
+    known: FifoMap<(Box<[u8]>, Arc<SharedState>), u64>,
     /// The shared bytes of the state being decoded.
     scratch: Vec<u8>,
     pub recalled: u64,
@@ -315,13 +382,14 @@ impl Decoded {
         if let Some((shared, known)) = self.known.get(&hash) {
             if **shared == *self.scratch {
                 self.recalled += 1;
-                return fields.with_run(known.clone());
+                return fields.with_run(Arc::clone(known));
             }
         }
         let decoded = fields.decode_shared();
-        self.forgotten += self
-            .known
-            .insert(&hash, (self.scratch.as_slice().into(), decoded.clone()));
+        self.forgotten += self.known.insert(
+            &hash,
+            (self.scratch.as_slice().into(), Arc::clone(&decoded)),
+        );
         fields.with_run(decoded)
     }
 }

@@ -20,6 +20,7 @@ pub mod rules;
 pub mod saved;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt};
 
@@ -28,37 +29,28 @@ use crate::event::states::{States, orchestration_states};
 use crate::event::{JobReturn, RunJob, Text};
 use crate::record::CommandOutput;
 use crate::time::Stamp;
-pub use category::{Category, Classification, FailureText, classify};
+pub use category::{Capped, Category, Classification, FailureText, classify};
+pub use failures::Judged;
 use failures::{Decoded, FailedState, RootCause, root_causes, walk_with};
 use fingerprint::{StateKey, normalise};
 use render::{RenderError, render_errors};
 
-/// A text cut to the configured size, with its length before.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Capped {
-    pub text: String,
-    pub original_len: usize,
-}
-
-impl Capped {
-    fn new(text: &str, max: usize) -> Self {
-        Self {
-            text: category::cap_text(text, max),
-            original_len: text.len(),
-        }
-    }
-}
-
-/// A root cause found in one minion's return.
+/// A root cause found in one minion's return: the state, how many failed
+/// states are its fallout, and what triage made of it (shared by every
+/// minion that failed the same way; reads go through to it, `f.fingerprint`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StateFailure {
     pub state: FailedState,
-    pub comment: Capped,
-    /// The comment as fingerprinted (what varies replaced).
-    pub normalised: String,
     pub fallout: u32,
-    pub classification: Classification,
-    pub fingerprint: String,
+    pub judged: Arc<Judged>,
+}
+
+impl std::ops::Deref for StateFailure {
+    type Target = Judged;
+
+    fn deref(&self) -> &Judged {
+        &self.judged
+    }
 }
 
 impl StateFailure {
@@ -160,7 +152,7 @@ crate::counts! {
         counter forgotten_jobs = "saltsight_triage_jobs_forgotten",
             "Jobs whose failure groups were forgotten: closed, and no failure counted for the late window";
         counter texts_recalled = "saltsight_triage_texts_recalled",
-            "Failed states whose text was classified before (the same failure on another minion): read from the memo";
+            "Failed states whose text was classified before (the same failure on another minion): read from the memo or the shared decode";
         counter texts_forgotten = "saltsight_triage_texts_forgotten",
             "Distinct failure texts forgotten to keep the memo within its bound (4,096)";
         counter states_recalled = "saltsight_triage_states_recalled",
@@ -297,38 +289,22 @@ impl Triage {
             findings.unexplained_fallout = unexplained;
             findings.state_failures.reserve_exact(causes.len());
             for RootCause { state, fallout } in causes {
-                // The command's own words count too: stderr, then stdout (Salt's
-                // "Timed out after N seconds" is only there).
-                let (hits, forgotten) = (self.memo.hits, self.memo.forgotten);
-                let read = self.memo.read(&FailureText {
-                    function: &state.function,
-                    comment: &state.comment,
-                    stderr: state.stderr.as_deref(),
-                    stdout: state.stdout.as_deref(),
-                    exit_code: state.exit_code,
-                });
-                self.stats.texts_recalled.add(self.memo.hits - hits);
-                self.stats
-                    .texts_forgotten
-                    .add(self.memo.forgotten - forgotten);
-                let fingerprint = fingerprint::of_state(
-                    &StateKey {
-                        function: &state.function,
-                        sls: &state.sls,
-                        state_id: &state.state_id,
-                        normalised: &read.normalised,
-                        exit_code: state.exit_code,
-                        stderr_line: &read.stderr_line,
-                    },
-                    &read.classification,
-                );
+                let judged = match state.judged.get() {
+                    Some(judged) => {
+                        self.stats.texts_recalled.inc();
+                        Arc::clone(judged)
+                    }
+                    None => {
+                        let judged = Arc::new(self.judge(&state));
+                        // Kept with the decode, for the job's other minions.
+                        let _ = state.judged.set(Arc::clone(&judged));
+                        judged
+                    }
+                };
                 findings.state_failures.push(StateFailure {
-                    comment: Capped::new(&state.comment, max),
-                    normalised: read.normalised,
                     state,
                     fallout,
-                    classification: read.classification,
-                    fingerprint,
+                    judged,
                 });
             }
         } else if let Some(errors) = render_errors(raw, retcode) {
@@ -358,6 +334,42 @@ impl Triage {
             .render_failures
             .add(findings.render_failures.len() as u64);
         Some(findings)
+    }
+
+    /// What failed state `state` says: its text read (through the memo),
+    /// its comment capped, its fingerprint.
+    fn judge(&mut self, state: &FailedState) -> Judged {
+        // The command's own words count too: stderr, then stdout (Salt's
+        // "Timed out after N seconds" is only there).
+        let (hits, forgotten) = (self.memo.hits, self.memo.forgotten);
+        let read = self.memo.read(&FailureText {
+            function: &state.function,
+            comment: &state.comment,
+            stderr: state.stderr.as_deref(),
+            stdout: state.stdout.as_deref(),
+            exit_code: state.exit_code,
+        });
+        self.stats.texts_recalled.add(self.memo.hits - hits);
+        self.stats
+            .texts_forgotten
+            .add(self.memo.forgotten - forgotten);
+        let fingerprint = fingerprint::of_state(
+            &StateKey {
+                function: &state.function,
+                sls: &state.sls,
+                state_id: &state.state_id,
+                normalised: &read.normalised,
+                exit_code: state.exit_code,
+                stderr_line: &read.stderr_line,
+            },
+            &read.classification,
+        );
+        Judged {
+            comment: Capped::new(&state.comment, self.config.comment_max_bytes),
+            normalised: read.normalised,
+            classification: read.classification,
+            fingerprint,
+        }
     }
 
     fn add_to_groups(&mut self, findings: &Findings, at: Stamp) {
@@ -561,6 +573,30 @@ mod tests {
         assert!(triage.jobs.is_empty() && triage.jobs_order.is_empty());
         assert_eq!(triage.stats.forgotten_jobs.get(), 1);
         assert!(triage.close_job("20261126180000000000").is_empty());
+    }
+
+    /// The same failure on a job's next minion is judged once: the second
+    /// finding shares the first's judgment, and it is counted as recalled.
+    #[test]
+    fn a_failure_judged_on_one_minion_is_not_judged_again_on_the_next() {
+        let mut triage = Triage::new(TriageConfig::default());
+        let mut found = Vec::new();
+        for minion in ["web1", "web2"] {
+            let frame = failing_return("20261127090000000000", minion);
+            let event = decode(&frame).expect("decode");
+            let Body::JobReturn(r) = &event.body else {
+                panic!("a job return")
+            };
+            found.push(triage.on_return(r, Stamp(0)).expect("findings"));
+        }
+        let (first, second) = (&found[0].state_failures[0], &found[1].state_failures[0]);
+        assert!(Arc::ptr_eq(&first.judged, &second.judged));
+        assert_eq!(second.classification.category, Category::DependencyPackage);
+        assert_eq!(
+            (triage.memo.hits, triage.stats.texts_recalled.get()),
+            (0, 1),
+            "judged once, through the memo; recalled once, with the decode"
+        );
     }
 
     /// The shape of `salt/run/<jid>/ret` for `state.orchestrate` (Salt's runner

@@ -137,6 +137,10 @@ fn a_failure_seen_on_another_minion_is_decoded_once_and_keeps_its_own_run() {
     assert_eq!(a, walk(&first, false).unwrap());
     assert_eq!(b, walk(&second, false).unwrap());
     let s = &b.failed[0];
+    assert!(
+        std::sync::Arc::ptr_eq(&a.failed[0].shared, &s.shared),
+        "a recalled state shares its decode, not a copy"
+    );
     assert_eq!(
         (a.failed[0].key_hash, s.key_hash),
         (state_hash(s.key.as_bytes()), state_hash(s.key.as_bytes())),
