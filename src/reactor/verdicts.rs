@@ -295,6 +295,12 @@ impl Output for VerdictOutput {
         Ok(())
     }
 
+    /// A job's verdicts of a kind fire once, whole: they are gathered until
+    /// the read's end.
+    fn flush_part(&mut self) -> Result<(), OutputError> {
+        Ok(())
+    }
+
     fn flush(&mut self) -> Result<(), OutputError> {
         let stamp = super::pull::salt_stamp(std::time::SystemTime::now());
         for ((jid, kind), gathered) in std::mem::take(&mut self.gathered) {
@@ -467,11 +473,14 @@ mod tests {
         records
     }
 
-    /// Each record queued, then one flush: one handled event.
+    /// Each record queued, then one flush: one handled event. The outputs
+    /// may write in parts within it (a read of many records): here after
+    /// every record, the most often they can.
     fn handle(output: &mut VerdictOutput, records: &[Record]) {
         for record in records {
             let json = serde_json::to_vec(record).expect("json");
             output.queue(record, &json).expect("queue");
+            output.flush_part().expect("a part");
         }
         output.flush().expect("flush");
     }
@@ -512,7 +521,7 @@ mod tests {
         // The original: web2 missing. Then the Reactor's retry of it, missing
         // again and failing on web3; then a retry of the retry, failing again.
         let adhoc = context(RunKind::Adhoc, None);
-        handle(&mut output, &job(&f, "1", &adhoc, &[], &["web2"]));
+        handle(&mut output, &job(&f, "1", &adhoc, &[], &["web2", "web4"]));
         let retry = context(RunKind::Reactor, Some("1"));
         handle(&mut output, &job(&f, "2", &retry, &["web3"], &["web2"]));
         let group = |jid: &str| {
@@ -553,7 +562,11 @@ mod tests {
             ]
         );
         let missing = &seen[0].1;
-        assert_eq!(missing["minions"], serde_json::json!(["web2"]));
+        assert_eq!(
+            missing["minions"],
+            serde_json::json!(["web2", "web4"]),
+            "once, whole, though written in parts"
+        );
         assert_eq!(missing["reasons"]["web2"]["reason"], "no_response");
         assert_eq!(missing["arg"], serde_json::json!(["web"]));
         assert_eq!(missing["kwarg"], serde_json::json!({"pillar": {"v": 2}}));

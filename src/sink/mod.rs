@@ -8,9 +8,11 @@
 //!
 //! Each output kind is one file (or folder) behind [`output::OutputKind`], listed
 //! once in [`output`]'s registry. [`Outputs`] runs on the consumer task: each
-//! record is made JSON once, every output queues it, and after each event every
+//! record is made JSON once, every output queues it, and after each read every
 //! output gets one write, durable ones (spools) first, so a SIGKILL loses
-//! nothing already handled and nothing is shown before it is safe. Batches are
+//! nothing already handled and nothing is shown before it is safe. A read that
+//! makes more than [`WRITE_EVERY_BYTES`] of lines is written in parts the same
+//! way, so no output holds more than about that much. Batches are
 //! sealed by count, size and age ([`spool::SpoolWriter`]); each spooled output's
 //! sender ([`deliver`]) is its own task and sends sealed batches oldest first.
 
@@ -89,9 +91,16 @@ crate::counts! {
 }
 
 /// Every configured output, fed from the consumer task.
+/// Lines queued past which every output writes before the read's end (durable
+/// ones first, as at its end): what an output holds between writes is about
+/// this, not all a read made (a failing highstate's read made about 1 MB).
+pub const WRITE_EVERY_BYTES: usize = 64 * 1024;
+
 pub struct Outputs {
     outputs: Vec<Box<dyn Output>>,
     json: Vec<u8>,
+    /// Bytes of lines queued since the last write.
+    queued: usize,
     log: LogLimiter,
     counts: Arc<OutputCounts>,
 }
@@ -138,6 +147,7 @@ impl Outputs {
             Outputs {
                 outputs,
                 json: Vec::new(),
+                queued: 0,
                 log: LogLimiter::new(Duration::from_secs(10)),
                 counts,
             },
@@ -158,12 +168,21 @@ impl Outputs {
             let result = self.outputs[i].queue(record, &self.json);
             self.settle(i, result)?;
         }
+        self.queued += self.json.len();
+        if self.queued >= WRITE_EVERY_BYTES {
+            self.queued = 0;
+            for i in 0..self.outputs.len() {
+                let result = self.outputs[i].flush_part();
+                self.settle(i, result)?;
+            }
+        }
         Ok(())
     }
 
     /// Writes what was queued: one write per output, durable ones first, so that
     /// no record is shown (stdout, file) before it is safe in every spool.
     pub fn flush(&mut self) -> Result<(), SinkError> {
+        self.queued = 0;
         for i in 0..self.outputs.len() {
             let result = self.outputs[i].flush();
             self.settle(i, result)?;
@@ -284,5 +303,66 @@ impl Sending {
                 "Output stopped."
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::record::redact::Redactor;
+    use crate::record::{BusGapRecord, RecordBody, RecordFactory};
+    use crate::time::Stamp;
+
+    /// Standard output as a test sees it: the bytes written so far.
+    #[derive(Clone, Default)]
+    struct Seen(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Seen {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("not poisoned").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A read that makes many records is written in parts of about
+    /// WRITE_EVERY_BYTES, not held whole until its end.
+    #[test]
+    fn a_read_of_many_records_is_written_in_parts_not_held_whole() {
+        let seen = Seen::default();
+        let (mut outputs, _senders) = Outputs::open(
+            &[OutputSpec::stdout()],
+            &SpoolConfig::default(),
+            Box::new(seen.clone()),
+            stdout::StdoutFormat::Json,
+            true,
+        )
+        .expect("stdout opens");
+        let redactor = Redactor::new(&Default::default()).expect("default rules");
+        let records = RecordFactory::new("m");
+        let written = || seen.0.lock().expect("not poisoned").len();
+        let mut queued = 0;
+        for i in 0..2_000u64 {
+            let gap = RecordBody::BusGap(BusGapRecord {
+                reason: "disconnected",
+                started_at: Stamp(0),
+                ended_at: Stamp(1),
+                duration_ms: i,
+                dropped_frames: 0,
+            });
+            let record = redactor.record(records.make(Stamp(0), &[&i.to_string()], gap));
+            outputs.write(&record).expect("queued");
+            queued += serde_json::to_vec(record.get()).expect("encodes").len() + 1;
+            // What is not written yet is less than a part and a record.
+            assert!(queued - written() < WRITE_EVERY_BYTES + 1024, "{i}");
+        }
+        assert!(written() >= 2 * WRITE_EVERY_BYTES, "written in parts");
+        outputs.flush().expect("written");
+        assert_eq!(written(), queued, "all of it at the read's end");
     }
 }

@@ -106,6 +106,13 @@ pub trait Output: Send {
     fn queue(&mut self, record: &Record, json: &[u8]) -> Result<(), OutputError>;
     /// Writes what was queued: once per event.
     fn flush(&mut self) -> Result<(), OutputError>;
+    /// Writes what was queued before the read's end, as the read made more
+    /// than [`super::WRITE_EVERY_BYTES`] of lines. An output that must see
+    /// the whole read first (the Reactor's verdicts, gathered per job) waits
+    /// for [`Output::flush`].
+    fn flush_part(&mut self) -> Result<(), OutputError> {
+        self.flush()
+    }
     /// A durable output (a spool) is flushed before the others, so that no
     /// record is shown before it is safe.
     fn durable(&self) -> bool {
