@@ -102,9 +102,9 @@ pub enum OutputError {
 pub trait Output: Send {
     fn name(&self) -> &str;
     /// Takes one redacted record; `json` is its ndjson line, made once for all
-    /// outputs. Writes happen in [`Output::flush`].
+    /// outputs. Writes happen in [`Output::flush`] and [`Output::flush_part`].
     fn queue(&mut self, record: &Record, json: &[u8]) -> Result<(), OutputError>;
-    /// Writes what was queued: once per event.
+    /// Writes what was queued: at the end of each read.
     fn flush(&mut self) -> Result<(), OutputError>;
     /// Writes what was queued before the read's end, as the read made more
     /// than [`super::WRITE_EVERY_BYTES`] of lines. An output that must see
