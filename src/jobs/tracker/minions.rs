@@ -104,6 +104,15 @@ impl JobMinions {
         }
     }
 
+    /// Changes the state of `name` with `change`, if the job expects it.
+    pub fn update(&mut self, name: &str, change: impl FnOnce(&mut MinionState)) {
+        if let Some(at) = self.position(name) {
+            let mut state = self.state(at);
+            change(&mut state);
+            self.set(at, state);
+        }
+    }
+
     /// Every minion with its state, in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, MinionState)> {
         (0..self.len()).map(|at| (self.name(at), self.state(at)))

@@ -334,24 +334,11 @@ impl JobTracker {
                 // Who is asked: an answer clears it, silence is evidence too.
                 if let Some(job) = self.open.get_mut(watched.as_str()) {
                     for minion in texts(p.minions.as_ref()) {
-                        let Some(position) = job.minions.position(minion.as_str()) else {
-                            continue;
-                        };
-                        if let MinionState::Pending {
-                            restarted,
-                            evidence,
-                            ..
-                        } = job.minions.state(position)
-                        {
-                            job.minions.set(
-                                position,
-                                MinionState::Pending {
-                                    restarted,
-                                    evidence,
-                                    asked_at: Some(at),
-                                },
-                            );
-                        }
+                        job.minions.update(minion.as_str(), |state| {
+                            if let MinionState::Pending { asked_at, .. } = state {
+                                *asked_at = Some(at);
+                            }
+                        });
                     }
                 }
                 self.remember_find_job(jid, watched, at);
@@ -462,17 +449,15 @@ impl JobTracker {
         let Some(job) = self.open.get_mut(jid) else {
             return;
         };
-        let Some(position) = job.minions.position(minion) else {
-            return;
-        };
-        if let MinionState::Pending { restarted, .. } = job.minions.state(position) {
-            let state = MinionState::Pending {
-                restarted,
-                evidence: new,
-                asked_at: None,
-            };
-            job.minions.set(position, state);
-        }
+        job.minions.update(minion, |state| {
+            if let MinionState::Pending {
+                evidence, asked_at, ..
+            } = state
+            {
+                *evidence = new;
+                *asked_at = None;
+            }
+        });
     }
 
     /// What the master's connections to its publish port say at `at` (read
@@ -519,20 +504,11 @@ impl JobTracker {
         }
         for job in self.open.values_mut() {
             if job.published_at < at {
-                let Some(position) = job.minions.position(minion) else {
-                    continue;
-                };
-                if let MinionState::Pending {
-                    evidence, asked_at, ..
-                } = job.minions.state(position)
-                {
-                    let state = MinionState::Pending {
-                        restarted: true,
-                        evidence,
-                        asked_at,
-                    };
-                    job.minions.set(position, state);
-                }
+                job.minions.update(minion, |state| {
+                    if let MinionState::Pending { restarted, .. } = state {
+                        *restarted = true;
+                    }
+                });
             }
         }
     }
