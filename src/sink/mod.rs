@@ -170,11 +170,7 @@ impl Outputs {
         }
         self.queued += self.json.len();
         if self.queued >= WRITE_EVERY_BYTES {
-            self.queued = 0;
-            for i in 0..self.outputs.len() {
-                let result = self.outputs[i].flush_part();
-                self.settle(i, result)?;
-            }
+            self.write_each(|o| o.flush_part())?;
         }
         Ok(())
     }
@@ -182,9 +178,18 @@ impl Outputs {
     /// Writes what was queued: one write per output, durable ones first, so that
     /// no record is shown (stdout, file) before it is safe in every spool.
     pub fn flush(&mut self) -> Result<(), SinkError> {
+        self.write_each(|o| o.flush())
+    }
+
+    /// Has every output write what it queued with `write`, in order (durable
+    /// ones first).
+    fn write_each(
+        &mut self,
+        write: impl Fn(&mut dyn Output) -> Result<(), OutputError>,
+    ) -> Result<(), SinkError> {
         self.queued = 0;
         for i in 0..self.outputs.len() {
-            let result = self.outputs[i].flush();
+            let result = write(self.outputs[i].as_mut());
             self.settle(i, result)?;
         }
         Ok(())
