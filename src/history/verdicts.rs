@@ -270,7 +270,7 @@ pub fn put_failures(failures: &[(u32, Stamp, &FailedState)]) -> Vec<u8> {
     if failures.is_empty() {
         return Vec::new();
     }
-    let mut index: std::collections::HashMap<&FailedState, u32> = Default::default();
+    let mut index: foldhash::HashMap<&FailedState, u32> = Default::default();
     let mut list = FailureList {
         causes: Vec::new(),
         minions: Vec::with_capacity(failures.len()),
