@@ -12,18 +12,14 @@ import re
 import subprocess
 import sys
 
-# A legacy Rust name's hash, LLVM's local suffixes, a v0 crate disambiguator
-# as demangled (`[a1b2c3]`), and callgrind's recursion mark.
-HASH = re.compile(r"::h[0-9a-f]{16}$")
+# LLVM's and GCC's local suffixes. Demangling (`nm -C`) already drops a legacy
+# Rust name's hash and a v0 name's crate disambiguators.
 SUFFIX = re.compile(r"(\.llvm\.\d+|\.\d+|\.(cold|part|constprop|isra)(\.\d+)?)+$")
-DISAMBIGUATOR = re.compile(r"\[[0-9a-f]+\]")
 
 
 def stable(demangled):
     """A demangled name without what changes from build to build."""
-    name = SUFFIX.sub("", demangled)
-    name = HASH.sub("", name)
-    return DISAMBIGUATOR.sub("", name)
+    return SUFFIX.sub("", demangled)
 
 
 def functions(binary):
