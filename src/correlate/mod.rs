@@ -22,6 +22,8 @@ pub mod rollout;
 pub mod saved;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
 use tracing::warn;
 
 use foldhash::{HashMap, HashMapExt};
@@ -29,7 +31,7 @@ use foldhash::{HashMap, HashMapExt};
 pub use crate::config::{CorrelateConfig, RepoSpec};
 use crate::record::{
     Commit, ConfigChange, Correlation, FailureGroup as GroupRecord, IntroducedBasis, IntroducedBy,
-    JobContext, Record, RecordBody, RecordFactory, RenderFailure as RenderRecord,
+    JobContext, Record, RecordBody, RecordFactory, RenderFailure as RenderRecord, Shared,
     StateFailure as StateRecord, SuspectCommits,
 };
 use crate::time::Stamp;
@@ -74,7 +76,7 @@ pub struct Correlator {
     max_jobs: usize,
     /// `correlate.pull_request_url`: links a commit's pull request.
     pull_request_url: Option<String>,
-    job_heads: HashMap<Box<str>, Heads>,
+    job_heads: HashMap<Box<str>, Arc<Heads>>,
     job_order: VecDeque<Box<str>>,
     introduced: HashMap<(usize, String, String), Option<IntroducedBy>>,
     /// `introduced_by` once found, by failure fingerprint (oldest forgotten first).
@@ -88,11 +90,29 @@ pub struct Correlator {
     sls_paths: HashMap<(usize, String, String), Option<String>>,
     /// Each state tree's commits on their way to the fleet (`None`: off).
     rollouts: Option<applied::Following>,
+    /// The correlations of the job handled last, one per failure.
+    job_correlations: JobCorrelations,
     pub stats: std::sync::Arc<CorrelateStats>,
 }
 
 /// Cached git answers kept at most (each is small).
 const MAX_CACHED: usize = 10_000;
+
+/// A failure of a job (its SLS, its fingerprint) and its correlation.
+type FailureCorrelation = (Option<Box<str>>, Box<str>, Shared<Correlation>);
+
+/// A job's correlations by failure (SLS, fingerprint), made under `heads`:
+/// one per failure of a job and shared by its minions' records, not one per
+/// minion. A minion whose state flipped (passed before) has its own.
+#[derive(Default)]
+struct JobCorrelations {
+    jid: Box<str>,
+    heads: Arc<Heads>,
+    by_failure: Vec<FailureCorrelation>,
+}
+
+/// Failures of one job whose correlation is kept (a job fails in a few ways).
+const MAX_JOB_CORRELATIONS: usize = 64;
 
 impl Correlator {
     pub fn new(config: &CorrelateConfig, records: RecordFactory) -> Self {
@@ -131,6 +151,7 @@ impl Correlator {
             sls_changes: HashMap::new(),
             sls_paths: HashMap::new(),
             rollouts: None,
+            job_correlations: JobCorrelations::default(),
             stats: std::sync::Arc::default(),
         }
     }
@@ -214,11 +235,11 @@ impl Correlator {
             return Heads::new();
         }
         let heads = self.heads_now(at, out);
-        self.remember_job(jid, heads.clone());
+        self.remember_job(jid, Arc::new(heads.clone()));
         heads
     }
 
-    fn remember_job(&mut self, jid: &str, heads: Heads) {
+    fn remember_job(&mut self, jid: &str, heads: Arc<Heads>) {
         while self.job_order.len() >= self.max_jobs {
             if let Some(old) = self.job_order.pop_front() {
                 self.job_heads.remove(&old);
@@ -230,11 +251,11 @@ impl Correlator {
 
     /// The job's HEADs at publish, or (a job published unseen: scheduled, or
     /// before saltsight started) the HEADs now.
-    fn heads_of(&mut self, jid: &str, at: Stamp, out: &mut Vec<Record>) -> Heads {
+    fn heads_of(&mut self, jid: &str, at: Stamp, out: &mut Vec<Record>) -> Arc<Heads> {
         match self.job_heads.get(jid) {
             Some(heads) => heads.clone(),
-            None if self.repos.is_empty() => Heads::new(),
-            None => self.heads_now(at, out),
+            None if self.repos.is_empty() => Arc::default(),
+            None => Arc::new(self.heads_now(at, out)),
         }
     }
 
@@ -248,7 +269,7 @@ impl Correlator {
     ) -> Option<(String, String)> {
         let heads = self.heads_of(jid, at, out);
         let (repo, head) = self.states_head(&heads)?;
-        Some((self.repos[repo].spec.name.clone(), head))
+        Some((self.repos[repo].spec.name.clone(), head.to_owned()))
     }
 
     /// Whether the SLS `sls` differs between commits `old` and `new` of the
@@ -279,13 +300,49 @@ impl Correlator {
     }
 
     /// The watched state tree's HEAD among `heads` (the first state tree).
-    fn states_head(&self, heads: &Heads) -> Option<(usize, String)> {
+    fn states_head<'h>(&self, heads: &'h Heads) -> Option<(usize, &'h str)> {
         self.repos.iter().enumerate().find_map(|(i, r)| {
             r.spec
                 .states
-                .then(|| heads.get(&r.spec.name).map(|h| (i, h.clone())))
+                .then(|| heads.get(&r.spec.name).map(|h| (i, h.as_str())))
                 .flatten()
         })
+    }
+
+    /// A failure's correlation in job `jid`: made once per failure of the
+    /// job (its SLS and fingerprint) and shared, unless the state flipped on
+    /// this minion (its suspects are its own).
+    fn job_correlation(
+        &mut self,
+        jid: &str,
+        heads: &Arc<Heads>,
+        sls: Option<&str>,
+        flip: Option<&Flip>,
+        fingerprint: &str,
+    ) -> Shared<Correlation> {
+        if flip.is_some() {
+            return self.correlation(heads, sls, flip, fingerprint).into();
+        }
+        let memo = &mut self.job_correlations;
+        if *memo.jid != *jid || memo.heads != *heads {
+            memo.jid = jid.into();
+            memo.heads = heads.clone();
+            memo.by_failure.clear();
+        }
+        let known = memo
+            .by_failure
+            .iter()
+            .find(|(s, f, _)| s.as_deref() == sls && **f == *fingerprint);
+        if let Some((_, _, correlation)) = known {
+            return correlation.clone();
+        }
+        let made = Shared::new(self.correlation(heads, sls, None, fingerprint));
+        let memo = &mut self.job_correlations;
+        if memo.by_failure.len() < MAX_JOB_CORRELATIONS {
+            memo.by_failure
+                .push((sls.map(Box::from), fingerprint.into(), made.clone()));
+        }
+        made
     }
 
     /// One minion's findings → `state_failure` and `render_failure` records, onto `out`;
@@ -301,7 +358,7 @@ impl Correlator {
     ) {
         let heads = self.heads_of(&findings.jid, at, out);
         let states_head = self.states_head(&heads);
-        if let Some((_, head)) = &states_head {
+        if let Some((_, head)) = states_head {
             if !findings.outcomes.is_empty() {
                 self.history
                     .record(&findings.minion, head, &findings.outcomes);
@@ -311,8 +368,13 @@ impl Correlator {
         for (i, f) in findings.state_failures.iter().enumerate() {
             let state = &f.state;
             let flip = self.flip(&heads, &findings.minion, state.key_hash);
-            let correlation =
-                self.correlation(&heads, Some(&state.sls), flip.as_ref(), &f.fingerprint);
+            let correlation = self.job_correlation(
+                &findings.jid,
+                &heads,
+                Some(&state.sls),
+                flip.as_ref(),
+                &f.fingerprint,
+            );
             let body = RecordBody::StateFailure(Box::new(StateRecord {
                 jid: findings.jid.clone(),
                 minion: findings.minion.clone(),
@@ -344,7 +406,8 @@ impl Correlator {
             let sls = f.error.sls.clone();
             // A pillar SLS is not a file of the watched state tree.
             let tree_sls = sls.as_deref().filter(|_| !f.error.pillar);
-            let correlation = self.correlation(&heads, tree_sls, None, &f.fingerprint);
+            let correlation =
+                self.job_correlation(&findings.jid, &heads, tree_sls, None, &f.fingerprint);
             let body = RecordBody::RenderFailure(Box::new(RenderRecord {
                 jid: findings.jid.clone(),
                 minion: findings.minion.clone(),
@@ -393,7 +456,9 @@ impl Correlator {
                 _ => None,
             };
             let tree_sls = g.sls.as_deref().filter(|_| !g.pillar);
-            let correlation = self.correlation(&heads, tree_sls, flip.as_ref(), &g.fingerprint);
+            let correlation = self
+                .correlation(&heads, tree_sls, flip.as_ref(), &g.fingerprint)
+                .into();
             let incident = incident_of(&g.classification);
             let revision_key = revision.to_string();
             let key = [
@@ -431,7 +496,7 @@ impl Correlator {
     /// tree HEAD.
     fn flip(&self, heads: &Heads, minion: &str, state: u64) -> Option<Flip> {
         let (_, head) = self.states_head(heads)?;
-        self.history.flip(minion, state, &head)
+        self.history.flip(minion, state, head)
     }
 
     /// A failure's correlation: the job's HEADs, the suspect commits of a
@@ -443,9 +508,9 @@ impl Correlator {
         flip: Option<&Flip>,
         fingerprint: &str,
     ) -> Correlation {
-        let states_head = self.states_head(heads);
+        let states_repo = self.states_head(heads).map(|(repo, _)| repo);
         let suspect_commits =
-            flip.and_then(|f| self.suspects(&states_head, &f.last_ok, &f.first_failed));
+            flip.and_then(|f| self.suspects(states_repo, &f.last_ok, &f.first_failed));
         let introduced_by = sls
             .filter(|sls| !sls.is_empty())
             .and_then(|sls| self.introduced_by(heads, sls, flip, fingerprint));
@@ -560,14 +625,14 @@ impl Correlator {
 
     fn suspects(
         &mut self,
-        states_head: &Option<(usize, String)>,
+        states_repo: Option<usize>,
         last_ok: &str,
         first_failed: &str,
     ) -> Option<SuspectCommits> {
-        let (repo, _) = states_head.as_ref()?;
-        let (commits, truncated) = self.range(*repo, last_ok, first_failed)?;
+        let repo = states_repo?;
+        let (commits, truncated) = self.range(repo, last_ok, first_failed)?;
         Some(SuspectCommits {
-            repo: self.repos[*repo].spec.name.clone(),
+            repo: self.repos[repo].spec.name.clone(),
             last_ok: last_ok.to_owned(),
             first_failed: first_failed.to_owned(),
             commits,

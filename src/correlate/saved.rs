@@ -4,6 +4,8 @@
 //! was down is a `config_change` on its next read). git's answers are a cache
 //! and are not kept. Written from borrows, read back owned, in the same shape.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::history::{SavedHistory, SavingHistory};
@@ -37,7 +39,7 @@ impl Correlator {
             job_heads: self
                 .job_order
                 .iter()
-                .filter_map(|jid| Some((&**jid, self.job_heads.get(jid)?)))
+                .filter_map(|jid| Some((&**jid, &**self.job_heads.get(jid)?)))
                 .collect(),
             history: self.history.saving(),
             settled: self
@@ -65,7 +67,7 @@ impl Correlator {
         let skip = saved.job_heads.len().saturating_sub(self.max_jobs);
         for (jid, heads) in saved.job_heads.into_iter().skip(skip) {
             self.job_order.push_back(jid.clone());
-            self.job_heads.insert(jid, heads);
+            self.job_heads.insert(jid, Arc::new(heads));
         }
         self.history.restore(saved.history);
         self.settled.clear();

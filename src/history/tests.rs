@@ -53,7 +53,7 @@ fn a_failure(f: &RecordFactory, jid: &str, minion: &str, at: Stamp) -> Record {
             incident: None,
             first_failing: None,
             context: JobContext::default(),
-            correlation: Correlation::default(),
+            correlation: Correlation::default().into(),
         })),
     )
 }

@@ -37,6 +37,8 @@ use crate::time::Stamp;
 use crate::triage::saved::{SavedTriage, SavingTriage};
 use crate::triage::{Findings, Triage};
 
+#[cfg(test)]
+mod correlation_tests;
 mod state_runs;
 
 /// The stages' memory as a checkpoint writes it (borrowed).
@@ -463,7 +465,7 @@ pub(super) mod tests {
     }
 
     /// [`config`] with `correlate` lines added (e.g. a checkout to watch).
-    fn config_with(correlate: &str) -> Config {
+    pub(super) fn config_with(correlate: &str) -> Config {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("saltsight.toml");
         std::fs::write(

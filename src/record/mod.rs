@@ -9,11 +9,13 @@ pub mod keys;
 mod missing;
 pub mod pull_request;
 pub mod redact;
+pub mod shared;
 pub mod text;
 pub mod trace;
 pub use drift::{ChangeKind, Drift, DriftedState, NonIdempotent, SettleStatus};
 pub use missing::{MissingEvidence, MissingReason};
 pub use pull_request::PullRequest;
+pub use shared::Shared;
 pub use trace::TraceContext;
 
 pub use episodes::{
@@ -490,7 +492,7 @@ pub struct StateFailure {
     #[serde(flatten)]
     pub context: JobContext,
     #[serde(flatten)]
-    pub correlation: Correlation,
+    pub correlation: Shared<Correlation>,
 }
 
 /// An SLS that did not render on one minion.
@@ -514,7 +516,7 @@ pub struct RenderFailure {
     #[serde(flatten)]
     pub context: JobContext,
     #[serde(flatten)]
-    pub correlation: Correlation,
+    pub correlation: Shared<Correlation>,
 }
 
 /// One failure (a fingerprint) across the minions of one job.
@@ -552,7 +554,7 @@ pub struct FailureGroup {
     #[serde(flatten)]
     pub context: JobContext,
     #[serde(flatten)]
-    pub correlation: Correlation,
+    pub correlation: Shared<Correlation>,
 }
 
 /// A watched checkout's HEAD moved.

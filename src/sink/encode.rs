@@ -265,7 +265,8 @@ mod tests {
                     commits: vec![commit("c3", "web: pin the mirror"), commit("c2", "x")],
                     truncated: false,
                 }),
-            },
+            }
+            .into(),
         };
         let record = RecordFactory::new("m1").make(
             Stamp(5),

@@ -140,6 +140,9 @@ pub(super) struct Inner {
     /// or commit on 500 minions is scanned once).
     memo: Mutex<FifoMap<Settled>>,
     memo_stats: MemoStats,
+    /// What redaction made of the shared parts seen lately, newest last (a
+    /// job's correlation is in 500 records, scrubbed once).
+    shared: Mutex<std::collections::VecDeque<shared::Scrubbed>>,
 }
 
 /// Texts remembered at most, and the longest remembered: a full memo holds
@@ -179,9 +182,22 @@ impl std::fmt::Debug for Redactor {
 
 /// Which rules fired for one value, as bits (built-ins and at most 32 extras
 /// fit in 64).
-#[derive(Default, Clone, Copy)]
+#[derive(Default)]
 pub(super) struct Fired {
     bits: u64,
+    /// Every rule fired with how often, kept while a shared part is scrubbed:
+    /// replayed for each later record holding it, so the counts are the same.
+    tally: Option<Tally>,
+}
+
+impl Fired {
+    /// One that keeps its tally.
+    fn tallied() -> Self {
+        Self {
+            bits: 0,
+            tally: Some(Tally::new()),
+        }
+    }
 }
 
 fn build(what: &str, pattern: &str) -> Result<Regex, RedactError> {
@@ -272,6 +288,7 @@ impl Redactor {
         Ok(Redactor(Arc::new(Inner {
             memo: Mutex::new(FifoMap::new(MEMO_TEXTS)),
             memo_stats: MemoStats::default(),
+            shared: Mutex::default(),
             key,
             secret_functions: config
                 .secret_functions
@@ -362,6 +379,9 @@ impl Inner {
         fired.bits |= 1u64.checked_shl(rule as u32).unwrap_or(0);
         if let Some(c) = self.counts.get(rule) {
             c.fetch_add(n, Relaxed);
+        }
+        if let Some(tally) = &mut fired.tally {
+            tally.push((rule, n));
         }
     }
 
@@ -625,6 +645,7 @@ fn cut(text: &str, max: usize, original_len: usize) -> String {
     out
 }
 
+mod shared;
 mod walk;
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ use serde_json::json;
 
 use super::*;
 use crate::record::{
-    Classification, CommandOutput, Correlation, JobContext, RecordBody, RecordFactory, StateFailure,
+    Classification, CommandOutput, Commit, Correlation, IntroducedBasis, IntroducedBy, JobContext,
+    RecordBody, RecordFactory, Shared, StateFailure,
 };
 use crate::time::Stamp;
 
@@ -352,7 +353,7 @@ fn state_failure(comment: &str) -> Record {
                 metadata: Some(json!({"release": "r42", "deploy_token": "t0k3n"})),
                 ..JobContext::default()
             },
-            correlation: Correlation::default(),
+            correlation: Correlation::default().into(),
         })),
     )
 }
@@ -391,6 +392,73 @@ fn records_keep_their_context_and_name_the_rules_that_fired() {
     );
     let again = r.record(out.get().clone());
     assert_eq!(again, out);
+}
+
+/// A correlation whose commit subject carries a secret, shared by records.
+fn shared_correlation() -> Shared<Correlation> {
+    Correlation {
+        introduced_by: Some(IntroducedBy {
+            repo: "states".into(),
+            path: "app/deploy.sls".into(),
+            commit: Commit {
+                id: "c3".into(),
+                author: "ops".into(),
+                time: "2026-11-27T10:00:00Z".into(),
+                subject: "deploy: fetch with --password=Hunter2".into(),
+                pull_request: None,
+            },
+            basis: IntroducedBasis::FirstSeenHead,
+        }),
+        ..Correlation::default()
+    }
+    .into()
+}
+
+fn with_correlation(mut record: Record, correlation: &Shared<Correlation>) -> Record {
+    if let RecordBody::StateFailure(f) = &mut record.body {
+        f.correlation = correlation.clone();
+    }
+    record
+}
+
+fn subject(record: &Record) -> (String, *const Correlation) {
+    let RecordBody::StateFailure(f) = &record.body else {
+        panic!("kind changed")
+    };
+    let introduced = f.correlation.introduced_by.as_ref().expect("kept");
+    (introduced.commit.subject.clone(), &*f.correlation)
+}
+
+#[test]
+fn a_part_records_share_is_scrubbed_once_and_counted_per_record() {
+    let r = redactor();
+    let shared = shared_correlation();
+    let clean = "Command \"/bin/false\" run";
+    let first = r.record(with_correlation(state_failure(clean), &shared));
+    let second = r.record(with_correlation(state_failure(clean), &shared));
+    let (first_subject, first_part) = subject(&first);
+    let (second_subject, second_part) = subject(&second);
+    assert_eq!(first_subject, "deploy: fetch with --password=[redacted]");
+    assert_eq!(second_subject, first_subject);
+    assert!(
+        std::ptr::eq(first_part, second_part),
+        "the second record took what the first made of the part"
+    );
+    assert_eq!(
+        shared.introduced_by.as_ref().unwrap().commit.subject,
+        "deploy: fetch with --password=Hunter2",
+        "the part as made is left as it was"
+    );
+    assert_eq!(count(&r, "password_flag"), 2, "counted for each record");
+    assert!(second.redacted.contains(&"password_flag".to_owned()));
+    assert_eq!(r.record(second.get().clone()), second, "and idempotent");
+    // A part nothing matches stays the very part it was.
+    let plain: Shared<Correlation> = Correlation::default().into();
+    let out = r.record(with_correlation(state_failure(clean), &plain));
+    let RecordBody::StateFailure(f) = &out.body else {
+        panic!("kind changed")
+    };
+    assert!(std::ptr::eq(&*f.correlation, &*plain));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::record::{
     BusGapRecord, Classification, CommandOutput, Commit, ConfigChange, Correlation, Drift,
     DriftedState, ExternalIncident, FailureGroup, IntroducedBy, JobCompleted, JobContext,
     JobPublished, MasterPressure, MinionMissing, MinionReturn, NonIdempotent, Record, RecordBody,
-    RenderFailure, Rollout, RolloutFailure, SignalFigure, StateFailure, SuspectCommits,
+    RenderFailure, Rollout, RolloutFailure, Shared, SignalFigure, StateFailure, SuspectCommits,
 };
 
 /// Walks every text a record carries. Each impl names every field, so a field
@@ -35,6 +35,33 @@ impl Scrub for String {
 impl Scrub for Value {
     fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
         r.value(self, fired, 0);
+    }
+}
+
+/// A part many records hold is scrubbed once: the first holder scrubs a copy,
+/// later holders take what it became (and fire its rules again, so counts
+/// are per record as for any text).
+impl<T: Scrub + Clone + PartialEq + Send + Sync + 'static> Scrub for Shared<T> {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        if let Some(became) = r.recall_shared(self.arc(), fired) {
+            *self = Shared::from_arc(became);
+            return;
+        }
+        let mut part = (**self).clone();
+        let mut own = Fired::tallied();
+        part.scrub(r, &mut own);
+        let tally = own.tally.unwrap_or_default();
+        fired.bits |= own.bits;
+        if let Some(outer) = &mut fired.tally {
+            outer.extend_from_slice(&tally);
+        }
+        let became = if part == **self {
+            self.arc().clone()
+        } else {
+            std::sync::Arc::new(part)
+        };
+        r.remember_shared(self.arc().clone(), became.clone(), tally);
+        *self = Shared::from_arc(became);
     }
 }
 

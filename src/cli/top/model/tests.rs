@@ -120,7 +120,7 @@ fn group(jid: &str, fingerprint: &str, count: u32, minions: &[&str]) -> RecordBo
         revision: 0,
         incident: None,
         context: JobContext::default(),
-        correlation: Correlation::default(),
+        correlation: Correlation::default().into(),
     }))
 }
 
