@@ -30,12 +30,14 @@ use foldhash::{HashMap, HashMapExt};
 
 pub use crate::config::{CorrelateConfig, RepoSpec};
 use crate::record::{
-    Commit, ConfigChange, Correlation, FailureGroup as GroupRecord, IntroducedBasis, IntroducedBy,
-    JobContext, Record, RecordBody, RecordFactory, RenderFailure as RenderRecord, Shared,
-    StateFailure as StateRecord, SuspectCommits,
+    Classification, CommandOutput, Commit, ConfigChange, Correlation, FailedStateFacts,
+    FailureGroup as GroupRecord, IntroducedBasis, IntroducedBy, JobContext, Record, RecordBody,
+    RecordFactory, RenderFailure as RenderRecord, Shared, StateFailure as StateRecord,
+    SuspectCommits,
 };
 use crate::time::Stamp;
-use crate::triage::{FailureGroup, Findings};
+use crate::triage::failures::SharedState;
+use crate::triage::{FailureGroup, Findings, Judged, StateFailure};
 use git::{GitCli, GitDir, HeadWatch};
 use history::{Flip, History};
 
@@ -92,6 +94,8 @@ pub struct Correlator {
     rollouts: Option<applied::Following>,
     /// The correlations of the job handled last, one per failure.
     job_correlations: JobCorrelations,
+    /// The record parts of the failures made lately, newest last.
+    failure_parts: VecDeque<FailureParts>,
     pub stats: std::sync::Arc<CorrelateStats>,
 }
 
@@ -113,6 +117,22 @@ struct JobCorrelations {
 
 /// Failures of one job whose correlation is kept (a job fails in a few ways).
 const MAX_JOB_CORRELATIONS: usize = 64;
+
+/// What a `state_failure` record says of its state, cause and output, made
+/// once for the failure triage found the same on many minions (its state and
+/// judgement are the same pointers then: both are held, so neither address
+/// is another's while kept).
+#[derive(Clone)]
+struct FailureParts {
+    state: Arc<SharedState>,
+    judged: Arc<Judged>,
+    facts: Shared<FailedStateFacts>,
+    cause: Shared<Classification>,
+    output: Shared<CommandOutput>,
+}
+
+/// Failures whose record parts are kept.
+const MAX_FAILURE_PARTS: usize = 64;
 
 impl Correlator {
     pub fn new(config: &CorrelateConfig, records: RecordFactory) -> Self {
@@ -152,6 +172,7 @@ impl Correlator {
             sls_paths: HashMap::new(),
             rollouts: None,
             job_correlations: JobCorrelations::default(),
+            failure_parts: VecDeque::new(),
             stats: std::sync::Arc::default(),
         }
     }
@@ -309,6 +330,38 @@ impl Correlator {
         })
     }
 
+    /// The record parts of failure `f`: made once while minions fail alike
+    /// (the same state and judgement from triage), then shared.
+    fn failure_parts(&mut self, f: &StateFailure) -> FailureParts {
+        let known =
+            self.failure_parts.iter().rev().find(|p| {
+                Arc::ptr_eq(&p.state, &f.state.shared) && Arc::ptr_eq(&p.judged, &f.judged)
+            });
+        if let Some(parts) = known {
+            return parts.clone();
+        }
+        let state = &f.state;
+        let made = FailureParts {
+            state: state.shared.clone(),
+            judged: f.judged.clone(),
+            facts: Shared::new(FailedStateFacts {
+                sls: state.sls.clone(),
+                state_id: state.state_id.clone(),
+                function: state.function.clone(),
+                name: state.name.clone(),
+                comment: f.comment.text.clone(),
+                comment_len: f.comment.original_len,
+            }),
+            cause: Shared::new(f.classification.clone()),
+            output: Shared::new(f.output()),
+        };
+        if self.failure_parts.len() >= MAX_FAILURE_PARTS {
+            self.failure_parts.pop_front();
+        }
+        self.failure_parts.push_back(made.clone());
+        made
+    }
+
     /// A failure's correlation in job `jid`: made once per failure of the
     /// job (its SLS and fingerprint) and shared, unless the state flipped on
     /// this minion (its suspects are its own).
@@ -375,22 +428,18 @@ impl Correlator {
                 flip.as_ref(),
                 &f.fingerprint,
             );
+            let parts = self.failure_parts(f);
             let body = RecordBody::StateFailure(Box::new(StateRecord {
                 jid: findings.jid.clone(),
                 minion: findings.minion.clone(),
                 fun: findings.fun.clone(),
-                sls: state.sls.clone(),
-                state_id: state.state_id.clone(),
-                function: state.function.clone(),
-                name: state.name.clone(),
-                comment: f.comment.text.clone(),
-                comment_len: f.comment.original_len,
+                state: parts.facts,
                 run_num: state.run_num,
                 duration_ms: state.duration_ms,
                 start_time: state.start_time.clone(),
-                cause: f.classification.clone(),
+                cause: parts.cause,
                 fallout: f.fallout,
-                output: f.output(),
+                output: parts.output,
                 fingerprint: f.fingerprint.clone(),
                 incident: incidents.get(i).cloned().flatten(),
                 first_failing: flip.map(|f| f.first_failing_now),

@@ -5,9 +5,9 @@ use super::verdicts::FailedState;
 use super::write::{Batch, Writer};
 use super::*;
 use crate::record::{
-    Category, Classification, CommandOutput, Correlation, JobCompleted, JobContext, JobPublished,
-    MinionMissing, MinionReturn, MissingEvidence, MissingReason, RecordBody, RecordFactory,
-    StateFailure,
+    Category, Classification, CommandOutput, Correlation, FailedStateFacts, JobCompleted,
+    JobContext, JobPublished, MinionMissing, MinionReturn, MissingEvidence, MissingReason,
+    RecordBody, RecordFactory, StateFailure,
 };
 use std::collections::BTreeMap;
 
@@ -30,12 +30,15 @@ fn a_failure(f: &RecordFactory, jid: &str, minion: &str, at: Stamp) -> Record {
             jid: jid.into(),
             minion: minion.into(),
             fun: "state.apply".into(),
-            sls: "web".into(),
-            state_id: "nginx".into(),
-            function: "pkg.installed".into(),
-            name: "nginx".into(),
-            comment: format!("nginx did not install on {minion}"),
-            comment_len: 30,
+            state: FailedStateFacts {
+                sls: "web".into(),
+                state_id: "nginx".into(),
+                function: "pkg.installed".into(),
+                name: "nginx".into(),
+                comment: format!("nginx did not install on {minion}"),
+                comment_len: 30,
+            }
+            .into(),
             run_num: Some(0),
             duration_ms: None,
             start_time: None,
@@ -46,9 +49,10 @@ fn a_failure(f: &RecordFactory, jid: &str, minion: &str, at: Stamp) -> Record {
                 host: None,
                 url: None,
                 package: Some("nginx".into()),
-            },
+            }
+            .into(),
             fallout: 0,
-            output: CommandOutput::default(),
+            output: CommandOutput::default().into(),
             fingerprint: "f00d".into(),
             incident: None,
             first_failing: None,
@@ -434,7 +438,7 @@ fn a_cause_shared_by_a_jobs_minions_is_kept_once_and_each_minion_keeps_its_own()
     // Minions 0..30 fail alike; 30..40 each in their own words.
     for r in &mut records[..30] {
         if let RecordBody::StateFailure(sf) = &mut r.body {
-            sf.comment = "nginx did not install".into();
+            sf.state.make_mut().comment = "nginx did not install".into();
         }
     }
     // Then one fails as the last did (a recent cause), and one as the first
@@ -442,7 +446,7 @@ fn a_cause_shared_by_a_jobs_minions_is_kept_once_and_each_minion_keeps_its_own()
     let mut again = |minion: &str, comment: &str| {
         let mut r = a_failure(&f, "7", minion, Stamp(200 * S));
         if let RecordBody::StateFailure(sf) = &mut r.body {
-            sf.comment = comment.into();
+            sf.state.make_mut().comment = comment.into();
         }
         records.push(r);
     };

@@ -73,10 +73,10 @@ impl FailedState {
     pub fn of(f: &StateFailure) -> FailedState {
         FailedState {
             fingerprint: f.fingerprint.clone(),
-            sls: f.sls.clone(),
-            state_id: f.state_id.clone(),
+            sls: f.state.sls.clone(),
+            state_id: f.state.state_id.clone(),
             category: f.cause.category,
-            comment: f.comment.clone(),
+            comment: f.state.comment.clone(),
             incident: f.incident.clone(),
         }
     }
@@ -86,9 +86,9 @@ impl FailedState {
     pub fn is_of(&self, f: &StateFailure) -> bool {
         self.fingerprint == f.fingerprint
             && self.category == f.cause.category
-            && self.sls == f.sls
-            && self.state_id == f.state_id
-            && self.comment == f.comment
+            && self.sls == f.state.sls
+            && self.state_id == f.state.state_id
+            && self.comment == f.state.comment
             && self.incident == f.incident
     }
 

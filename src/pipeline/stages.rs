@@ -626,9 +626,11 @@ mod incident_tests {
         let failures: Vec<(String, String, Option<String>)> = records
             .iter()
             .filter_map(|r| match &r.body {
-                RecordBody::StateFailure(s) => {
-                    Some((s.minion.clone(), s.state_id.clone(), s.incident.clone()))
-                }
+                RecordBody::StateFailure(s) => Some((
+                    s.minion.clone(),
+                    s.state.state_id.clone(),
+                    s.incident.clone(),
+                )),
                 _ => None,
             })
             .collect();

@@ -108,9 +108,9 @@ impl Record {
             },
             RecordBody::StateFailure(f) => Keys {
                 minion: &f.minion,
-                sls: &f.sls,
-                state_id: &f.state_id,
-                state_function: &f.function,
+                sls: &f.state.sls,
+                state_id: &f.state.state_id,
+                state_function: &f.state.function,
                 fingerprint: &f.fingerprint,
                 count: f.fallout,
                 ..Keys::job(&f.jid, &f.fun, &f.context)

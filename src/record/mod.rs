@@ -457,29 +457,26 @@ impl CommandOutput {
     }
 }
 
-/// A root-cause state of a failed state run on one minion.
+/// A root-cause state of a failed state run on one minion. What the state is
+/// and said, its cause and its output are the same on every minion that
+/// failed it alike: made once and shared by their records ([`Shared`]).
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct StateFailure {
     pub jid: String,
     pub minion: String,
     pub fun: String,
-    pub sls: String,
-    pub state_id: String,
-    pub function: String,
-    pub name: String,
-    pub comment: String,
-    /// The comment's length before it was capped.
-    pub comment_len: usize,
+    #[serde(flatten)]
+    pub state: Shared<FailedStateFacts>,
     pub run_num: Option<u64>,
     pub duration_ms: Option<f64>,
     pub start_time: Option<String>,
     #[serde(flatten)]
-    pub cause: Classification,
+    pub cause: Shared<Classification>,
     /// States that failed only because this one did.
     pub fallout: u32,
     /// The command's exit code and the ends of its stderr and stdout.
     #[serde(default, skip_serializing_if = "CommandOutput::is_empty")]
-    pub output: CommandOutput,
+    pub output: Shared<CommandOutput>,
     pub fingerprint: String,
     /// The open external incident this failure is part of (its target failing
     /// on several minions): `external_incident.incident`.
@@ -493,6 +490,18 @@ pub struct StateFailure {
     pub context: JobContext,
     #[serde(flatten)]
     pub correlation: Shared<Correlation>,
+}
+
+/// A failed state as its return names it (a `state_failure`'s, in place).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct FailedStateFacts {
+    pub sls: String,
+    pub state_id: String,
+    pub function: String,
+    pub name: String,
+    pub comment: String,
+    /// The comment's length before it was capped.
+    pub comment_len: usize,
 }
 
 /// An SLS that did not render on one minion.

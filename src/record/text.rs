@@ -99,10 +99,10 @@ fn describe(body: &RecordBody, out: &mut String) {
             "{} {} {}:{} [{}] {}{}",
             f.jid,
             f.minion,
-            f.sls,
-            f.state_id,
+            f.state.sls,
+            f.state.state_id,
             f.cause.category.as_str(),
-            crate::plain::cut(&f.comment, MAX_TEXT),
+            crate::plain::cut(&f.state.comment, MAX_TEXT),
             introduced(&f.correlation),
         ),
         RecordBody::RenderFailure(f) => write!(

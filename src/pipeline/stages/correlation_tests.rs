@@ -1,6 +1,7 @@
-//! A job's failures are correlated once: the minions failing alike share one
-//! correlation, and a minion whose state flipped (it passed under an earlier
-//! HEAD) has its own, with the suspects between.
+//! A job's failures are made into records once: the minions failing alike
+//! share one correlation and one statement of the state, its cause and its
+//! output; a minion whose state flipped (it passed under an earlier HEAD)
+//! has a correlation of its own, with the suspects between.
 
 use serde_json::json;
 
@@ -8,7 +9,7 @@ use super::Stages;
 use super::tests::{config_with, frame};
 use crate::correlate::git::tests::{commit, git};
 use crate::event::decode;
-use crate::record::{Correlation, Record, RecordBody, Shared};
+use crate::record::{Record, RecordBody, Shared, StateFailure};
 
 /// Job `jid` of state `web` on `minions`, each returning `result`: its records.
 fn run(stages: &mut Stages, jid: &str, minions: &[&str], second: u32, result: bool) -> Vec<Record> {
@@ -38,18 +39,22 @@ fn run(stages: &mut Stages, jid: &str, minions: &[&str], second: u32, result: bo
     records
 }
 
-fn correlation_of<'a>(records: &'a [Record], minion: &str) -> &'a Shared<Correlation> {
+fn failure_of<'a>(records: &'a [Record], minion: &str) -> &'a StateFailure {
     records
         .iter()
         .find_map(|r| match &r.body {
-            RecordBody::StateFailure(f) if f.minion == minion => Some(&f.correlation),
+            RecordBody::StateFailure(f) if f.minion == minion => Some(&**f),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no state_failure of {minion}"))
 }
 
+fn same<T>(a: &Shared<T>, b: &Shared<T>) -> bool {
+    std::ptr::eq::<T>(&**a, &**b)
+}
+
 #[test]
-fn minions_failing_alike_share_one_correlation_and_a_flip_has_its_own() {
+fn minions_failing_alike_share_their_parts_and_a_flip_has_its_own_correlation() {
     let repo = tempfile::tempdir().expect("tempdir");
     git(repo.path(), &["init", "-q", "-b", "main"]);
     commit(repo.path(), "web.sls", "a: 1\n", "web: first");
@@ -62,16 +67,19 @@ fn minions_failing_alike_share_one_correlation_and_a_flip_has_its_own() {
     commit(repo.path(), "web.sls", "a: 2\n", "web: second");
     let minions = ["web1", "web2", "web3"];
     let records = run(&mut stages, "20261127100000000002", &minions, 10, false);
-    let [flipped, web2, web3] = minions.map(|m| correlation_of(&records, m));
+    let [web1, web2, web3] = minions.map(|m| failure_of(&records, m));
     assert!(
-        std::ptr::eq::<Correlation>(&**web2, &**web3),
+        same(&web2.correlation, &web3.correlation),
         "one correlation for the job's failure"
     );
-    assert!(web2.introduced_by.is_some() && web2.suspect_commits.is_none());
-    let suspects = flipped
-        .suspect_commits
-        .as_ref()
-        .expect("web1 passed before");
-    assert_eq!(suspects.commits.len(), 1, "{suspects:?}");
-    assert!(!std::ptr::eq::<Correlation>(&**flipped, &**web2));
+    let correlation = &web2.correlation;
+    assert!(correlation.introduced_by.is_some() && correlation.suspect_commits.is_none());
+    let suspects = web1.correlation.suspect_commits.as_ref();
+    assert_eq!(suspects.expect("web1 passed before").commits.len(), 1);
+    assert!(!same(&web1.correlation, &web2.correlation));
+    for other in [web2, web3] {
+        assert!(same(&web1.state, &other.state) && same(&web1.cause, &other.cause));
+        assert!(same(&web1.output, &other.output));
+    }
+    assert_eq!(web1.state.comment, "Command \"false\" run");
 }

@@ -7,7 +7,7 @@ use super::{Fired, Inner, Tally};
 
 /// Shared parts remembered at most (a job's few failures): each is held, so
 /// its address is not another's while remembered.
-const SHARED_PARTS: usize = 16;
+const SHARED_PARTS: usize = 64;
 
 /// A shared part redacted once: what it became and the rules it fired.
 pub(super) struct Scrubbed {

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::*;
 use crate::record::{
-    Classification, CommandOutput, Commit, Correlation, IntroducedBasis, IntroducedBy, JobContext,
-    RecordBody, RecordFactory, Shared, StateFailure,
+    Classification, CommandOutput, Commit, Correlation, FailedStateFacts, IntroducedBasis,
+    IntroducedBy, JobContext, RecordBody, RecordFactory, Shared, StateFailure,
 };
 use crate::time::Stamp;
 
@@ -328,16 +328,19 @@ fn state_failure(comment: &str) -> Record {
             jid: "20261122101010123456".into(),
             minion: "web1".into(),
             fun: "state.apply".into(),
-            sls: "app.deploy".into(),
-            state_id: "fetch-release".into(),
-            function: "cmd.run".into(),
-            name: "curl -fsS https://deploy:S3cret@mirror/app.tgz".into(),
-            comment: comment.into(),
-            comment_len: comment.len(),
+            state: FailedStateFacts {
+                sls: "app.deploy".into(),
+                state_id: "fetch-release".into(),
+                function: "cmd.run".into(),
+                name: "curl -fsS https://deploy:S3cret@mirror/app.tgz".into(),
+                comment: comment.into(),
+                comment_len: comment.len(),
+            }
+            .into(),
             run_num: Some(3),
             duration_ms: None,
             start_time: None,
-            cause: Classification::render(),
+            cause: Classification::render().into(),
             fallout: 0,
             output: CommandOutput {
                 retcode: Some(1),
@@ -345,7 +348,8 @@ fn state_failure(comment: &str) -> Record {
                     "ERROR 1045: Access denied for user 'app' (password: YES) token=t0k3n".into(),
                 ),
                 stdout: None,
-            },
+            }
+            .into(),
             fingerprint: "f".into(),
             incident: None,
             first_failing: None,
@@ -368,10 +372,13 @@ fn records_keep_their_context_and_name_the_rules_that_fired() {
     };
     assert_eq!(f.jid, "20261122101010123456");
     assert_eq!(f.minion, "web1");
-    assert_eq!(f.sls, "app.deploy");
-    assert_eq!(f.state_id, "fetch-release");
-    assert_eq!(f.name, "curl -fsS https://[redacted]@mirror/app.tgz");
-    assert_eq!(f.comment, "Command failed: mysql -p[redacted] -e x: exit 1");
+    assert_eq!(f.state.sls, "app.deploy");
+    assert_eq!(f.state.state_id, "fetch-release");
+    assert_eq!(f.state.name, "curl -fsS https://[redacted]@mirror/app.tgz");
+    assert_eq!(
+        f.state.comment,
+        "Command failed: mysql -p[redacted] -e x: exit 1"
+    );
     assert_eq!(
         f.context.metadata,
         Some(json!({"release": "r42", "deploy_token": MASK}))

@@ -9,9 +9,10 @@ use serde_json::Value;
 use super::{Fired, Inner};
 use crate::record::{
     BusGapRecord, Classification, CommandOutput, Commit, ConfigChange, Correlation, Drift,
-    DriftedState, ExternalIncident, FailureGroup, IntroducedBy, JobCompleted, JobContext,
-    JobPublished, MasterPressure, MinionMissing, MinionReturn, NonIdempotent, Record, RecordBody,
-    RenderFailure, Rollout, RolloutFailure, Shared, SignalFigure, StateFailure, SuspectCommits,
+    DriftedState, ExternalIncident, FailedStateFacts, FailureGroup, IntroducedBy, JobCompleted,
+    JobContext, JobPublished, MasterPressure, MinionMissing, MinionReturn, NonIdempotent, Record,
+    RecordBody, RenderFailure, Rollout, RolloutFailure, Shared, SignalFigure, StateFailure,
+    SuspectCommits,
 };
 
 /// Walks every text a record carries. Each impl names every field, so a field
@@ -308,12 +309,7 @@ impl Scrub for StateFailure {
             jid,
             minion,
             fun,
-            sls,
-            state_id,
-            function,
-            name,
-            comment,
-            comment_len: _,
+            state,
             run_num: _,
             duration_ms: _,
             start_time,
@@ -326,7 +322,21 @@ impl Scrub for StateFailure {
             context,
             correlation,
         } = self;
-        scrub_all!(r, fired; jid, minion, fun, sls, state_id, function, name, comment, start_time, cause, output, context, correlation);
+        scrub_all!(r, fired; jid, minion, fun, state, start_time, cause, output, context, correlation);
+    }
+}
+
+impl Scrub for FailedStateFacts {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let FailedStateFacts {
+            sls,
+            state_id,
+            function,
+            name,
+            comment,
+            comment_len: _,
+        } = self;
+        scrub_all!(r, fired; sls, state_id, function, name, comment);
     }
 }
 

@@ -131,10 +131,10 @@ impl JobSpans {
                 let cause = format!(
                     "{} {}:{} ({}): {}",
                     f.cause.category.as_str(),
-                    f.sls,
-                    f.state_id,
-                    f.function,
-                    f.comment
+                    f.state.sls,
+                    f.state.state_id,
+                    f.state.function,
+                    f.state.comment
                 );
                 if let Some(job) = self.jobs.get_mut(&f.jid) {
                     job.causes.entry(f.minion.clone()).or_insert(cause);
