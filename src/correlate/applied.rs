@@ -31,7 +31,7 @@ pub struct Following {
 pub struct StateRun<'a> {
     pub jid: &'a str,
     pub minion: &'a str,
-    pub coverage: Coverage,
+    pub coverage: &'a Coverage,
     pub succeeded: bool,
     /// The first root cause's fingerprint, when it failed.
     pub fingerprint: Option<&'a str>,
@@ -137,7 +137,7 @@ impl Correlator {
                 .iter()
                 .enumerate()
                 .map(|(k, o): (usize, &Open)| {
-                    (k, o.commit().to_owned(), o.covered_by(&run.coverage))
+                    (k, o.commit().to_owned(), o.covered_by(run.coverage))
                 })
                 .collect();
             for (index, commit, covered) in candidates {

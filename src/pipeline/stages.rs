@@ -89,6 +89,8 @@ pub struct Stages {
     /// The job of the return being handled: its drift is decided after the
     /// return is (the tracker may close it on this very return).
     drift_after_return: Option<String>,
+    /// The last state run's arguments, read (a job's minions return the same).
+    run_args: Option<state_runs::RunArgs>,
 }
 
 impl Stages {
@@ -109,6 +111,7 @@ impl Stages {
             correlator_wants_outcomes,
             pressure_seen: 0,
             drift_after_return: None,
+            run_args: None,
         }
     }
 

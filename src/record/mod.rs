@@ -22,6 +22,8 @@ pub use episodes::{
     Delays, EpisodeStatus, ExternalIncident, IncidentEnd, MasterPressure, PressureSignal, Rollout,
     RolloutFailure, RolloutStatus, SignalFigure,
 };
+use std::fmt::Write as _;
+
 use serde::Serialize;
 
 use crate::time::Stamp;
@@ -610,10 +612,14 @@ impl RecordFactory {
                 .chain(key)
                 .map(|p| p.as_bytes()),
         );
+        // Made at its length: `format!` grows a string from nothing (three
+        // allocations for 32 characters, on every record).
+        let mut hex = String::with_capacity(32);
+        let _ = write!(hex, "{id:032x}");
         Record {
             kind,
             schema_version: SCHEMA_VERSION,
-            id: format!("{id:032x}"),
+            id: hex,
             master: self.master.clone(),
             at,
             body,

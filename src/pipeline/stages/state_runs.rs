@@ -4,7 +4,10 @@
 
 use super::Stages;
 use crate::correlate::Correlator;
+use crate::correlate::applied::coverage_of;
+use crate::correlate::rollout::Coverage;
 use crate::drift::{SlsHistory, StateRunSeen};
+use crate::event::Raw;
 use crate::jobs::tracker::context_of_return;
 use crate::record::{JobContext, Record};
 use crate::time::Stamp;
@@ -32,29 +35,41 @@ impl Stages {
         if !crate::event::args::is_state_run(fun) {
             return;
         }
-        let args = match crate::event::args::raw_to_json(r.fun_args) {
-            Some(serde_json::Value::Array(args)) => args,
-            _ => Vec::new(),
-        };
-        let test = returned.test || crate::event::args::test_kwarg(r.fun_args);
-        let Some(coverage) = crate::correlate::applied::coverage_of(fun, &args, false) else {
+        let (test, succeeded) = (returned.test, returned.succeeded);
+        let args = self.run_args(fun, r.fun_args);
+        let test = test || args.test;
+        if args.coverage.is_none() {
             return;
-        };
+        }
         let context = triaged.map(|(_, context, _)| context);
         self.follow_drift(r, fun, test, context, at, out);
         if test {
             return;
         }
-        let succeeded = returned.succeeded;
-        let fingerprint = triaged.and_then(|(_, _, f)| f.clone());
+        let Some(coverage) = self.run_args.as_ref().and_then(|a| a.coverage.as_ref()) else {
+            return;
+        };
         let run = crate::correlate::applied::StateRun {
             jid,
             minion,
             coverage,
             succeeded,
-            fingerprint: fingerprint.as_deref(),
+            fingerprint: triaged.and_then(|(_, _, f)| f.as_deref()),
         };
         self.correlator.on_state_run(&run, at, out);
+    }
+
+    /// What the state run's arguments say, read once for the arguments of
+    /// the run before (every minion of a job returns the job's).
+    fn run_args(&mut self, fun: &str, raw: Option<Raw<'_>>) -> &RunArgs {
+        if !self
+            .run_args
+            .as_ref()
+            .is_some_and(|known| known.are(fun, raw))
+        {
+            self.run_args = Some(RunArgs::of(fun, raw));
+        }
+        self.run_args.get_or_insert_with(|| RunArgs::of(fun, raw))
     }
 
     /// A state run's changes to the drift stage, under the HEAD its job ran
@@ -100,11 +115,70 @@ impl Stages {
     }
 }
 
+/// A state run's arguments as returned, and what they say: run with
+/// `test=True`, and which states they cover (`None`: not a run of the state
+/// tree).
+pub(super) struct RunArgs {
+    fun: Box<str>,
+    raw: Option<Box<[u8]>>,
+    test: bool,
+    coverage: Option<Coverage>,
+}
+
+impl RunArgs {
+    fn of(fun: &str, raw: Option<Raw<'_>>) -> Self {
+        let args = match crate::event::args::raw_to_json(raw) {
+            Some(serde_json::Value::Array(args)) => args,
+            _ => Vec::new(),
+        };
+        Self {
+            fun: fun.into(),
+            raw: raw.map(|r| r.0.into()),
+            test: crate::event::args::test_kwarg(raw),
+            coverage: coverage_of(fun, &args, false),
+        }
+    }
+
+    /// Whether these are the arguments `raw` of `fun`.
+    fn are(&self, fun: &str, raw: Option<Raw<'_>>) -> bool {
+        *self.fun == *fun && self.raw.as_deref() == raw.map(|r| r.0)
+    }
+}
+
 /// The correlator's git answers, as drift asks them.
 struct StateTreeHistory<'a>(&'a mut Correlator);
 
 impl SlsHistory for StateTreeHistory<'_> {
     fn sls_changed(&mut self, old: &str, new: &str, sls: &str) -> Option<bool> {
         self.0.sls_changed(old, new, sls)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::pipeline::stages::tests::config;
+
+    /// Each job's arguments are read for what they say, though the reading
+    /// is kept from one return to the next.
+    #[test]
+    fn a_runs_arguments_are_read_again_when_they_change() {
+        let mut stages = Stages::from_config(&config());
+        let msgpack = |v: serde_json::Value| rmp_serde::to_vec(&v).expect("msgpack");
+        let dry = msgpack(json!(["web", {"__kwarg__": true, "test": true}]));
+        let db = msgpack(json!(["db"]));
+        let mut said = |fun: &str, raw: &[u8]| {
+            let args = stages.run_args(fun, Some(Raw(raw)));
+            (args.test, args.coverage.clone())
+        };
+        let web = Some(Coverage::Sls(vec!["web".into()]));
+        assert_eq!(said("state.apply", &dry), (true, web.clone()));
+        assert_eq!(said("state.apply", &dry), (true, web));
+        let db_run = Some(Coverage::Sls(vec!["db".into()]));
+        assert_eq!(said("state.apply", &db), (false, db_run));
+        assert_eq!(said("state.highstate", &db), (false, Some(Coverage::All)));
+        assert_eq!(said("state.single", &db), (false, None));
     }
 }
