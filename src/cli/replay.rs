@@ -18,6 +18,11 @@ pub struct ReplayArgs {
     /// Where records go
     #[arg(long, value_enum, default_value = "none")]
     pub output: Output,
+    /// Also write the records into a history at FILE (made when missing), as
+    /// `run` writes its own: a config whose `[history] path` is FILE has
+    /// `job`, `jobs`, `failures` and the rest answer from it
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
     #[command(flatten)]
     pub format: super::flags::FormatArgs,
     #[command(flatten, next_help_heading = "Event bus")]
@@ -42,7 +47,13 @@ pub async fn run(args: ReplayArgs, session: Session) -> anyhow::Result<Outcome> 
             },
             outputs: args.output.into(),
             stdout_format: args.format.stdout_format(),
-            history: HistoryChoice::Off,
+            history: match args.history.clone() {
+                Some(path) => HistoryChoice::At {
+                    path,
+                    batch_max_age: None,
+                },
+                None => HistoryChoice::Off,
+            },
             checkpoint: false,
             master_processes: false,
             presence: false,

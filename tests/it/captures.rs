@@ -191,3 +191,47 @@ fn every_capture_replays_to_its_golden_records() {
         stale.join("\n")
     );
 }
+
+/// `replay --history FILE` writes the records into a history as `run` does:
+/// the query commands answer from it.
+#[test]
+fn a_replay_into_a_history_is_asked_like_the_agents() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let history = dir.path().join("history.db");
+    let config = dir.path().join("saltsight.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "master_id = \"lab\"\n[bus]\nendpoint = \"unix:/unused\"\n[correlate]\n\
+             discover = false\n[history]\npath = {:?}\n",
+            history.display().to_string()
+        ),
+    )
+    .expect("write config");
+    let saltsight = |args: &[&str]| {
+        let out = Command::new(bin())
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .output()
+            .expect("run saltsight");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let capture = fixture("captures/3006.30_ipc_ping_and_fail.bin");
+    let history_arg = history.display().to_string();
+    saltsight(&[
+        "replay",
+        "--history",
+        &history_arg,
+        capture.to_str().expect("UTF-8 path"),
+    ]);
+    let job: Value = serde_json::from_str(&saltsight(&["job", "20261121194514344511", "--json"]))
+        .expect("job --json");
+    let text = job.to_string();
+    for minion in ["db1", "web1", "web2"] {
+        assert!(text.contains(minion), "{minion} missing: {text}");
+    }
+    assert!(text.contains("lab_failing_cmd"), "the root cause: {text}");
+}
