@@ -44,8 +44,9 @@ impl Encoding {
 
 /// Appends `record` as one JSON line.
 pub fn ndjson(record: &Record, out: &mut Vec<u8>) {
-    // Serialising a `Record` into memory cannot fail: every map key is a string.
-    let _ = serde_json::to_writer(&mut *out, record);
+    // Serialising a `Record` into memory cannot fail: every map key is a
+    // string. Its shared parts write the JSON they kept (`record::shared`).
+    let _ = crate::record::shared::encoding_json_lines(|| serde_json::to_writer(&mut *out, record));
     out.push(b'\n');
 }
 

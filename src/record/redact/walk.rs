@@ -57,12 +57,12 @@ impl<T: Scrub + Clone + PartialEq + Send + Sync + 'static> Scrub for Shared<T> {
             outer.extend_from_slice(&tally);
         }
         let became = if part == **self {
-            self.arc().clone()
+            self.clone()
         } else {
-            std::sync::Arc::new(part)
+            Shared::new(part)
         };
-        r.remember_shared(self.arc().clone(), became.clone(), tally);
-        *self = Shared::from_arc(became);
+        r.remember_shared(self.arc().clone(), became.arc().clone(), tally);
+        *self = became;
     }
 }
 
