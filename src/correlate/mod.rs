@@ -20,6 +20,7 @@ pub mod git;
 pub mod history;
 pub mod rollout;
 pub mod saved;
+mod shared;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -30,14 +31,12 @@ use foldhash::{HashMap, HashMapExt};
 
 pub use crate::config::{CorrelateConfig, RepoSpec};
 use crate::record::{
-    Classification, CommandOutput, Commit, ConfigChange, Correlation, FailedStateFacts,
-    FailureGroup as GroupRecord, IntroducedBasis, IntroducedBy, JobContext, Record, RecordBody,
-    RecordFactory, RenderFailure as RenderRecord, Shared, StateFailure as StateRecord,
-    SuspectCommits,
+    Commit, ConfigChange, Correlation, FailureGroup as GroupRecord, IntroducedBasis, IntroducedBy,
+    JobContext, Record, RecordBody, RecordFactory, RenderFailure as RenderRecord,
+    StateFailure as StateRecord, SuspectCommits,
 };
 use crate::time::Stamp;
-use crate::triage::failures::SharedState;
-use crate::triage::{FailureGroup, Findings, Judged, StateFailure};
+use crate::triage::{FailureGroup, Findings};
 use git::{GitCli, GitDir, HeadWatch};
 use history::{Flip, History};
 
@@ -93,46 +92,14 @@ pub struct Correlator {
     /// Each state tree's commits on their way to the fleet (`None`: off).
     rollouts: Option<applied::Following>,
     /// The correlations of the job handled last, one per failure.
-    job_correlations: JobCorrelations,
+    job_correlations: shared::JobCorrelations,
     /// The record parts of the failures made lately, newest last.
-    failure_parts: VecDeque<FailureParts>,
+    failure_parts: VecDeque<shared::FailureParts>,
     pub stats: std::sync::Arc<CorrelateStats>,
 }
 
 /// Cached git answers kept at most (each is small).
 const MAX_CACHED: usize = 10_000;
-
-/// A failure of a job (its SLS, its fingerprint) and its correlation.
-type FailureCorrelation = (Option<Box<str>>, Box<str>, Shared<Correlation>);
-
-/// A job's correlations by failure (SLS, fingerprint), made under `heads`:
-/// one per failure of a job and shared by its minions' records, not one per
-/// minion. A minion whose state flipped (passed before) has its own.
-#[derive(Default)]
-struct JobCorrelations {
-    jid: Box<str>,
-    heads: Arc<Heads>,
-    by_failure: Vec<FailureCorrelation>,
-}
-
-/// Failures of one job whose correlation is kept (a job fails in a few ways).
-const MAX_JOB_CORRELATIONS: usize = 64;
-
-/// What a `state_failure` record says of its state, cause and output, made
-/// once for the failure triage found the same on many minions (its state and
-/// judgement are the same pointers then: both are held, so neither address
-/// is another's while kept).
-#[derive(Clone)]
-struct FailureParts {
-    state: Arc<SharedState>,
-    judged: Arc<Judged>,
-    facts: Shared<FailedStateFacts>,
-    cause: Shared<Classification>,
-    output: Shared<CommandOutput>,
-}
-
-/// Failures whose record parts are kept.
-const MAX_FAILURE_PARTS: usize = 64;
 
 impl Correlator {
     pub fn new(config: &CorrelateConfig, records: RecordFactory) -> Self {
@@ -171,7 +138,7 @@ impl Correlator {
             sls_changes: HashMap::new(),
             sls_paths: HashMap::new(),
             rollouts: None,
-            job_correlations: JobCorrelations::default(),
+            job_correlations: shared::JobCorrelations::default(),
             failure_parts: VecDeque::new(),
             stats: std::sync::Arc::default(),
         }
@@ -328,74 +295,6 @@ impl Correlator {
                 .then(|| heads.get(&r.spec.name).map(|h| (i, h.as_str())))
                 .flatten()
         })
-    }
-
-    /// The record parts of failure `f`: made once while minions fail alike
-    /// (the same state and judgement from triage), then shared.
-    fn failure_parts(&mut self, f: &StateFailure) -> FailureParts {
-        let known =
-            self.failure_parts.iter().rev().find(|p| {
-                Arc::ptr_eq(&p.state, &f.state.shared) && Arc::ptr_eq(&p.judged, &f.judged)
-            });
-        if let Some(parts) = known {
-            return parts.clone();
-        }
-        let state = &f.state;
-        let made = FailureParts {
-            state: state.shared.clone(),
-            judged: f.judged.clone(),
-            facts: Shared::new(FailedStateFacts {
-                sls: state.sls.clone(),
-                state_id: state.state_id.clone(),
-                function: state.function.clone(),
-                name: state.name.clone(),
-                comment: f.comment.text.clone(),
-                comment_len: f.comment.original_len,
-            }),
-            cause: Shared::new(f.classification.clone()),
-            output: Shared::new(f.output()),
-        };
-        if self.failure_parts.len() >= MAX_FAILURE_PARTS {
-            self.failure_parts.pop_front();
-        }
-        self.failure_parts.push_back(made.clone());
-        made
-    }
-
-    /// A failure's correlation in job `jid`: made once per failure of the
-    /// job (its SLS and fingerprint) and shared, unless the state flipped on
-    /// this minion (its suspects are its own).
-    fn job_correlation(
-        &mut self,
-        jid: &str,
-        heads: &Arc<Heads>,
-        sls: Option<&str>,
-        flip: Option<&Flip>,
-        fingerprint: &str,
-    ) -> Shared<Correlation> {
-        if flip.is_some() {
-            return self.correlation(heads, sls, flip, fingerprint).into();
-        }
-        let memo = &mut self.job_correlations;
-        if *memo.jid != *jid || memo.heads != *heads {
-            memo.jid = jid.into();
-            memo.heads = heads.clone();
-            memo.by_failure.clear();
-        }
-        let known = memo
-            .by_failure
-            .iter()
-            .find(|(s, f, _)| s.as_deref() == sls && **f == *fingerprint);
-        if let Some((_, _, correlation)) = known {
-            return correlation.clone();
-        }
-        let made = Shared::new(self.correlation(heads, sls, None, fingerprint));
-        let memo = &mut self.job_correlations;
-        if memo.by_failure.len() < MAX_JOB_CORRELATIONS {
-            memo.by_failure
-                .push((sls.map(Box::from), fingerprint.into(), made.clone()));
-        }
-        made
     }
 
     /// One minion's findings → `state_failure` and `render_failure` records, onto `out`;
