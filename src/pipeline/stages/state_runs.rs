@@ -62,14 +62,9 @@ impl Stages {
     /// What the state run's arguments say, read once for the arguments of
     /// the run before (every minion of a job returns the job's).
     fn run_args(&mut self, fun: &str, raw: Option<Raw<'_>>) -> &RunArgs {
-        if !self
-            .run_args
-            .as_ref()
-            .is_some_and(|known| known.are(fun, raw))
-        {
-            self.run_args = Some(RunArgs::of(fun, raw));
-        }
-        self.run_args.get_or_insert_with(|| RunArgs::of(fun, raw))
+        let known = self.run_args.take().filter(|known| known.are(fun, raw));
+        self.run_args
+            .insert(known.unwrap_or_else(|| RunArgs::of(fun, raw)))
     }
 
     /// A state run's changes to the drift stage, under the HEAD its job ran
