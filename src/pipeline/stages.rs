@@ -468,7 +468,7 @@ pub(super) mod tests {
     }
 
     /// [`config`] with `correlate` lines added (e.g. a checkout to watch).
-    pub(super) fn config_with(correlate: &str) -> Config {
+    fn config_with(correlate: &str) -> Config {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("saltsight.toml");
         std::fs::write(
@@ -485,11 +485,9 @@ pub(super) mod tests {
         .expect("config loads")
     }
 
-    /// A HEAD that moved before a job was published is a `config_change` (and
-    /// the rollouts it starts), made while the tracker takes the job: they come
-    /// before the job's `job_published`, as the commit came before the job.
-    #[test]
-    fn a_head_that_moved_is_a_config_change_before_the_job_it_runs() {
+    /// A git checkout with `web.sls` at its first commit, and [`config`]
+    /// watching it as the state tree.
+    pub(super) fn a_watched_tree() -> (tempfile::TempDir, Config) {
         use crate::correlate::git::tests::{commit, git};
         let repo = tempfile::tempdir().expect("tempdir");
         git(repo.path(), &["init", "-q", "-b", "main"]);
@@ -498,6 +496,16 @@ pub(super) mod tests {
             "state_repos = {{ states = {:?} }}\n",
             repo.path().display().to_string()
         ));
+        (repo, config)
+    }
+
+    /// A HEAD that moved before a job was published is a `config_change` (and
+    /// the rollouts it starts), made while the tracker takes the job: they come
+    /// before the job's `job_published`, as the commit came before the job.
+    #[test]
+    fn a_head_that_moved_is_a_config_change_before_the_job_it_runs() {
+        use crate::correlate::git::tests::commit;
+        let (repo, config) = a_watched_tree();
         let mut stages = Stages::from_config(&config);
         let published = |jid: &str, s: u32| {
             frame(

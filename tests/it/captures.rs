@@ -8,7 +8,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{bin, fixture, replay};
+use crate::support::replay::BASE;
+use crate::support::{ask, bin, fixture, json, replay};
 
 fn expected(jsonl: &std::path::Path) -> Vec<(String, Value)> {
     std::fs::read_to_string(jsonl)
@@ -197,39 +198,24 @@ fn every_capture_replays_to_its_golden_records() {
 #[test]
 fn a_replay_into_a_history_is_asked_like_the_agents() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = dir.path().join("history.db");
+    let (state, history) = (dir.path().join("state"), dir.path().join("history.db"));
     let config = dir.path().join("saltsight.toml");
+    let history_arg = history.display().to_string();
     std::fs::write(
         &config,
-        format!(
-            "master_id = \"lab\"\n[bus]\nendpoint = \"unix:/unused\"\n[correlate]\n\
-             discover = false\n[history]\npath = {:?}\n",
-            history.display().to_string()
-        ),
+        format!("{BASE}[history]\npath = {history_arg:?}\n"),
     )
     .expect("write config");
-    let saltsight = |args: &[&str]| {
-        let out = Command::new(bin())
-            .arg("--config")
-            .arg(&config)
-            .args(args)
-            .output()
-            .expect("run saltsight");
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{args:?}: {stderr}");
-        String::from_utf8(out.stdout).expect("UTF-8")
-    };
     let capture = fixture("captures/3006.30_ipc_ping_and_fail.bin");
-    let history_arg = history.display().to_string();
-    saltsight(&[
+    let replay = [
         "replay",
         "--history",
         &history_arg,
         capture.to_str().expect("UTF-8 path"),
-    ]);
-    let job: Value = serde_json::from_str(&saltsight(&["job", "20261121194514344511", "--json"]))
-        .expect("job --json");
-    let text = job.to_string();
+    ];
+    let (code, text) = ask(&config, &state, &replay);
+    assert_eq!(code, 0, "{text}");
+    let text = json(&config, &state, &["job", "20261121194514344511"]).to_string();
     for minion in ["db1", "web1", "web2"] {
         assert!(text.contains(minion), "{minion} missing: {text}");
     }

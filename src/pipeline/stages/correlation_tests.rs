@@ -6,8 +6,8 @@
 use serde_json::json;
 
 use super::Stages;
-use super::tests::{config_with, frame};
-use crate::correlate::git::tests::{commit, git};
+use super::tests::{a_watched_tree, frame};
+use crate::correlate::git::tests::commit;
 use crate::event::decode;
 use crate::record::{Record, RecordBody, Shared, StateFailure};
 
@@ -55,13 +55,7 @@ fn same<T>(a: &Shared<T>, b: &Shared<T>) -> bool {
 
 #[test]
 fn minions_failing_alike_share_their_parts_and_a_flip_has_its_own_correlation() {
-    let repo = tempfile::tempdir().expect("tempdir");
-    git(repo.path(), &["init", "-q", "-b", "main"]);
-    commit(repo.path(), "web.sls", "a: 1\n", "web: first");
-    let config = config_with(&format!(
-        "state_repos = {{ states = {:?} }}\n",
-        repo.path().display().to_string()
-    ));
+    let (repo, config) = a_watched_tree();
     let mut stages = Stages::from_config(&config);
     run(&mut stages, "20261127100000000001", &["web1"], 0, true);
     commit(repo.path(), "web.sls", "a: 2\n", "web: second");

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::{bin, fixture};
 
 /// The config every replay starts from.
-const BASE: &str =
+pub const BASE: &str =
     "master_id = \"lab\"\n[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n";
 
 /// Replays `captures/<capture>.bin` (or a path under tests/fixtures when it
