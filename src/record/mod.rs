@@ -5,6 +5,7 @@
 
 pub mod drift;
 pub mod episodes;
+pub mod json;
 pub mod keys;
 mod missing;
 pub mod pull_request;

@@ -44,9 +44,9 @@ impl Encoding {
 
 /// Appends `record` as one JSON line.
 pub fn ndjson(record: &Record, out: &mut Vec<u8>) {
-    // Serialising a `Record` into memory cannot fail: every map key is a
-    // string. Its shared parts write the JSON they kept (`record::shared`).
-    let _ = crate::record::shared::encoding_json_lines(|| serde_json::to_writer(&mut *out, record));
+    // Writing a `Record` into memory cannot fail: every map key is a string
+    // (`record::json`, the bytes serde_json writes).
+    let _ = crate::record::json::line(record, out);
     out.push(b'\n');
 }
 

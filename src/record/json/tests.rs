@@ -1,0 +1,215 @@
+//! The JSON writer against serde_json, byte for byte.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use serde::Serialize;
+
+use super::*;
+use crate::record::Shared;
+
+fn ours<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut out = Vec::new();
+    line(value, &mut out).expect("writes");
+    String::from_utf8(out).expect("utf-8")
+}
+
+/// Ours and serde_json's, byte for byte.
+fn same<T: Serialize + ?Sized>(value: &T) {
+    let theirs = serde_json::to_string(value).expect("serde_json writes it");
+    assert_eq!(ours(value), theirs);
+}
+
+#[derive(Serialize)]
+struct Inner {
+    commit: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subject: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Shape {
+    Unit,
+    Newtype(u8),
+    Tuple(i32, f64),
+    Struct { a: bool, b: Option<char> },
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Body {
+    Inner(Inner),
+}
+
+#[derive(Serialize)]
+struct Outer {
+    kind: &'static str,
+    #[serde(flatten)]
+    body: Body,
+    #[serde(flatten)]
+    more: BTreeMap<String, u32>,
+    shapes: Vec<Shape>,
+    pair: (u8, &'static str),
+    bytes: serde_bytes_like::Bytes,
+    unit: (),
+    nothing: Option<u8>,
+    big: u128,
+    small: i128,
+    floats: [f64; 6],
+    single: f32,
+    by_number: BTreeMap<i64, bool>,
+    by_flag: BTreeMap<bool, ()>,
+    by_char: BTreeMap<char, u8>,
+    nested: Vec<Vec<BTreeMap<String, Vec<u8>>>>,
+}
+
+/// A `serialize_bytes` caller without another crate.
+mod serde_bytes_like {
+    pub struct Bytes(pub Vec<u8>);
+    impl serde::Serialize for Bytes {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(&self.0)
+        }
+    }
+}
+
+#[test]
+fn every_shape_is_written_as_serde_json_writes_it() {
+    let outer = Outer {
+        kind: "state_failure",
+        body: Body::Inner(Inner {
+            commit: "abc",
+            subject: Some("fix \"it\"\n\ttab \\ \u{1} \u{7f} é 🦀".into()),
+        }),
+        more: [("x".to_owned(), 1), ("y\"".to_owned(), 2)].into(),
+        shapes: vec![
+            Shape::Unit,
+            Shape::Newtype(7),
+            Shape::Tuple(-3, 0.1),
+            Shape::Struct {
+                a: true,
+                b: Some('"'),
+            },
+            Shape::Struct { a: false, b: None },
+        ],
+        pair: (1, "two"),
+        bytes: serde_bytes_like::Bytes(vec![0, 255, 10]),
+        unit: (),
+        nothing: None,
+        big: u128::MAX,
+        small: i128::MIN,
+        floats: [1.5, -0.0, 1e300, f64::NAN, f64::INFINITY, 123456789.125],
+        single: 0.3,
+        by_number: [(-1, true), (42, false)].into(),
+        by_flag: [(true, ()), (false, ())].into(),
+        by_char: [('k', 1)].into(),
+        nested: vec![
+            vec![],
+            vec![BTreeMap::new(), [("a".to_owned(), vec![1, 2])].into()],
+        ],
+    };
+    same(&outer);
+    same(&serde_json::json!({"a": [null, 1, -2, 3.25, "s", {"b": {}}, []], "": ""}));
+}
+
+#[test]
+fn every_byte_is_escaped_as_serde_json_escapes_it_wherever_it_falls() {
+    for byte in 0u8..0x80 {
+        for at in 0..17 {
+            let mut text = "a".repeat(at);
+            text.push(byte as char);
+            text.push_str(&"z".repeat(17 - at));
+            same(&text);
+        }
+    }
+    same("");
+    same("\"\"\\\\\n\n");
+    // A flag above the first may be wrong: a space after a control byte, `#`
+    // after `"`, `]` after `\`.
+    same("\u{0} \u{1}!\"#\\]\u{1f} x");
+}
+
+#[test]
+fn a_key_that_is_no_string_number_or_boolean_is_an_error() {
+    let by_list: BTreeMap<Vec<u8>, u8> = [(vec![1], 1)].into();
+    assert!(line(&by_list, &mut Vec::new()).is_err());
+    assert!(
+        serde_json::to_string(&by_list).is_err(),
+        "serde_json refuses it too"
+    );
+    struct NanKey;
+    impl Serialize for NanKey {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_map([(f64::NAN, 1u8)])
+        }
+    }
+    assert!(line(&NanKey, &mut Vec::new()).is_err());
+    assert!(
+        serde_json::to_string(&NanKey).is_err(),
+        "serde_json refuses it too"
+    );
+}
+
+#[derive(Clone, Serialize)]
+struct Part {
+    commit: String,
+    count: u32,
+}
+
+#[derive(Serialize)]
+struct Holder {
+    #[serde(flatten)]
+    first: Shared<Part>,
+    minion: &'static str,
+    #[serde(flatten)]
+    empty: Shared<BTreeMap<String, u8>>,
+    output: Shared<Part>,
+    name: Shared<String>,
+}
+
+#[test]
+fn a_shared_part_writes_its_kept_fields_flattened_or_not_as_the_part_itself() {
+    let part = Shared::new(Part {
+        commit: "a\"b".into(),
+        count: 3,
+    });
+    let holder = Holder {
+        first: part.clone(),
+        minion: "web1",
+        empty: Shared::new(BTreeMap::new()),
+        output: part,
+        name: "n".to_owned().into(),
+    };
+    let plain = serde_json::to_string(&holder).expect("serde_json writes it");
+    assert_eq!(
+        plain,
+        r#"{"commit":"a\"b","count":3,"minion":"web1","output":{"commit":"a\"b","count":3},"name":"n"}"#
+    );
+    assert_eq!(ours(&holder), plain, "fields made and kept");
+    assert_eq!(ours(&holder), plain, "fields written as kept");
+    assert!(!writing(), "set back after");
+}
+
+#[test]
+fn kept_fields_are_what_the_writer_alone_is_handed() {
+    assert_eq!(
+        fields(&Part {
+            commit: "c".into(),
+            count: 1
+        })
+        .as_deref(),
+        Some(r#""commit":"c","count":1"#)
+    );
+    assert_eq!(fields(&BTreeMap::<String, u8>::new()).as_deref(), Some(""));
+    assert_eq!(fields("not an object"), None);
+    assert_eq!(fields(&[1, 2]), None);
+}
+
+proptest! {
+    #[test]
+    fn any_text_is_written_as_serde_json_writes_it(text in "\\PC*|[\\x00-\\x7f]{0,40}", key in ".{0,12}") {
+        let map: BTreeMap<&str, &str> = [(key.as_str(), text.as_str())].into();
+        prop_assert_eq!(ours(&map), serde_json::to_string(&map).expect("serde_json writes it"));
+    }
+}
