@@ -23,7 +23,6 @@ pub use episodes::{
     Delays, EpisodeStatus, ExternalIncident, IncidentEnd, MasterPressure, PressureSignal, Rollout,
     RolloutFailure, RolloutStatus, SignalFigure,
 };
-use std::fmt::Write as _;
 
 use serde::Serialize;
 
@@ -613,20 +612,28 @@ impl RecordFactory {
                 .chain(key)
                 .map(|p| p.as_bytes()),
         );
-        // Made at its length: `format!` grows a string from nothing (three
-        // allocations for 32 characters, on every record).
-        let mut hex = String::with_capacity(32);
-        let _ = write!(hex, "{id:032x}");
         Record {
             kind,
             schema_version: SCHEMA_VERSION,
-            id: hex,
+            id: hex_id(id),
             master: self.master.clone(),
             at,
             body,
             redacted: Vec::new(),
         }
     }
+}
+
+/// `id` as 32 lowercase hex digits, made at its length: `write!` with its
+/// padding cost as much as hashing the record's key, on every record.
+fn hex_id(id: u128) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(32);
+    for byte in id.to_be_bytes() {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
+    text
 }
 
 /// A hash of `parts` that is the same in every build and on every platform (record

@@ -29,6 +29,19 @@ fn ids_are_stable_and_depend_on_master_kind_and_key() {
 }
 
 #[test]
+fn an_id_is_its_hash_in_32_hex_digits_leading_zeros_kept() {
+    for id in [
+        0,
+        1,
+        0xab << 120,
+        u128::MAX,
+        0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
+    ] {
+        assert_eq!(hex_id(id), format!("{id:032x}"));
+    }
+}
+
+#[test]
 fn serialises_flat_with_kind_and_schema_version() {
     let record = RecordFactory::new("m1").make(Stamp(0), &[], gap());
     let json = serde_json::to_value(&record).unwrap();
