@@ -11,7 +11,11 @@ const SHARED_PARTS: usize = 64;
 
 /// A shared part redacted once: what it became and the rules it fired.
 pub(super) struct Scrubbed {
-    seen: Arc<dyn std::any::Any + Send + Sync>,
+    /// `seen`'s address: what a lookup compares (a `dyn` pointer's data
+    /// address is computed through its vtable, at every step of the scan).
+    at: usize,
+    /// Held, so that no other part is at `at` while it is remembered.
+    _seen: Arc<dyn std::any::Any + Send + Sync>,
     became: Arc<dyn std::any::Any + Send + Sync>,
     tally: Tally,
 }
@@ -25,10 +29,8 @@ impl Inner {
         fired: &mut Fired,
     ) -> Option<Arc<T>> {
         let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        let known = shared
-            .iter()
-            .rev()
-            .find(|k| std::ptr::addr_eq(Arc::as_ptr(&k.seen), Arc::as_ptr(seen)))?;
+        let at = Arc::as_ptr(seen).addr();
+        let known = shared.iter().rev().find(|k| k.at == at)?;
         let became = known.became.clone().downcast::<T>().ok()?;
         self.replay(&known.tally, fired);
         Some(became)
@@ -47,7 +49,8 @@ impl Inner {
             shared.pop_front();
         }
         shared.push_back(Scrubbed {
-            seen,
+            at: Arc::as_ptr(&seen).addr(),
+            _seen: seen,
             became,
             tally,
         });
