@@ -559,20 +559,35 @@ impl Inner {
 /// prefix; `bearer`). Most texts (jids, minion ids, function names) have none,
 /// and skip the regex set. A property test holds it to the set.
 fn may_match(text: &str) -> bool {
+    /// The bytes a trigger starts with: most texts have none, and the scan
+    /// reads a byte of this table per byte of text.
+    static STARTS: [bool; 256] = {
+        let mut starts = [false; 256];
+        let mut i = 0;
+        let bytes = b":=@-AbB";
+        while i < bytes.len() {
+            starts[bytes[i] as usize] = true;
+            i += 1;
+        }
+        starts
+    };
     let b = text.as_bytes();
     let at = |i: usize, n: usize| b.get(i..i + n).unwrap_or_default();
-    (0..b.len()).any(|i| match b[i] {
-        b':' | b'=' | b'@' => true,
-        b'-' => matches!(
-            b.get(i + 1).map(u8::to_ascii_lowercase),
-            Some(b'p' | b's' | b't' | b'a' | b'-')
-        ),
-        b'A' => matches!(
-            at(i, 4),
-            b"AKIA" | b"ASIA" | b"AGPA" | b"AIDA" | b"AROA" | b"AIPA" | b"ANPA" | b"ANVA"
-        ),
-        b'b' | b'B' => at(i + 1, 5).eq_ignore_ascii_case(b"earer"),
-        _ => false,
+    (0..b.len()).any(|i| {
+        STARTS[usize::from(b[i])]
+            && match b[i] {
+                b':' | b'=' | b'@' => true,
+                b'-' => matches!(
+                    b.get(i + 1).map(u8::to_ascii_lowercase),
+                    Some(b'p' | b's' | b't' | b'a' | b'-')
+                ),
+                b'A' => matches!(
+                    at(i, 4),
+                    b"AKIA" | b"ASIA" | b"AGPA" | b"AIDA" | b"AROA" | b"AIPA" | b"ANPA" | b"ANVA"
+                ),
+                b'b' | b'B' => at(i + 1, 5).eq_ignore_ascii_case(b"earer"),
+                _ => false,
+            }
     })
 }
 

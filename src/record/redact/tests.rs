@@ -557,6 +557,26 @@ fn small_cap() -> Redactor {
         .clone()
 }
 
+/// Each trigger alone (random texts almost always hold a `:` or `=` too).
+#[test]
+fn the_prefilter_lets_through_each_trigger_alone() {
+    let r = small_cap();
+    for text in [
+        "bearer abcdef0123456789",
+        "Bearer abcdef0123456789",
+        "x AKIAIOSFODNN7EXAMPLE y",
+        "mysql -psecret1234",
+        "run --password hunter22",
+        "-----BEGIN RSA PRIVATE KEY-----",
+    ] {
+        assert!(r.0.set.is_match(text), "a rule matches {text:?}");
+        assert!(may_match(text), "{text:?}");
+    }
+    assert!(!may_match(
+        "web01.example.net state.apply 20261127135847547107"
+    ));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
