@@ -152,6 +152,23 @@ impl Stamp {
     /// `out`: every record carries one or two, and `write!` with its padding
     /// cost more than the rest of a record's encoding.
     fn rfc3339(self, out: &mut [u8; STAMP_LEN]) -> Option<&str> {
+        thread_local! {
+            /// The last stamp written and its text: an event's records
+            /// carry the same time, two or three of them in a row.
+            static LAST: std::cell::Cell<Option<(i64, [u8; STAMP_LEN])>> =
+                const { std::cell::Cell::new(None) };
+        }
+        match LAST.with(std::cell::Cell::get) {
+            Some((micros, text)) if micros == self.0 => *out = text,
+            _ => {
+                self.rfc3339_anew(out)?;
+                LAST.with(|last| last.set(Some((self.0, *out))));
+            }
+        }
+        std::str::from_utf8(out).ok()
+    }
+
+    fn rfc3339_anew(self, out: &mut [u8; STAMP_LEN]) -> Option<()> {
         let (y, m, d, of_day, micros) = self.parts();
         let year = u32::try_from(y).ok().filter(|y| *y <= 9999)?;
         let mut digits = |at: usize, width: usize, mut value: u32| {
@@ -178,7 +195,7 @@ impl Stamp {
         ] {
             out[at] = c;
         }
-        std::str::from_utf8(out).ok()
+        Some(())
     }
 }
 
