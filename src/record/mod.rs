@@ -628,12 +628,15 @@ impl RecordFactory {
 /// padding cost as much as hashing the record's key, on every record.
 fn hex_id(id: u128) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(32);
-    for byte in id.to_be_bytes() {
-        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    let mut text = [0; 32];
+    for (pair, byte) in text.chunks_exact_mut(2).zip(id.to_be_bytes()) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0xf)];
     }
-    text
+    // Hex digits are ASCII: never the empty default.
+    std::str::from_utf8(&text)
+        .map(str::to_owned)
+        .unwrap_or_default()
 }
 
 /// A hash of `parts` that is the same in every build and on every platform (record
