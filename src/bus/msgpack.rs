@@ -110,6 +110,33 @@ fn shape(buf: &[u8], pos: usize) -> Result<Shape, ScanError> {
 /// `TooLarge` as soon as its headers say so, before its bytes arrive: each pending
 /// element needs at least one byte, and a str/bin/ext declares its length.
 pub fn skip_value(buf: &[u8], start: usize, limit: usize) -> Result<usize, ScanError> {
+    // Most values a walk skips are a one-byte scalar, a short string or a
+    // float: ended here, as the walk would end them, without its loop.
+    let single = match buf.get(start) {
+        Some(0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3) => Some(1),
+        Some(&marker @ 0xa0..=0xbf) => Some(1 + usize::from(marker & 0x1f)),
+        Some(0xcb) => Some(9),
+        _ => None,
+    };
+    if let Some(len) = single {
+        let end = start.saturating_add(len);
+        if end > limit {
+            return Err(ScanError::TooLarge {
+                declared_end: end as u64,
+            });
+        }
+        return if end > buf.len() {
+            Err(ScanError::Incomplete)
+        } else {
+            Ok(end)
+        };
+    }
+    walk_value(buf, start, limit)
+}
+
+/// [`skip_value`] for any value: headers walked with a count of the values
+/// still to come.
+fn walk_value(buf: &[u8], start: usize, limit: usize) -> Result<usize, ScanError> {
     let limit = limit as u64;
     let mut pos = start;
     let mut pending: u64 = 1;
@@ -148,6 +175,36 @@ mod tests {
 
     fn pack<T: serde::Serialize>(v: &T) -> Vec<u8> {
         rmp_serde::to_vec_named(v).expect("serialisable")
+    }
+
+    proptest::proptest! {
+        /// The short way for single values ends every prefix of every value
+        /// where the walk ends it, with the same error, under any limit.
+        #[test]
+        fn the_short_way_agrees_with_the_walk(
+            value in proptest::prelude::any::<(u8, i64, f64, String, bool, Option<Vec<u8>>)>(),
+            pick in 0usize..6,
+            limit in 0usize..80,
+        ) {
+            let (small, int, float, text, flag, bytes) = value;
+            let packed = match pick {
+                0 => pack(&small),
+                1 => pack(&int),
+                2 => pack(&float),
+                3 => pack(&text),
+                4 => pack(&flag),
+                _ => pack(&bytes),
+            };
+            for cut in 0..=packed.len() {
+                for limit in [limit, usize::MAX] {
+                    proptest::prop_assert_eq!(
+                        skip_value(&packed[..cut], 0, limit),
+                        walk_value(&packed[..cut], 0, limit),
+                        "{:x?} cut at {}", packed, cut
+                    );
+                }
+            }
+        }
     }
 
     #[test]
