@@ -30,6 +30,18 @@ impl<'a> Cursor<'a> {
         self.buf.get(self.pos).copied()
     }
 
+    /// What follows the position, to the end.
+    pub fn rest(&self) -> &'a [u8] {
+        self.buf.get(self.pos..).unwrap_or_default()
+    }
+
+    /// Takes the next `len` bytes (a value whose end was found another way).
+    pub fn take_bytes(&mut self, len: usize) -> Option<&'a [u8]> {
+        let bytes = self.buf.get(self.pos..self.pos.checked_add(len)?)?;
+        self.pos += len;
+        Some(bytes)
+    }
+
     /// Skips one value and returns its raw bytes.
     pub fn take_raw(&mut self) -> Result<&'a [u8], ScanError> {
         let end = skip_value(self.buf, self.pos, self.buf.len())?;

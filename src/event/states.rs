@@ -80,13 +80,18 @@ pub fn orchestration_states(raw: &[u8]) -> Option<(String, &[u8])> {
     None
 }
 
-/// `(result, changes non-empty)` of one state's result map.
-fn state_outcome(raw: &[u8]) -> Option<(Option<bool>, bool)> {
-    let mut cursor = Cursor::new(raw);
+/// `(result, changes non-empty, the map's length)` of the state result map
+/// `rest` starts with: walking its fields is walking to its end.
+fn state_outcome(rest: &[u8]) -> Option<(Option<bool>, bool, usize)> {
+    let mut cursor = Cursor::new(rest);
     let fields = cursor.read_map_len()?;
     let (mut result, mut changed) = (None, false);
     for _ in 0..fields {
         let key = cursor.read_str_or_bin();
+        if key.is_none() {
+            // A key that is no text is passed whole, not read as the value.
+            cursor.take_raw().ok()?;
+        }
         let value = cursor.take_raw().ok()?;
         match key {
             Some(b"result") => {
@@ -101,7 +106,7 @@ fn state_outcome(raw: &[u8]) -> Option<(Option<bool>, bool)> {
             _ => {}
         }
     }
-    Some((result, changed))
+    Some((result, changed, cursor.position()))
 }
 
 /// A msgpack float or integer as f64 (as JSON's `as_f64` reads a number).
@@ -155,6 +160,10 @@ pub fn fields<'a, const N: usize>(raw: &'a [u8], keys: [&[u8]; N]) -> [Option<&'
     };
     for _ in 0..pairs {
         let key = cursor.read_str_or_bin();
+        // A key that is no text is passed whole, not read as the value.
+        if key.is_none() && cursor.take_raw().is_err() {
+            return found;
+        }
         let Ok(value) = cursor.take_raw() else {
             return found;
         };
@@ -235,12 +244,12 @@ impl<'a> States<'a> {
         let mut entries = Vec::with_capacity((claimed as usize).min(MAX_RESERVED_STATES));
         for _ in 0..claimed {
             let key = cursor.read_str_or_bin()?;
-            let value = cursor.take_raw().ok()?;
             // State keys are `mod_|-id_|-name_|-fun`; anything else is not a state run.
             if !key.windows(3).any(|w| w == b"_|-") {
                 return None;
             }
-            let (result, changed) = state_outcome(value)?;
+            let (result, changed, len) = state_outcome(cursor.rest())?;
+            let value = cursor.take_bytes(len)?;
             entries.push(StateEntry {
                 key,
                 result,
@@ -310,6 +319,33 @@ mod tests {
     /// apart from this code (FNV-1a 128 and the final mix, written again in
     /// Python).
     const STATE_HASH_OF_CONF: u64 = 0x9de3_98f3_bf14_39df;
+
+    /// A state's map is walked once: its fields give its outcome and its
+    /// end. A key that is no text is passed whole, not read as the value.
+    #[test]
+    fn a_states_map_ends_where_its_fields_end_whatever_its_keys() {
+        let first: &[u8] = &[
+            0x82, // {1: "result", "result": false}
+            0x01, 0xa6, b'r', b'e', b's', b'u', b'l', b't', //
+            0xa6, b'r', b'e', b's', b'u', b'l', b't', 0xc2,
+        ];
+        let mut raw = vec![0x82, 0xa9];
+        raw.extend_from_slice(b"a_|-b_|-c");
+        raw.extend_from_slice(first);
+        raw.push(0xa9);
+        raw.extend_from_slice(b"d_|-e_|-f");
+        raw.extend_from_slice(&[0x81, 0xa6, b'r', b'e', b's', b'u', b'l', b't', 0xc3]);
+        let states = States::of(&raw).expect("a state run");
+        let [one, two] = states.entries() else {
+            panic!("two states")
+        };
+        assert_eq!((one.result, one.raw), (Some(false), first));
+        assert_eq!((two.key, two.result), (&b"d_|-e_|-f"[..], Some(true)));
+        assert!(States::of(&raw[..raw.len() - 1]).is_none(), "cut short");
+        // {1: "x", "y": 5}
+        let map = [0x82, 0x01, 0xa1, b'x', 0xa1, b'y', 0x05];
+        assert_eq!(fields(&map, [b"y"]), [Some(&[0x05][..])]);
+    }
 
     #[test]
     fn a_runs_key_hashes_are_made_once_when_first_asked_for() {
