@@ -224,6 +224,57 @@ pub fn text_of(raw: &[u8], max: usize, tail: bool) -> Option<String> {
 /// length is a claim of the input, not yet proof).
 const MAX_RESERVED_STATES: usize = 4096;
 
+/// The last state run's keys with their [`state_hash`]es, per thread: a
+/// job's minions run the same states in the same order, so a run's keys are
+/// mostly the last run's, compared (a `memcmp`) instead of hashed again (FNV
+/// over every byte, the agent's most expensive hash per state).
+#[derive(Default)]
+struct LastKeys {
+    keys: Vec<(Box<[u8]>, u64)>,
+    /// Bytes of `keys`, at most [`LAST_KEYS_BYTES`].
+    bytes: usize,
+}
+
+/// Key bytes [`LastKeys`] holds at most: a highstate's first ~1,000 states.
+const LAST_KEYS_BYTES: usize = 64 * 1024;
+
+thread_local! {
+    static LAST_KEYS: std::cell::RefCell<LastKeys> = std::cell::RefCell::default();
+}
+
+impl LastKeys {
+    /// Each entry's [`state_hash`], the last run's where its key is the same.
+    fn hashes(entries: &[StateEntry<'_>]) -> Vec<u64> {
+        LAST_KEYS.with(|last| match last.try_borrow_mut() {
+            Ok(mut last) => entries
+                .iter()
+                .enumerate()
+                .map(|(index, entry)| last.hash(index, entry.key))
+                .collect(),
+            Err(_) => entries.iter().map(|e| state_hash(e.key)).collect(),
+        })
+    }
+
+    fn hash(&mut self, index: usize, key: &[u8]) -> u64 {
+        if let Some((known, hash)) = self.keys.get(index) {
+            if **known == *key {
+                return *hash;
+            }
+        }
+        let hash = state_hash(key);
+        let held = self.keys.get(index).map_or(0, |(known, _)| known.len());
+        if index <= self.keys.len() && self.bytes - held + key.len() <= LAST_KEYS_BYTES {
+            let kept = (Box::from(key), hash);
+            match self.keys.get_mut(index) {
+                Some(slot) => *slot = kept,
+                None => self.keys.push(kept),
+            }
+            self.bytes = self.bytes - held + key.len();
+        }
+        hash
+    }
+}
+
 /// A state-run return's states, walked once: every stage that reads a return's
 /// states (the tracker's counts, triage, drift, the salt-exporter metrics)
 /// reads them from here, not from the bytes again.
@@ -269,7 +320,7 @@ impl<'a> States<'a> {
     /// When `index` is not an entry's.
     pub fn key_hash(&self, index: usize) -> u64 {
         self.key_hashes
-            .get_or_init(|| self.entries.iter().map(|e| state_hash(e.key)).collect())[index]
+            .get_or_init(|| LastKeys::hashes(&self.entries))[index]
     }
 
     /// Every state, in wire order.
@@ -345,6 +396,26 @@ mod tests {
         // {1: "x", "y": 5}
         let map = [0x82, 0x01, 0xa1, b'x', 0xa1, b'y', 0x05];
         assert_eq!(fields(&map, [b"y"]), [Some(&[0x05][..])]);
+    }
+
+    #[test]
+    fn a_runs_keys_are_hashed_again_only_where_they_differ_from_the_last_runs() {
+        let mut last = LastKeys::default();
+        let keys: [&[u8]; 3] = [b"a_|-b_|-c_|-d", b"e_|-f_|-g_|-h", b"i_|-j_|-k_|-l"];
+        for (index, key) in keys.iter().enumerate() {
+            assert_eq!(last.hash(index, key), state_hash(key));
+        }
+        // The next run: its second state is another.
+        let other: &[u8] = b"x_|-y_|-z_|-w";
+        for (index, key) in [keys[0], other, keys[2]].iter().enumerate() {
+            assert_eq!(last.hash(index, key), state_hash(key));
+        }
+        assert_eq!(&*last.keys[1].0, other);
+        assert_eq!(last.bytes, 3 * 13);
+        // A key past the bound is hashed, not kept.
+        let huge = vec![b'm'; LAST_KEYS_BYTES];
+        assert_eq!(last.hash(3, &huge), state_hash(&huge));
+        assert_eq!((last.keys.len(), last.bytes), (3, 39));
     }
 
     #[test]
