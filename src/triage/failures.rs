@@ -8,8 +8,6 @@
 use std::hash::BuildHasher;
 use std::sync::{Arc, OnceLock};
 
-use foldhash::{HashMap, HashMapExt};
-
 use super::category::{Capped, Classification};
 use crate::event::states::{
     StateEntry, States, fields, msgpack_int, msgpack_number, state_hash, text_of,
@@ -457,35 +455,46 @@ pub fn root_causes(failed: &mut Vec<FailedState>) -> (Vec<RootCause>, u32) {
 }
 
 /// A hash of `parts` written one after the other: the same as of their
-/// concatenation, which is never built.
+/// concatenation, which is never built. FNV-1a (64-bit): a label is a few
+/// dozen bytes, hashed a byte at a time with no set-up.
 fn hash_parts(parts: &[&[u8]]) -> u64 {
-    use std::hash::Hasher;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for part in parts {
-        h.write(part);
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in parts.iter().flat_map(|part| part.iter()) {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
     }
-    h.finish()
+    hash
 }
 
 /// The failed states by their label `sls.id` (what a requisite names), keyed
 /// by a hash of it so no label is built; a lookup checks the label itself.
-struct Labels(HashMap<u64, usize>);
+/// Sorted by hash then place (a return has a few failed states, at most
+/// [`MAX_DECODED_FAILURES`]: one allocation, no hash table).
+struct Labels(Vec<(u64, usize)>);
 
 impl Labels {
     fn of(failed: &[FailedState]) -> Self {
-        let mut by_label = HashMap::with_capacity(failed.len());
-        for (i, s) in failed.iter().enumerate() {
-            // Two states of one label: the last is taken.
-            by_label.insert(
-                hash_parts(&[s.sls.as_bytes(), b".", s.state_id.as_bytes()]),
-                i,
-            );
-        }
+        let mut by_label: Vec<(u64, usize)> = failed
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                (
+                    hash_parts(&[s.sls.as_bytes(), b".", s.state_id.as_bytes()]),
+                    i,
+                )
+            })
+            .collect();
+        by_label.sort_unstable();
         Self(by_label)
     }
 
     fn get(&self, label: &str, failed: &[FailedState]) -> Option<usize> {
-        let &i = self.0.get(&hash_parts(&[label.as_bytes()]))?;
+        let hash = hash_parts(&[label.as_bytes()]);
+        // Two states of one label: the last is taken.
+        let end = self.0.partition_point(|(h, _)| *h <= hash);
+        let (h, i) = *self.0.get(end.checked_sub(1)?)?;
+        if h != hash {
+            return None;
+        }
         let s = &failed[i];
         let named = label.len() == s.sls.len() + 1 + s.state_id.len()
             && label.starts_with(s.sls.as_str())

@@ -277,3 +277,33 @@ fn what_a_failed_state_costs_is_bounded() {
     assert!(stdout.len() <= OUTPUT_MAX && stdout.ends_with("the last line says why"));
     assert_eq!((loud.exit_code, loud.stderr.as_deref()), (Some(2), None));
 }
+
+/// Two states may share a label (`cmd` and `file` states of one id): a
+/// requisite naming it leads to the later one, as the lookup always has.
+#[test]
+fn a_label_two_states_share_leads_to_the_later_one() {
+    let (_, mut file_app) = state("web", "app", 1, json!(false), "");
+    file_app["comment"] = json!("One or more requisite failed: web.base");
+    let ret: serde_json::Map<String, Value> = [
+        state("web", "app", 0, json!(false), "boom"),
+        ("file_|-app_|-/etc/app_|-managed".to_owned(), file_app),
+        state("web", "base", 2, json!(false), "bang"),
+        state(
+            "web",
+            "x",
+            3,
+            json!(false),
+            "One or more requisite failed: web.app",
+        ),
+    ]
+    .into_iter()
+    .collect();
+    let mut run = walk(&pack(&Value::Object(ret)), false).unwrap();
+    let (causes, unexplained) = root_causes(&mut run.failed);
+    let got: Vec<_> = causes
+        .iter()
+        .map(|c| (c.state.state_id.as_str(), c.fallout))
+        .collect();
+    assert_eq!(got, [("app", 0), ("base", 2)]);
+    assert_eq!(unexplained, 0);
+}
