@@ -124,6 +124,7 @@ fn escaped_flags(word: u64) -> u64 {
 /// Where the first byte at or after `from` that is escaped is: a byte at a
 /// time below eight, else eight at a time, the last eight overlapping those
 /// before (already found clean, so they flag nothing).
+#[inline]
 fn next_escaped(bytes: &[u8], from: usize) -> Option<usize> {
     let len = bytes.len();
     if len - from < 8 {
@@ -147,13 +148,29 @@ fn next_escaped(bytes: &[u8], from: usize) -> Option<usize> {
     }
 }
 
-/// Appends `text` quoted and escaped as serde_json does.
+/// Appends `text` quoted and escaped as serde_json does. Inlined: a record
+/// writes a few dozen short texts, and most need no escape.
+#[inline]
 fn quoted(out: &mut Vec<u8>, text: &str) {
     let bytes = text.as_bytes();
-    out.reserve(bytes.len() + 2);
+    match next_escaped(bytes, 0) {
+        None => {
+            out.reserve(bytes.len() + 2);
+            out.push(b'"');
+            out.extend_from_slice(bytes);
+            out.push(b'"');
+        }
+        Some(at) => quoted_escaping(out, bytes, at),
+    }
+}
+
+/// [`quoted`] for a text whose first escaped byte is at `first`.
+fn quoted_escaping(out: &mut Vec<u8>, bytes: &[u8], first: usize) {
+    out.reserve(bytes.len() + 8);
     out.push(b'"');
     let mut run = 0;
-    while let Some(at) = next_escaped(bytes, run) {
+    let mut next = Some(first);
+    while let Some(at) = next {
         out.extend_from_slice(&bytes[run..at]);
         let byte = bytes[at];
         match ESCAPE[byte as usize] {
@@ -165,6 +182,7 @@ fn quoted(out: &mut Vec<u8>, text: &str) {
             letter => out.extend_from_slice(&[b'\\', letter]),
         }
         run = at + 1;
+        next = next_escaped(bytes, run);
     }
     out.extend_from_slice(&bytes[run..]);
     out.push(b'"');
