@@ -10,7 +10,7 @@ use crate::event::args::is_state_run;
 use crate::event::states::trimmed;
 use crate::event::{JobReturn, Text};
 use crate::jobs::verdict::{Evidence, MinionState};
-use crate::record::{MinionReturn, MissingReason, Record, RecordBody, Trimmed};
+use crate::record::{JobContext, MinionReturn, MissingReason, Record, RecordBody, Trimmed};
 use crate::time::Stamp;
 
 impl JobTracker {
@@ -56,7 +56,9 @@ impl JobTracker {
             retcode: r.retcode,
             salt_success: r.success,
             succeeded,
-            context: context_of_return(r),
+            // The job's own when it is known (open or closed); what the return
+            // itself says only for a job never seen published (below).
+            context: JobContext::default(),
             schedule: r.schedule.as_ref().map(|s| s.as_str().to_owned()),
             duration_ms: None,
             states,
@@ -155,6 +157,7 @@ impl JobTracker {
             );
             return;
         }
+        record.context = context_of_return(r);
         self.on_unpublished_return(record, at, out);
     }
 
