@@ -140,9 +140,9 @@ pub(super) struct Inner {
     /// or commit on 500 minions is scanned once).
     memo: Mutex<FifoMap<Settled>>,
     memo_stats: MemoStats,
-    /// What redaction made of the shared parts seen lately, newest last (a
+    /// What redaction made of the shared parts seen lately, by address (a
     /// job's correlation is in 500 records, scrubbed once).
-    shared: Mutex<std::collections::VecDeque<shared::Scrubbed>>,
+    shared: Mutex<shared::ScrubbedParts>,
 }
 
 /// Texts remembered at most, and the longest remembered: a full memo holds
@@ -288,7 +288,7 @@ impl Redactor {
         Ok(Redactor(Arc::new(Inner {
             memo: Mutex::new(FifoMap::new(MEMO_TEXTS)),
             memo_stats: MemoStats::default(),
-            shared: Mutex::default(),
+            shared: Mutex::new(shared::scrubbed_parts()),
             key,
             secret_functions: config
                 .secret_functions

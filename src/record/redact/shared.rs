@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::{Fired, Inner, Tally};
+use crate::fifo::FifoMap;
 
 /// Shared parts remembered at most (a job's few failures): each is held, so
 /// its address is not another's while remembered.
@@ -11,13 +12,18 @@ const SHARED_PARTS: usize = 64;
 
 /// A shared part redacted once: what it became and the rules it fired.
 pub(super) struct Scrubbed {
-    /// `seen`'s address: what a lookup compares (a `dyn` pointer's data
-    /// address is computed through its vtable, at every step of the scan).
-    at: usize,
-    /// Held, so that no other part is at `at` while it is remembered.
+    /// Held, so that no other part is at its address while it is remembered.
     _seen: Arc<dyn std::any::Any + Send + Sync>,
     became: Arc<dyn std::any::Any + Send + Sync>,
     tally: Tally,
+}
+
+/// The shared parts redacted lately, by their address, the oldest forgotten
+/// first: a record of a job's failures looks up four.
+pub(super) type ScrubbedParts = FifoMap<Scrubbed, usize>;
+
+pub(super) fn scrubbed_parts() -> ScrubbedParts {
+    FifoMap::new(SHARED_PARTS)
 }
 
 impl Inner {
@@ -29,8 +35,7 @@ impl Inner {
         fired: &mut Fired,
     ) -> Option<Arc<T>> {
         let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        let at = Arc::as_ptr(seen).addr();
-        let known = shared.iter().rev().find(|k| k.at == at)?;
+        let known = shared.get(&Arc::as_ptr(seen).addr())?;
         let became = known.became.clone().downcast::<T>().ok()?;
         self.replay(&known.tally, fired);
         Some(became)
@@ -45,14 +50,14 @@ impl Inner {
         tally: Tally,
     ) {
         let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        if shared.len() >= SHARED_PARTS {
-            shared.pop_front();
-        }
-        shared.push_back(Scrubbed {
-            at: Arc::as_ptr(&seen).addr(),
-            _seen: seen,
-            became,
-            tally,
-        });
+        let at = Arc::as_ptr(&seen).addr();
+        shared.insert(
+            &at,
+            Scrubbed {
+                _seen: seen,
+                became,
+                tally,
+            },
+        );
     }
 }
