@@ -4,7 +4,7 @@
 //!
 //! - A string is scanned eight bytes at a time for what JSON escapes (`"`,
 //!   `\`, control bytes) and copied in runs; serde_json looks at each byte.
-//! - A field's name is written with its quotes and colon in one go.
+//!   One with nothing to escape (most keys and values) is written inline.
 //! - A [`Shared`](super::Shared) part writes the JSON of its fields that it
 //!   kept the first time ([`fields`]), as one copy: while [`line`] runs, a part
 //!   hands it over as a map entry named [`KEPT_FIELDS`], which this writer
