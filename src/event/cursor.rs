@@ -42,6 +42,16 @@ impl<'a> Cursor<'a> {
         Some(bytes)
     }
 
+    /// Reads a map key: its text, or `None` for a key of another kind, which
+    /// is passed whole (not read as the value). `Err` when it is cut short.
+    #[inline]
+    pub fn read_key(&mut self) -> Result<Option<&'a [u8]>, ScanError> {
+        match self.read_str_or_bin() {
+            Some(key) => Ok(Some(key)),
+            None => self.take_raw().map(|_| None),
+        }
+    }
+
     /// Skips one value and returns its raw bytes.
     pub fn take_raw(&mut self) -> Result<&'a [u8], ScanError> {
         let end = skip_value(self.buf, self.pos, self.buf.len())?;

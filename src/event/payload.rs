@@ -203,16 +203,10 @@ impl<'a> Fields<'a> {
         let pairs = cursor.read_map_len().ok_or(NotAMap)?;
         let mut f = Fields::default();
         for _ in 0..pairs {
-            let key_is_text =
-                matches!(cursor.peek(), Some(0xa0..=0xbf | 0xd9..=0xdb | 0xc4..=0xc6));
-            let key = if key_is_text {
-                cursor
-                    .read_str_or_bin()
-                    .and_then(|k| std::str::from_utf8(k).ok())
-            } else {
-                cursor.take_raw().map_err(|_| NotAMap)?;
-                None
-            };
+            let key = cursor
+                .read_key()
+                .map_err(|_| NotAMap)?
+                .and_then(|k| std::str::from_utf8(k).ok());
             let value = cursor.take_raw().map_err(|_| NotAMap)?;
             match key {
                 Some(key) => f.keep(key, value),

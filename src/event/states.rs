@@ -87,11 +87,7 @@ fn state_outcome(rest: &[u8]) -> Option<(Option<bool>, bool, usize)> {
     let fields = cursor.read_map_len()?;
     let (mut result, mut changed) = (None, false);
     for _ in 0..fields {
-        let key = cursor.read_str_or_bin();
-        if key.is_none() {
-            // A key that is no text is passed whole, not read as the value.
-            cursor.take_raw().ok()?;
-        }
+        let key = cursor.read_key().ok()?;
         let value = cursor.take_raw().ok()?;
         match key {
             Some(b"result") => {
@@ -159,11 +155,9 @@ pub fn fields<'a, const N: usize>(raw: &'a [u8], keys: [&[u8]; N]) -> [Option<&'
         return found;
     };
     for _ in 0..pairs {
-        let key = cursor.read_str_or_bin();
-        // A key that is no text is passed whole, not read as the value.
-        if key.is_none() && cursor.take_raw().is_err() {
+        let Ok(key) = cursor.read_key() else {
             return found;
-        }
+        };
         let Ok(value) = cursor.take_raw() else {
             return found;
         };
