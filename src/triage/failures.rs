@@ -459,8 +459,11 @@ pub fn root_causes(failed: &mut Vec<FailedState>) -> (Vec<RootCause>, u32) {
 /// dozen bytes, hashed a byte at a time with no set-up.
 fn hash_parts(parts: &[&[u8]]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in parts.iter().flat_map(|part| part.iter()) {
-        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    // Plain loops: a flattened iterator checks its state at every byte.
+    for part in parts {
+        for &byte in *part {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
     }
     hash
 }
