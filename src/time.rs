@@ -168,6 +168,7 @@ impl Stamp {
         std::str::from_utf8(out).ok()
     }
 
+    /// [`Stamp::rfc3339`]'s digits, made: `None` outside years 0 to 9999.
     fn rfc3339_anew(self, out: &mut [u8; STAMP_LEN]) -> Option<()> {
         let (y, m, d, of_day, micros) = self.parts();
         let year = u32::try_from(y).ok().filter(|y| *y <= 9999)?;
