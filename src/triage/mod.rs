@@ -418,30 +418,23 @@ impl Triage {
         fill: impl FnOnce(&mut FailureGroup),
     ) {
         let jid = findings.jid.as_str();
-        let known = self
-            .jobs
-            .get(jid)
-            .is_some_and(|job| job.groups.contains_key(fingerprint));
-        if !known {
-            let group = self.new_group(findings, fingerprint, at, fill);
-            let job = self.jobs.entry(jid.into()).or_default();
-            job.groups.insert(fingerprint.to_owned(), group);
-        }
         let example_minions = self.config.example_minions;
+        // One lookup of the job and of its group for every minion but the
+        // first (a jid is not allocated again to find its job).
+        if let Some(job) = self.jobs.get_mut(jid) {
+            job.dirty = true;
+            job.last_at = Some(at);
+            if let Some(group) = job.groups.get_mut(fingerprint) {
+                count_once(group, &findings.minion, example_minions);
+                return;
+            }
+        }
+        let mut group = self.new_group(findings, fingerprint, at, fill);
+        count_once(&mut group, &findings.minion, example_minions);
         let job = self.jobs.entry(jid.into()).or_default();
         job.dirty = true;
         job.last_at = Some(at);
-        let Some(group) = job.groups.get_mut(fingerprint) else {
-            return;
-        };
-        if group.minions.contains(&findings.minion) {
-            return; // one failure counted once per minion
-        }
-        group.count += 1;
-        if group.minions.len() < example_minions {
-            group.minions.push(findings.minion.clone());
-            group.minions.sort();
-        }
+        job.groups.insert(fingerprint.to_owned(), group);
     }
 
     fn new_group(
@@ -532,6 +525,19 @@ impl Triage {
     }
 }
 
+/// Counts `minion` in `group`, once (a minion among the examples is not
+/// counted again), keeping the first `example_minions` of them sorted.
+fn count_once(group: &mut FailureGroup, minion: &str, example_minions: usize) {
+    if group.minions.iter().any(|m| m == minion) {
+        return; // one failure counted once per minion
+    }
+    group.count += 1;
+    if group.minions.len() < example_minions {
+        group.minions.push(minion.to_owned());
+        group.minions.sort();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,6 +579,29 @@ mod tests {
         assert!(triage.jobs.is_empty() && triage.jobs_order.is_empty());
         assert_eq!(triage.stats.forgotten_jobs.get(), 1);
         assert!(triage.close_job("20261126180000000000").is_empty());
+    }
+
+    /// A group counts each minion once (a return read twice is not two
+    /// minions) and names the first few, sorted.
+    #[test]
+    fn a_group_counts_each_minion_once_and_names_the_first_few_sorted() {
+        let mut triage = Triage::new(TriageConfig {
+            example_minions: 2,
+            ..TriageConfig::default()
+        });
+        let jid = "20261127210000000000";
+        for minion in ["web3", "web1", "web3", "web2"] {
+            let frame = failing_return(jid, minion);
+            let event = decode(&frame).expect("decode");
+            let Body::JobReturn(r) = &event.body else {
+                panic!("a job return")
+            };
+            triage.on_return(r, Stamp(0)).expect("findings");
+        }
+        let groups: Vec<_> = triage.jobs[jid].groups.values().collect();
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].count, 3, "web3 twice is one minion");
+        assert_eq!(groups[0].minions, ["web1", "web3"]);
     }
 
     /// The same failure on a job's next minion is judged once: the second
