@@ -123,7 +123,7 @@ impl Row {
         let keys = record.keys();
         let column = |s: &str| (!s.is_empty()).then(|| s.to_owned());
         Row {
-            id: record.id.clone(),
+            id: record.id.to_string(),
             kind: record.kind.as_str(),
             at: record.at.0,
             jid: column(keys.jid),

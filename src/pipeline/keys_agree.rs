@@ -117,7 +117,12 @@ where
     assert_eq!(&stored.body, body, "{} {}", record.kind, record.id);
     assert_eq!(
         (stored.kind, &stored.id, stored.at, &stored.redacted),
-        (record.kind, &record.id, record.at, &record.redacted)
+        (
+            record.kind,
+            &record.id.to_string(),
+            record.at,
+            &record.redacted
+        )
     );
 }
 

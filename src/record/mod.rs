@@ -5,6 +5,7 @@
 
 pub mod drift;
 pub mod episodes;
+mod ids;
 pub mod json;
 pub mod keys;
 mod missing;
@@ -14,6 +15,7 @@ pub mod shared;
 pub mod text;
 pub mod trace;
 pub use drift::{ChangeKind, Drift, DriftedState, NonIdempotent, SettleStatus};
+pub use ids::{RecordFactory, RecordId, stable_hash};
 pub use missing::{MissingEvidence, MissingReason};
 pub use pull_request::PullRequest;
 pub use shared::Shared;
@@ -23,6 +25,8 @@ pub use episodes::{
     Delays, EpisodeStatus, ExternalIncident, IncidentEnd, MasterPressure, PressureSignal, Rollout,
     RolloutFailure, RolloutStatus, SignalFigure,
 };
+
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -40,8 +44,8 @@ pub const SCHEMA_VERSION: u32 = 2;
 pub struct Record {
     pub kind: RecordKind,
     pub schema_version: u32,
-    pub id: String,
-    pub master: String,
+    pub id: RecordId,
+    pub master: Arc<str>,
     /// The time the facts are about (event time; replay reproduces it).
     pub at: Stamp,
     #[serde(flatten)]
@@ -587,106 +591,6 @@ pub struct BusGapRecord {
     pub ended_at: Stamp,
     pub duration_ms: u64,
     pub dropped_frames: u64,
-}
-
-/// Builds records for one master: fills the common fields and the stable id.
-#[derive(Debug, Clone)]
-pub struct RecordFactory {
-    master: String,
-}
-
-impl RecordFactory {
-    pub fn new(master: impl Into<String>) -> Self {
-        Self {
-            master: master.into(),
-        }
-    }
-
-    /// `key` holds what makes the record unique beyond master and kind (jid,
-    /// minion, revision...).
-    pub fn make(&self, at: Stamp, key: &[&str], body: RecordBody) -> Record {
-        let kind = body.kind();
-        let id = stable_hash(
-            [self.master.as_str(), kind.as_str()]
-                .iter()
-                .chain(key)
-                .map(|p| p.as_bytes()),
-        );
-        Record {
-            kind,
-            schema_version: SCHEMA_VERSION,
-            id: hex_id(id),
-            master: self.master.clone(),
-            at,
-            body,
-            redacted: Vec::new(),
-        }
-    }
-}
-
-/// `id` as 32 lowercase hex digits, made at its length: `write!` with its
-/// padding cost as much as hashing the record's key, on every record.
-fn hex_id(id: u128) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut text = [0; 32];
-    for (pair, byte) in text.chunks_exact_mut(2).zip(id.to_be_bytes()) {
-        pair[0] = DIGITS[usize::from(byte >> 4)];
-        pair[1] = DIGITS[usize::from(byte & 0xf)];
-    }
-    // Hex digits are ASCII: never the empty default.
-    std::str::from_utf8(&text)
-        .map(str::to_owned)
-        .unwrap_or_default()
-}
-
-/// A hash of `parts` that is the same in every build and on every platform (record
-/// ids, failure fingerprints); ("ab","c") and ("a","bc") differ.
-pub fn stable_hash<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u128 {
-    let mut hasher = Fnv128::new();
-    for part in parts {
-        hasher.write(part);
-    }
-    hasher.finish()
-}
-
-/// FNV-1a, 128-bit, with a final mix: stable across builds and platforms (unlike std's hasher), and
-/// wide enough that ids of a fleet's records do not collide. Each part is
-/// terminated so that ("ab","c") and ("a","bc") differ.
-struct Fnv128(u128);
-
-impl Fnv128 {
-    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
-    const PRIME: u128 = 0x0000000001000000000000000000013B;
-
-    fn new() -> Self {
-        Fnv128(Self::OFFSET)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // A plain loop, then the terminator: a chained iterator checked its
-        // state at every byte (half of an id's cost, hashed for every record).
-        let mut hash = self.0;
-        for &b in bytes {
-            hash = (hash ^ u128::from(b)).wrapping_mul(Self::PRIME);
-        }
-        self.0 = (hash ^ 0xff).wrapping_mul(Self::PRIME);
-    }
-
-    /// FNV-1a's last bytes barely reach the high bits; a final mix (murmur3's
-    /// fmix64 on each half, each half folded into the other) spreads them.
-    fn finish(&self) -> u128 {
-        fn fmix64(mut k: u64) -> u64 {
-            k ^= k >> 33;
-            k = k.wrapping_mul(0xff51afd7ed558ccd);
-            k ^= k >> 33;
-            k = k.wrapping_mul(0xc4ceb9fe1a85ec53);
-            k ^ (k >> 33)
-        }
-        let (hi, lo) = ((self.0 >> 64) as u64, self.0 as u64);
-        let lo = fmix64(lo ^ hi.rotate_left(31));
-        let hi = fmix64(hi ^ lo);
-        (u128::from(hi) << 64) | u128::from(lo)
-    }
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ fn an_id_is_its_hash_in_32_hex_digits_leading_zeros_kept() {
         u128::MAX,
         0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
     ] {
-        assert_eq!(hex_id(id), format!("{id:032x}"));
+        assert_eq!(RecordId::of(id).as_str(), format!("{id:032x}"));
     }
 }
 

@@ -449,7 +449,7 @@ impl Inner {
     /// `text` redacted until it settles (`None`: unchanged), the rules that
     /// fired counted. A text no rule could match costs a byte scan; a short one
     /// that could is read from the memo when it was seen lately.
-    fn settle(&self, text: &str, fired: &mut Fired) -> Option<String> {
+    pub(super) fn settle(&self, text: &str, fired: &mut Fired) -> Option<String> {
         if !self.extras && !may_match(text) && text.len() <= self.max_field_bytes {
             return None;
         }

@@ -228,6 +228,33 @@ fn extra_patterns_mask_under_their_own_name() {
     assert_eq!(count(&r, "ticket"), 1);
 }
 
+/// The master's name is text every record carries, and passes the gate too
+/// (it is shared by every record a factory makes, and replaced only here).
+#[test]
+fn a_masters_name_that_matches_a_rule_is_masked_in_its_records() {
+    let config = RedactConfig {
+        extra_patterns: vec![("site".into(), r"secret-site-\d+".into())],
+        ..RedactConfig::default()
+    };
+    let r = Redactor::new(&config).unwrap();
+    let factory = RecordFactory::new("salt.secret-site-7.example");
+    let gap = || {
+        RecordBody::BusGap(crate::record::BusGapRecord {
+            reason: "disconnected",
+            started_at: Stamp(0),
+            ended_at: Stamp(1),
+            duration_ms: 0,
+            dropped_frames: 0,
+        })
+    };
+    for _ in 0..2 {
+        let out = r.record(factory.make(Stamp(0), &[], gap()));
+        assert_eq!(&*out.get().master, "salt.[redacted].example");
+        assert_eq!(out.get().redacted, ["site"]);
+    }
+    assert_eq!(count(&r, "site"), 2);
+}
+
 #[test]
 fn an_extra_pattern_that_matches_the_mask_is_refused() {
     let config = RedactConfig {

@@ -33,6 +33,16 @@ impl Scrub for String {
     }
 }
 
+/// A text every record shares (the master's name): replaced only when a
+/// rule changes it.
+impl Scrub for std::sync::Arc<str> {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        if let Some(settled) = r.settle(self, fired) {
+            *self = settled.into();
+        }
+    }
+}
+
 impl Scrub for Value {
     fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
         r.value(self, fired, 0);

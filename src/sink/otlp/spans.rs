@@ -176,7 +176,7 @@ impl JobSpans {
 
 /// The job's span and its minions', at its close.
 fn spans(record: &Record, c: &crate::record::JobCompleted, job: OpenJob) -> Vec<SpanLine> {
-    let master = record.master.clone();
+    let master = record.master.to_string();
     let id = |parts: &[&str]| stable_hash(parts.iter().map(|p| p.as_bytes()));
     let (trace_id, parent) = match &c.context.trace {
         Some(t) => (t.trace_id.clone(), Some(t.span_id.clone())),
