@@ -357,9 +357,9 @@ impl Correlator {
             let correlation =
                 self.job_correlation(&findings.jid, &heads, tree_sls, None, &f.fingerprint);
             let body = RecordBody::RenderFailure(Box::new(RenderRecord {
-                jid: findings.jid.clone(),
-                minion: findings.minion.clone(),
-                fun: findings.fun.clone(),
+                jid: findings.jid.to_string(),
+                minion: findings.minion.to_string(),
+                fun: findings.fun.to_string(),
                 saltenv: f.error.saltenv.clone(),
                 sls,
                 line: f.error.line,

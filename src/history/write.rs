@@ -93,7 +93,7 @@ impl Batch {
             }
         };
         let cause = u32::try_from(cause).unwrap_or(u32::MAX);
-        job.failures.push((f.minion.clone(), at, cause));
+        job.failures.push((f.minion.to_string(), at, cause));
     }
 
     /// Job `jid`'s lists in the batch (made on its first record), one more

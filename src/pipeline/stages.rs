@@ -368,7 +368,7 @@ impl Stages {
                     .first()
                     .map(|f| f.fingerprint.clone())
             });
-        Some((findings.jid, context, root_cause))
+        Some((findings.jid.to_string(), context, root_cause))
     }
 
     /// Each root cause with an external target to the incident stage: the
@@ -638,7 +638,7 @@ mod incident_tests {
             .iter()
             .filter_map(|r| match &r.body {
                 RecordBody::StateFailure(s) => Some((
-                    s.minion.clone(),
+                    s.minion.to_string(),
                     s.state.state_id.clone(),
                     s.incident.clone(),
                 )),

@@ -468,9 +468,10 @@ impl CommandOutput {
 /// failed it alike: made once and shared by their records ([`Shared`]).
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct StateFailure {
-    pub jid: String,
-    pub minion: String,
-    pub fun: String,
+    /// The return's, shared with its other records (allocated once a return).
+    pub jid: Arc<str>,
+    pub minion: Arc<str>,
+    pub fun: Arc<str>,
     #[serde(flatten)]
     pub state: Shared<FailedStateFacts>,
     pub run_num: Option<u64>,

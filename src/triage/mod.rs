@@ -78,9 +78,10 @@ pub struct RenderFailure {
 /// What triage found in one return.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Findings {
-    pub jid: String,
-    pub minion: String,
-    pub fun: String,
+    /// Shared with the records made of the findings.
+    pub jid: Arc<str>,
+    pub minion: Arc<str>,
+    pub fun: Arc<str>,
     pub state_failures: Vec<StateFailure>,
     pub render_failures: Vec<RenderFailure>,
     /// Fallout whose failed requisite is not in the return.
@@ -257,9 +258,9 @@ impl Triage {
         retcode: Option<i64>,
     ) -> Option<Findings> {
         let mut findings = Findings {
-            jid: jid.to_owned(),
-            minion: minion.to_owned(),
-            fun: fun.to_owned(),
+            jid: jid.into(),
+            minion: minion.into(),
+            fun: fun.into(),
             ..Findings::default()
         };
         let max = self.config.comment_max_bytes;
@@ -376,14 +377,14 @@ impl Triage {
         if findings.is_empty() {
             return;
         }
-        if !self.jobs.contains_key(findings.jid.as_str()) {
+        if !self.jobs.contains_key(&*findings.jid) {
             while self.jobs_order.len() >= self.config.max_jobs {
                 if let Some(old) = self.jobs_order.pop_front() {
                     self.jobs.remove(&old);
                     self.stats.evicted_jobs.inc();
                 }
             }
-            self.jobs_order.push_back(findings.jid.as_str().into());
+            self.jobs_order.push_back(Box::from(&*findings.jid));
         }
         for f in &findings.state_failures {
             self.count_member(findings, &f.fingerprint, at, |g| {
@@ -417,7 +418,7 @@ impl Triage {
         at: Stamp,
         fill: impl FnOnce(&mut FailureGroup),
     ) {
-        let jid = findings.jid.as_str();
+        let jid = &*findings.jid;
         let example_minions = self.config.example_minions;
         // One lookup of the job and of its group for every minion but the
         // first (a jid is not allocated again to find its job).
@@ -446,7 +447,7 @@ impl Triage {
     ) -> FailureGroup {
         let (first_jid, first_at) = self.first_sighting(fingerprint, &findings.jid, at);
         let mut group = FailureGroup {
-            jid: findings.jid.clone(),
+            jid: findings.jid.to_string(),
             fingerprint: fingerprint.to_owned(),
             sls: None,
             pillar: false,
@@ -653,7 +654,7 @@ mod tests {
         };
         let mut triage = Triage::new(TriageConfig::default());
         let found = triage.on_runner_return(r, Stamp(0)).expect("findings");
-        assert_eq!(found.minion, "saltmaster_master");
+        assert_eq!(&*found.minion, "saltmaster_master");
         let causes: Vec<_> = found
             .state_failures
             .iter()

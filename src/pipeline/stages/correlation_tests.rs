@@ -43,7 +43,7 @@ fn failure_of<'a>(records: &'a [Record], minion: &str) -> &'a StateFailure {
     records
         .iter()
         .find_map(|r| match &r.body {
-            RecordBody::StateFailure(f) if f.minion == minion => Some(&**f),
+            RecordBody::StateFailure(f) if &*f.minion == minion => Some(&**f),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no state_failure of {minion}"))

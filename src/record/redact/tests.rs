@@ -397,8 +397,8 @@ fn records_keep_their_context_and_name_the_rules_that_fired() {
     let RecordBody::StateFailure(f) = &out.body else {
         panic!("kind changed")
     };
-    assert_eq!(f.jid, "20261122101010123456");
-    assert_eq!(f.minion, "web1");
+    assert_eq!(&*f.jid, "20261122101010123456");
+    assert_eq!(&*f.minion, "web1");
     assert_eq!(f.state.sls, "app.deploy");
     assert_eq!(f.state.state_id, "fetch-release");
     assert_eq!(f.state.name, "curl -fsS https://[redacted]@mirror/app.tgz");

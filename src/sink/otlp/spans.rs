@@ -136,8 +136,8 @@ impl JobSpans {
                     f.state.function,
                     f.state.comment
                 );
-                if let Some(job) = self.jobs.get_mut(&f.jid) {
-                    job.causes.entry(f.minion.clone()).or_insert(cause);
+                if let Some(job) = self.jobs.get_mut(&*f.jid) {
+                    job.causes.entry(f.minion.to_string()).or_insert(cause);
                 }
             }
             RecordBody::RenderFailure(f) => {
