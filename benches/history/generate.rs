@@ -160,7 +160,7 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
                 }),
             });
             if !ok {
-                failures.push((minion.clone(), Stamp(back), 0));
+                failures.push((minion.as_str().into(), Stamp(back), 0));
                 failed.push(minion.clone());
             }
             if verdicts.len() == 2048 {

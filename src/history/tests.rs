@@ -465,7 +465,7 @@ fn a_cause_shared_by_a_jobs_minions_is_kept_once_and_each_minion_keeps_its_own()
         let RecordBody::StateFailure(sf) = &r.body else {
             unreachable!("made as failures")
         };
-        assert_eq!((minion.as_str(), *at), (&*sf.minion, r.at));
+        assert_eq!((minion, *at), (&sf.minion, r.at));
         let kept = &job.causes[*cause as usize];
         assert_eq!(kept, &FailedState::of(sf), "{minion}");
     }

@@ -7,6 +7,7 @@
 //! `state_failure` rows, into their jobs' chunks.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use foldhash::HashMap;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -31,7 +32,7 @@ pub struct JobVerdicts {
     pub verdicts: Vec<Verdict>,
     /// Its root-cause failures: (minion, time, its cause's place in
     /// `causes`).
-    pub failures: Vec<(String, Stamp, u32)>,
+    pub failures: Vec<(Arc<str>, Stamp, u32)>,
     /// What the answers read of each of its failures, a cause that recurs
     /// kept once (the same failure on many minions).
     pub causes: Vec<FailedState>,
@@ -93,7 +94,7 @@ impl Batch {
             }
         };
         let cause = u32::try_from(cause).unwrap_or(u32::MAX);
-        job.failures.push((f.minion.to_string(), at, cause));
+        job.failures.push((Arc::clone(&f.minion), at, cause));
     }
 
     /// Job `jid`'s lists in the batch (made on its first record), one more

@@ -331,7 +331,7 @@ impl Stages {
         event: &Event<'_>,
         at: Stamp,
         out: &mut Vec<Record>,
-    ) -> Option<(String, JobContext, Option<String>)> {
+    ) -> Option<(Arc<str>, JobContext, Option<String>)> {
         self.triage
             .want_outcomes(self.correlator_wants_outcomes || self.incidents.any_open());
         let (findings, context) = match &event.body {
@@ -368,7 +368,7 @@ impl Stages {
                     .first()
                     .map(|f| f.fingerprint.clone())
             });
-        Some((findings.jid.to_string(), context, root_cause))
+        Some((findings.jid, context, root_cause))
     }
 
     /// Each root cause with an external target to the incident stage: the
