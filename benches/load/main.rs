@@ -45,8 +45,10 @@
 //! with figures that count), `--saltsight PATH` (another build, for A/B),
 //! `--outputs default|durable` (default: saltsight's own defaults). It
 //! prints one
-//! line per run and a table of medians (min–max) at the end; the README's
-//! figures are that table. Everything it starts is stopped by pid, and it
+//! line per run and a table of medians (min–max) at the end, a row group per
+//! ipc mode, mix and the bare reader's mode (`waking` or `quiet`: over tcp it
+//! runs in one of two, see [`BARE_WAKING_SWITCHES`]); the README's figures
+//! are that table. Everything it starts is stopped by pid, and it
 //! stops by itself: every wait has a deadline.
 
 mod procfs;
@@ -797,7 +799,23 @@ fn sum(exposition: &str, prefix: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
+/// The bare reader's wake-ups per event above which it ran "waking", below
+/// which "quiet". Over tcp the same master, traffic and machine put it in
+/// one of two modes (how the master's writes fall together decides): about
+/// 0.10–0.12 switches an event at 10–11 µs, or 0.32–0.47 at 20–26 µs. A
+/// ratio to it means little without saying which.
+const BARE_WAKING_SWITCHES: f64 = 0.2;
+
 impl Run {
+    /// The bare reader's mode in this run: `waking` or `quiet`.
+    fn bare_mode(&self) -> &'static str {
+        match self.subscribers.iter().find(|f| f.name == "bare") {
+            Some(f) if Run::switches_per_event(f) >= BARE_WAKING_SWITCHES => "waking",
+            Some(_) => "quiet",
+            None => "–",
+        }
+    }
+
     fn per_event_us(f: &Figures) -> f64 {
         f.usage.cpu * 1e6 / f.received.max(1) as f64
     }
@@ -821,7 +839,7 @@ impl Run {
         );
         for f in &self.subscribers {
             s += &format!(
-                "\n  {:<9} received {} lost {} ({}) | {:.2} µs CPU/event, {:.3} switches/event ({} voluntary, {} involuntary)",
+                "\n  {:<9} received {} lost {} ({}) | {:.2} µs CPU/event, {:.3} switches/event ({} voluntary, {} involuntary){}",
                 f.name,
                 f.received,
                 self.sent as i64 - f.received as i64,
@@ -830,6 +848,11 @@ impl Run {
                 Run::switches_per_event(f),
                 f.usage.voluntary,
                 f.usage.involuntary,
+                if f.name == "bare" {
+                    format!(", {} mode", self.bare_mode())
+                } else {
+                    String::new()
+                },
             );
         }
         let a = &self.agent;
@@ -870,7 +893,7 @@ impl Run {
             "ipc": ipc_name(self.tcp), "mix": self.mix.name(), "sent": self.sent,
             "bytes": self.bytes, "secs": self.secs, "load_before": self.load_before,
             "load_after": self.load_after, "master_cpu_s": self.master.cpu,
-            "subscribers": subscribers,
+            "subscribers": subscribers, "bare_mode": self.bare_mode(),
             "saltsight": {"dropped": a.dropped, "gaps": a.gaps, "disconnects": a.disconnects,
                 "records": a.records, "posts": a.posts, "peak_rss": a.peak_rss,
                 "fresh_wakeups_per_s": a.fresh_wakeups, "fresh_rss": a.fresh_rss,
@@ -881,19 +904,20 @@ impl Run {
     }
 }
 
-/// Medians (min–max) over the rounds, by ipc mode and mix.
+/// Medians (min–max) over the rounds, by ipc mode, mix and the bare
+/// reader's mode (rounds of one mode are not mixed with the other's).
 fn table(runs: &[Run]) -> String {
-    let mut groups: BTreeMap<(&str, &str), Vec<&Run>> = BTreeMap::new();
+    let mut groups: BTreeMap<(&str, &str, &str), Vec<&Run>> = BTreeMap::new();
     for r in runs {
         groups
-            .entry((ipc_name(r.tcp), r.mix.name()))
+            .entry((ipc_name(r.tcp), r.mix.name(), r.bare_mode()))
             .or_default()
             .push(r);
     }
     let mut out = String::from(
-        "| ipc | mix | rounds | events/s | subscriber | µs CPU/event | switches/event | lost | saltsight ÷ |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| ipc | mix | bare's mode | rounds | events/s | subscriber | µs CPU/event | switches/event | lost | saltsight ÷ |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
-    for ((ipc, mix), runs) in groups {
+    for ((ipc, mix, bare_mode), runs) in groups {
         let rate = spread(runs.iter().map(|r| r.sent as f64 / r.secs).collect(), 0);
         for (i, name) in ["saltsight", "bare", "salt"].iter().enumerate() {
             let of = |r: &Run| r.subscribers.iter().find(|f| f.name == *name).cloned();
@@ -921,9 +945,10 @@ fn table(runs: &[Run]) -> String {
                 })
                 .collect();
             out += &format!(
-                "| {} | {} | {} | {} | {name} | {} | {} | {lost} | {} |\n",
+                "| {} | {} | {} | {} | {} | {name} | {} | {} | {lost} | {} |\n",
                 if i == 0 { ipc } else { "" },
                 if i == 0 { mix } else { "" },
+                if i == 0 { bare_mode } else { "" },
                 if i == 0 {
                     runs.len().to_string()
                 } else {
