@@ -6,6 +6,8 @@
 
 use std::cell::OnceCell;
 
+use compact_str::CompactString;
+
 use super::cursor::Cursor;
 use super::json::{Limits, to_json_within};
 use crate::record::{StateCounts, Trimmed, stable_hash};
@@ -166,6 +168,21 @@ pub fn fields<'a, const N: usize>(raw: &'a [u8], keys: [&[u8]; N]) -> [Option<&'
         }
     }
     found
+}
+
+/// [`text_of`] (the head, at most `max` bytes) for a short text such as a
+/// state's start time: held inline, not allocated, when it is a string of up
+/// to 24 bytes.
+pub fn short_text_of(raw: &[u8], max: usize) -> Option<CompactString> {
+    match Cursor::new(raw).read_str_or_bin() {
+        // `CompactString::from_utf8_lossy` pushes chunk by chunk (a thousand
+        // instructions for a start time); valid text is copied in one go.
+        Some(bytes) if bytes.len() <= max.min(24) => Some(match std::str::from_utf8(bytes) {
+            Ok(text) => CompactString::new(text),
+            Err(_) => CompactString::from_utf8_lossy(bytes),
+        }),
+        _ => text_of(raw, max, false).map(CompactString::from),
+    }
 }
 
 /// A field's value as text, at most `max` bytes of it (the head, or with
@@ -364,6 +381,33 @@ mod tests {
     /// apart from this code (FNV-1a 128 and the final mix, written again in
     /// Python).
     const STATE_HASH_OF_CONF: u64 = 0x9de3_98f3_bf14_39df;
+
+    /// A short text reads as `text_of` reads it (cut at `max`, invalid bytes
+    /// replaced, a list joined), and one of up to 24 bytes is held inline.
+    #[test]
+    fn a_short_text_reads_as_text_of_reads_it_and_is_inline() {
+        let packed = |v: serde_json::Value| rmp_serde::to_vec(&v).unwrap();
+        // A msgpack str of 15 bytes, one of them no UTF-8.
+        let mut invalid = vec![0xa0 | 15];
+        invalid.extend_from_slice(b"03:12:\xff1.506143");
+        let cases = [
+            (packed(json!("03:12:51.506143")), 64, true),
+            (packed(json!("03:12:51.506143")), 5, true),
+            (
+                packed(json!("a start time of more than twenty-four bytes")),
+                64,
+                false,
+            ),
+            (packed(json!(["03:12", "51"])), 64, true),
+            (invalid, 64, true),
+        ];
+        for (raw, max, inline) in cases {
+            let short = short_text_of(&raw, max).unwrap();
+            assert_eq!(Some(short.as_str()), text_of(&raw, max, false).as_deref());
+            assert_eq!(!short.is_heap_allocated(), inline, "{short:?}");
+        }
+        assert_eq!(short_text_of(&packed(json!(null)), 64), None);
+    }
 
     /// A state's map is walked once: its fields give its outcome and its
     /// end. A key that is no text is passed whole, not read as the value.

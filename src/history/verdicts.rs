@@ -72,7 +72,7 @@ impl FailedState {
     /// What the answers keep of failure `f`.
     pub fn of(f: &StateFailure) -> FailedState {
         FailedState {
-            fingerprint: f.fingerprint.clone(),
+            fingerprint: f.fingerprint.to_string(),
             sls: f.state.sls.clone(),
             state_id: f.state.state_id.clone(),
             category: f.cause.category,
@@ -84,7 +84,7 @@ impl FailedState {
     /// Whether this is what the answers keep of failure `f` (the same as
     /// [`FailedState::of`] would make, without making it).
     pub fn is_of(&self, f: &StateFailure) -> bool {
-        self.fingerprint == f.fingerprint
+        *self.fingerprint == *f.fingerprint
             && self.category == f.cause.category
             && self.sls == f.state.sls
             && self.state_id == f.state.state_id

@@ -331,7 +331,7 @@ impl Stages {
         event: &Event<'_>,
         at: Stamp,
         out: &mut Vec<Record>,
-    ) -> Option<(Arc<str>, JobContext, Option<String>)> {
+    ) -> Option<(Arc<str>, JobContext, Option<Arc<str>>)> {
         self.triage
             .want_outcomes(self.correlator_wants_outcomes || self.incidents.any_open());
         let (findings, context) = match &event.body {
@@ -366,7 +366,7 @@ impl Stages {
                 findings
                     .render_failures
                     .first()
-                    .map(|f| f.fingerprint.clone())
+                    .map(|f| f.fingerprint.as_str().into())
             });
         Some((findings.jid, context, root_cause))
     }

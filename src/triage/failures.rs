@@ -8,9 +8,11 @@
 use std::hash::BuildHasher;
 use std::sync::{Arc, OnceLock};
 
+use compact_str::CompactString;
+
 use super::category::{Capped, Classification};
 use crate::event::states::{
-    StateEntry, States, fields, msgpack_int, msgpack_number, state_hash, text_of,
+    StateEntry, States, fields, msgpack_int, msgpack_number, short_text_of, state_hash, text_of,
 };
 use crate::fifo::FifoMap;
 
@@ -26,7 +28,8 @@ pub struct FailedState {
     pub shared: Arc<SharedState>,
     pub run_num: Option<u64>,
     pub duration_ms: Option<f64>,
-    pub start_time: Option<String>,
+    /// Inline up to 24 bytes (Salt's `HH:MM:SS.ffffff` is 15).
+    pub start_time: Option<CompactString>,
 }
 
 /// What a failed state says that does not vary between minions.
@@ -99,7 +102,9 @@ pub struct Judged {
     /// The comment as fingerprinted (what varies replaced).
     pub normalised: String,
     pub classification: Classification,
-    pub fingerprint: String,
+    /// Shared by the `state_failure` records of every minion that failed
+    /// the same way (a clone copies no text).
+    pub fingerprint: Arc<str>,
 }
 
 impl std::ops::Deref for FailedState {
@@ -331,7 +336,7 @@ impl<'a> Fields<'a> {
                 .and_then(msgpack_int)
                 .and_then(|n| u64::try_from(n).ok()),
             duration_ms: self.duration.and_then(msgpack_number),
-            start_time: self.start_time.and_then(|r| text_of(r, 64, false)),
+            start_time: self.start_time.and_then(|r| short_text_of(r, 64)),
         }
     }
 }

@@ -369,7 +369,7 @@ impl Triage {
             comment: Capped::new(&state.comment, self.config.comment_max_bytes),
             normalised: read.normalised,
             classification: read.classification,
-            fingerprint,
+            fingerprint: fingerprint.into(),
         }
     }
 

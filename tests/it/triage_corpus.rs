@@ -192,7 +192,7 @@ impl Score {
                 }
             }
             let group = e["group"].as_str().unwrap_or(id).to_owned();
-            self.groups.push((group, failure.fingerprint.clone()));
+            self.groups.push((group, failure.fingerprint.to_string()));
         }
     }
 

@@ -19,7 +19,7 @@ impl Stages {
     pub(super) fn follow_state_run(
         &mut self,
         r: &crate::event::JobReturn<'_>,
-        triaged: Option<&(std::sync::Arc<str>, JobContext, Option<String>)>,
+        triaged: Option<&(std::sync::Arc<str>, JobContext, Option<std::sync::Arc<str>>)>,
         at: Stamp,
         out: &mut Vec<Record>,
     ) {

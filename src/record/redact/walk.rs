@@ -33,6 +33,15 @@ impl Scrub for String {
     }
 }
 
+/// A short text held inline (a state's start time).
+impl Scrub for compact_str::CompactString {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        if let Some(settled) = r.settle(self, fired) {
+            *self = settled.into();
+        }
+    }
+}
+
 /// A text every record shares (the master's name): replaced only when a
 /// rule changes it.
 impl Scrub for std::sync::Arc<str> {
