@@ -12,7 +12,9 @@ use saltsight::event::{self, json::to_json};
 use saltsight::sink::encode::Encoding;
 use saltsight::sink::segment;
 use saltsight::triage::category::{FailureText, classify};
-use saltsight::triage::failures::{MAX_DECODED_FAILURES, OUTPUT_MAX, root_causes, walk};
+use saltsight::triage::failures::{
+    MAX_DECODED_FAILURES, OUTPUT_MAX, RootScratch, root_causes, walk,
+};
 use saltsight::triage::render::render_errors;
 
 /// The frames a stream splits into when read `chunk` bytes at a time with a
@@ -76,7 +78,7 @@ pub fn walk_return(raw: &[u8]) {
                 exit_code: state.exit_code,
             });
         }
-        let _ = root_causes(&mut run.failed);
+        let _ = root_causes(&mut run.failed, &mut RootScratch::default());
     }
     if let Some(errors) = render_errors(raw, Some(1)) {
         for error in errors {

@@ -416,11 +416,26 @@ pub struct RootCause {
     pub fallout: u32,
 }
 
+/// What [`root_causes`] works in, kept from return to return: the room of
+/// its vectors (a failing return made five of them).
+#[derive(Debug, Default)]
+pub struct RootScratch {
+    labels: Labels,
+    fallout_of_root: Vec<u32>,
+    seen: Vec<bool>,
+    /// Requisites still to follow: (a failed state, the index of one of its
+    /// failed requisites).
+    stack: Vec<(usize, usize)>,
+}
+
 /// The root causes of a run's failures, in run order, each with the number of
 /// states that failed because of it (directly or through other fallout), and the
 /// fallout no root cause explains (its requisite failed outside this return).
 /// `failed` is left empty, its room kept.
-pub fn root_causes(failed: &mut Vec<FailedState>) -> (Vec<RootCause>, u32) {
+pub fn root_causes(
+    failed: &mut Vec<FailedState>,
+    scratch: &mut RootScratch,
+) -> (Vec<RootCause>, u32) {
     // Sized exactly: a vector grown push by push takes room for four, and
     // room for four root causes is a large allocation (over 1 KiB) for the
     // allocator, which then consolidates its free lists (perf: with the
@@ -436,25 +451,22 @@ pub fn root_causes(failed: &mut Vec<FailedState>) -> (Vec<RootCause>, u32) {
         );
         return (causes, 0);
     }
-    let labels = Labels::of(failed);
+    scratch.labels.refill(failed);
     // For each fallout state, the roots it leads back to.
-    let mut fallout_of_root = vec![0u32; failed.len()];
+    scratch.fallout_of_root.clear();
+    scratch.fallout_of_root.resize(failed.len(), 0);
     let mut unexplained = 0;
-    for state in failed.iter().filter(|s| s.is_fallout()) {
-        let roots = roots_of(state, failed, &labels);
-        if roots.is_empty() {
+    for (i, state) in failed.iter().enumerate() {
+        if state.is_fallout() && count_roots(i, failed, scratch) == 0 {
             unexplained += 1;
-        }
-        for root in roots {
-            fallout_of_root[root] += 1;
         }
     }
     causes.extend(
         failed
             .drain(..)
-            .zip(fallout_of_root)
+            .zip(scratch.fallout_of_root.iter())
             .filter(|(s, _)| !s.is_fallout())
-            .map(|(state, fallout)| RootCause { state, fallout }),
+            .map(|(state, &fallout)| RootCause { state, fallout }),
     );
     (causes, unexplained)
 }
@@ -477,22 +489,20 @@ fn hash_parts(parts: &[&[u8]]) -> u64 {
 /// by a hash of it so no label is built; a lookup checks the label itself.
 /// Sorted by hash then place (a return has a few failed states, at most
 /// [`MAX_DECODED_FAILURES`]: one allocation, no hash table).
+#[derive(Debug, Default)]
 struct Labels(Vec<(u64, usize)>);
 
 impl Labels {
-    fn of(failed: &[FailedState]) -> Self {
-        let mut by_label: Vec<(u64, usize)> = failed
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                (
-                    hash_parts(&[s.sls.as_bytes(), b".", s.state_id.as_bytes()]),
-                    i,
-                )
-            })
-            .collect();
-        by_label.sort_unstable();
-        Self(by_label)
+    /// The labels of `failed`, in place of those held.
+    fn refill(&mut self, failed: &[FailedState]) {
+        self.0.clear();
+        self.0.extend(failed.iter().enumerate().map(|(i, s)| {
+            (
+                hash_parts(&[s.sls.as_bytes(), b".", s.state_id.as_bytes()]),
+                i,
+            )
+        }));
+        self.0.sort_unstable();
     }
 
     fn get(&self, label: &str, failed: &[FailedState]) -> Option<usize> {
@@ -512,27 +522,35 @@ impl Labels {
     }
 }
 
-/// The non-fallout states `state` leads back to, following fallout chains; a
-/// cycle or an unknown requisite ends a branch.
-fn roots_of(state: &FailedState, failed: &[FailedState], labels: &Labels) -> Vec<usize> {
-    let mut roots = Vec::new();
-    let mut seen = vec![false; failed.len()];
-    let mut stack: Vec<&str> = state
-        .failed_requisites
-        .iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
-    while let Some(label) = stack.pop() {
-        let Some(i) = labels.get(label, failed) else {
+/// Counts fallout state `state` (of `failed`) in `fallout_of_root` of each
+/// non-fallout state it leads back to, following fallout chains (a cycle or
+/// an unknown requisite ends a branch); returns how many it led back to.
+fn count_roots(state: usize, failed: &[FailedState], scratch: &mut RootScratch) -> usize {
+    let RootScratch {
+        labels,
+        fallout_of_root,
+        seen,
+        stack,
+    } = scratch;
+    seen.clear();
+    seen.resize(failed.len(), false);
+    stack.clear();
+    let requisites_of = |i: usize| failed[i].failed_requisites.as_deref().unwrap_or_default();
+    stack.extend((0..requisites_of(state).len()).map(|r| (state, r)));
+    let mut roots = 0;
+    while let Some((of, r)) = stack.pop() {
+        let Some(i) = labels.get(&requisites_of(of)[r], failed) else {
             continue;
         };
         if std::mem::replace(&mut seen[i], true) {
             continue;
         }
         match &failed[i].failed_requisites {
-            Some(next) => stack.extend(next.iter().map(String::as_str)),
-            None => roots.push(i),
+            Some(next) => stack.extend((0..next.len()).map(|r| (i, r))),
+            None => {
+                fallout_of_root[i] += 1;
+                roots += 1;
+            }
         }
     }
     roots

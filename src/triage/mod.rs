@@ -31,7 +31,7 @@ use crate::record::CommandOutput;
 use crate::time::Stamp;
 pub use category::{Capped, Category, Classification, FailureText, classify};
 pub use failures::Judged;
-use failures::{Decoded, FailedState, RootCause, root_causes, walk_with};
+use failures::{Decoded, FailedState, RootCause, RootScratch, root_causes, walk_with};
 use fingerprint::{StateKey, normalise};
 use render::{RenderError, render_errors};
 
@@ -177,6 +177,8 @@ pub struct Triage {
     decoded: Decoded,
     /// The last return's vector of failed states, emptied, for the next.
     spare_failed: Vec<FailedState>,
+    /// What finding root causes works in, kept for the next return.
+    root_scratch: RootScratch,
     pub stats: std::sync::Arc<TriageStats>,
 }
 
@@ -202,6 +204,7 @@ impl Triage {
             memo: memo::Memo::default(),
             decoded: Decoded::default(),
             spare_failed: Vec::new(),
+            root_scratch: RootScratch::default(),
             stats: std::sync::Arc::default(),
         }
     }
@@ -283,7 +286,7 @@ impl Triage {
             self.stats
                 .failures_not_examined
                 .add(u64::from(run.not_examined));
-            let (causes, unexplained) = root_causes(&mut run.failed);
+            let (causes, unexplained) = root_causes(&mut run.failed, &mut self.root_scratch);
             if run.failed.capacity() <= SPARE_FAILED_STATES {
                 self.spare_failed = run.failed;
             }

@@ -52,7 +52,7 @@ fn fallout_chains_lead_back_to_their_root() {
     let mut run = walk(&pack(&Value::Object(ret)), true).unwrap();
     assert_eq!((run.states, run.would_change, run.failed.len()), (7, 1, 5));
     assert_eq!(run.outcomes.len(), 6, "null results are not outcomes");
-    let (causes, unexplained) = root_causes(&mut run.failed);
+    let (causes, unexplained) = root_causes(&mut run.failed, &mut RootScratch::default());
     let got: Vec<_> = causes
         .iter()
         .map(|c| (c.state.state_id.as_str(), c.fallout))
@@ -93,7 +93,7 @@ fn labels_with_dots_find_their_state_whole() {
     .into_iter()
     .collect();
     let mut run = walk(&pack(&Value::Object(ret)), false).unwrap();
-    let (causes, unexplained) = root_causes(&mut run.failed);
+    let (causes, unexplained) = root_causes(&mut run.failed, &mut RootScratch::default());
     let got: Vec<_> = causes
         .iter()
         .map(|c| (c.state.sls.as_str(), c.state.state_id.as_str(), c.fallout))
@@ -205,7 +205,7 @@ fn a_requisite_cycle_ends() {
     .into_iter()
     .collect();
     let mut run = walk(&pack(&Value::Object(ret)), false).unwrap();
-    let (causes, unexplained) = root_causes(&mut run.failed);
+    let (causes, unexplained) = root_causes(&mut run.failed, &mut RootScratch::default());
     assert!(causes.is_empty());
     assert_eq!(unexplained, 2);
 }
@@ -299,11 +299,75 @@ fn a_label_two_states_share_leads_to_the_later_one() {
     .into_iter()
     .collect();
     let mut run = walk(&pack(&Value::Object(ret)), false).unwrap();
-    let (causes, unexplained) = root_causes(&mut run.failed);
+    let (causes, unexplained) = root_causes(&mut run.failed, &mut RootScratch::default());
     let got: Vec<_> = causes
         .iter()
         .map(|c| (c.state.state_id.as_str(), c.fallout))
         .collect();
     assert_eq!(got, [("app", 0), ("base", 2)]);
     assert_eq!(unexplained, 0);
+}
+
+/// One scratch serves return after return: what a run finds with it is what
+/// it finds with a new one.
+#[test]
+fn root_causes_with_a_used_scratch_are_those_with_a_new_one() {
+    let run_of = |states: Vec<(String, Value)>| {
+        walk(&pack(&Value::Object(states.into_iter().collect())), false).unwrap()
+    };
+    let chain = || {
+        run_of(vec![
+            state("a", "r", 0, json!(false), "boom"),
+            state(
+                "a",
+                "f1",
+                1,
+                json!(false),
+                "One or more requisite failed: a.r",
+            ),
+            state(
+                "a",
+                "f2",
+                2,
+                json!(false),
+                "One or more requisite failed: a.f1",
+            ),
+        ])
+    };
+    let other = || {
+        run_of(vec![
+            state("b", "x", 0, json!(false), "bang"),
+            state(
+                "b",
+                "y",
+                1,
+                json!(false),
+                "One or more requisite failed: b.x",
+            ),
+            state(
+                "b",
+                "z",
+                2,
+                json!(false),
+                "One or more requisite failed: c.gone",
+            ),
+        ])
+    };
+    let found = |mut run: StateRun, scratch: &mut RootScratch| {
+        let (causes, unexplained) = root_causes(&mut run.failed, scratch);
+        let causes: Vec<_> = causes
+            .iter()
+            .map(|c| (c.state.state_id.clone(), c.fallout))
+            .collect();
+        (causes, unexplained)
+    };
+    let mut used = RootScratch::default();
+    let runs: [&dyn Fn() -> StateRun; 3] = [&chain, &other, &chain];
+    for run in runs {
+        assert_eq!(
+            found(run(), &mut used),
+            found(run(), &mut RootScratch::default())
+        );
+    }
+    assert_eq!(found(other(), &mut used), (vec![("x".to_owned(), 1)], 1));
 }
