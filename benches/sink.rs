@@ -37,7 +37,7 @@ fn records() -> Vec<Record> {
                 Stamp(1_763_753_597_593_904 + i as i64),
                 &[&jid, &minion],
                 RecordBody::MinionReturn(MinionReturn {
-                    jid: jid.clone(),
+                    jid: jid.as_str().into(),
                     minion: minion.clone(),
                     fun: Some("state.apply".into()),
                     retcode: Some(0),

@@ -454,7 +454,11 @@ fn verdict_of_v1(kind: RecordKind, json: &str) -> Option<(String, Option<String>
         RecordKind::MinionReturn | RecordKind::LateReturn => {
             let r = serde_json::from_str::<Stored<MinionReturn>>(json).ok()?;
             let verdict = Verdict::returned(&r.body, r.at, kind == RecordKind::LateReturn);
-            Some((r.body.jid, r.body.fun, verdict))
+            Some((
+                r.body.jid.to_string(),
+                r.body.fun.map(|f| f.to_string()),
+                verdict,
+            ))
         }
         RecordKind::MinionMissing => {
             let m = serde_json::from_str::<Stored<MinionMissing>>(json).ok()?;

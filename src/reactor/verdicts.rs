@@ -239,7 +239,7 @@ impl Output for VerdictOutput {
                 if !r.succeeded && self.fires(FireKind::Failed) =>
             {
                 let max = self.max_minions;
-                if let Some(note) = self.jobs.get_mut(&r.jid) {
+                if let Some(note) = self.jobs.get_mut(&*r.jid) {
                     if note.failed.len() < max {
                         note.failed.push(r.minion.clone());
                     } else {

@@ -213,9 +213,10 @@ pub struct StateCounts {
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct MinionReturn {
-    pub jid: String,
+    /// Its job's, shared by the job's returns when the job is open.
+    pub jid: Arc<str>,
     pub minion: String,
-    pub fun: Option<String>,
+    pub fun: Option<Arc<str>>,
     pub retcode: Option<i64>,
     /// Salt's own `success` (true for a scheduled run whose states failed).
     pub salt_success: Option<bool>,

@@ -195,7 +195,7 @@ impl Model {
                     job.failed += 1;
                     self.verdict(Verdict {
                         at,
-                        jid: r.jid.clone(),
+                        jid: r.jid.to_string(),
                         minion: r.minion.clone(),
                         fun: fun.to_owned(),
                         kind: VerdictKind::Failed { retcode: r.retcode },
@@ -203,15 +203,15 @@ impl Model {
                 }
             }
             RecordBody::LateReturn(r) => {
-                if let Some(job) = self.closed.iter_mut().find(|j| j.jid == r.jid) {
+                if let Some(job) = self.closed.iter_mut().find(|j| *j.jid == *r.jid) {
                     job.returned += 1;
                     job.failed += u32::from(!r.succeeded);
                 }
                 self.verdict(Verdict {
                     at,
-                    jid: r.jid.clone(),
+                    jid: r.jid.to_string(),
                     minion: r.minion.clone(),
-                    fun: r.fun.clone().unwrap_or_default(),
+                    fun: r.fun.as_deref().unwrap_or_default().to_owned(),
                     kind: VerdictKind::Late {
                         succeeded: r.succeeded,
                     },

@@ -20,6 +20,7 @@
 //!   re-announcing themselves to a restarted master, not restarts.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use foldhash::{HashMap, HashMapExt};
@@ -44,7 +45,8 @@ use crate::time::Stamp;
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Job {
-    fun: Box<str>,
+    /// Shared with its returns' `minion_return` records.
+    fun: Arc<str>,
     tgt: Vec<String>,
     context: JobContext,
     published_at: Stamp,
@@ -94,7 +96,8 @@ pub struct JobTracker {
     deadline_globs: Vec<(Glob, Duration)>,
     config: TrackerConfig,
     records: RecordFactory,
-    open: HashMap<Box<str>, Job>,
+    /// By jid, shared with their returns' `minion_return` records.
+    open: HashMap<Arc<str>, Job>,
     deadlines: Deadlines,
     expected_total: usize,
     closed: HashMap<Box<str>, ClosedJob>,
@@ -562,7 +565,7 @@ impl JobTracker {
     pub fn advance(&mut self, now: Stamp, out: &mut Vec<Record>) {
         let start = out.len();
         while let Some((deadline, jid)) = self.deadlines.pop_due(now) {
-            if let Some(job) = self.open.remove(&jid) {
+            if let Some(job) = self.open.remove(&*jid) {
                 self.close(jid, job, deadline, false, out);
             }
         }
@@ -583,7 +586,7 @@ impl JobTracker {
     pub fn finish(&mut self, out: &mut Vec<Record>) {
         let start = out.len();
         while let Some((deadline, jid)) = self.deadlines.pop_first() {
-            if let Some(job) = self.open.remove(&jid) {
+            if let Some(job) = self.open.remove(&*jid) {
                 self.close(jid, job, deadline, false, out);
             }
         }
@@ -606,7 +609,7 @@ impl JobTracker {
             let Some((_, jid)) = self.deadlines.pop_first() else {
                 break;
             };
-            if let Some(job) = self.open.remove(&jid) {
+            if let Some(job) = self.open.remove(&*jid) {
                 self.stats.evicted_jobs.inc();
                 self.close(jid, job, at, true, out);
             }

@@ -3,6 +3,7 @@
 //! return that could not be read.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::{JobClosed, JobTracker, context_of_return, millis_between};
 use crate::event::args::is_internal;
@@ -49,10 +50,18 @@ impl JobTracker {
             && r.success != Some(false)
             && states.as_ref().is_none_or(|s| s.failed == 0)
             && !hidden;
+        // An open job's jid and function are shared by its returns' records.
+        let (jid_text, job_fun) = match self.open.get_key_value(jid) {
+            Some((key, job)) => (Arc::clone(key), Some(&job.fun)),
+            None => (Arc::from(jid), None),
+        };
         let mut record = MinionReturn {
-            jid: jid.to_owned(),
+            jid: jid_text,
             minion: minion.to_owned(),
-            fun: r.fun.as_ref().map(|f| f.as_str().to_owned()),
+            fun: r.fun.as_ref().map(|f| match job_fun {
+                Some(shared) if **shared == *f.as_str() => Arc::clone(shared),
+                _ => Arc::from(f.as_str()),
+            }),
             retcode: r.retcode,
             salt_success: r.success,
             succeeded,

@@ -90,7 +90,7 @@ impl JobTracker {
         for (jid, job) in saved.open {
             self.deadlines.insert(job.deadline, &jid);
             self.expected_total += job.pending;
-            self.open.insert(jid, job);
+            self.open.insert(jid.into(), job);
         }
         self.closed.clear();
         self.closed_order = VecDeque::new();

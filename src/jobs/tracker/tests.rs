@@ -592,7 +592,7 @@ fn a_trimmed_return_is_flagged_and_a_trimmed_state_run_never_succeeds() {
         .iter()
         .filter_map(|r| match &r.body {
             RecordBody::MinionReturn(m) => {
-                Some((m.jid.clone(), m.minion.clone(), m.succeeded, m.trimmed))
+                Some((m.jid.to_string(), m.minion.clone(), m.succeeded, m.trimmed))
             }
             _ => None,
         })

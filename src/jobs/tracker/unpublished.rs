@@ -35,8 +35,8 @@ impl JobTracker {
         let jid = record.jid.clone();
         let minion = record.minion.clone();
         let completed = JobCompleted {
-            jid: jid.clone(),
-            fun: record.fun.clone().unwrap_or_default(),
+            jid: jid.to_string(),
+            fun: record.fun.as_deref().unwrap_or_default().to_owned(),
             tgt: vec![record.minion.clone()],
             expected: 1,
             returned: 1,
@@ -56,7 +56,7 @@ impl JobTracker {
                 .make(at, &[&jid, &minion], RecordBody::MinionReturn(record)),
         );
         self.closed_now.push(JobClosed {
-            jid: jid.clone(),
+            jid: jid.to_string(),
             revision: 0,
             context: completed.context.clone(),
             at,
