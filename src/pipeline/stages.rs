@@ -73,6 +73,15 @@ impl SavedStages {
     }
 }
 
+/// What triage found in a return, for the stages after the tracker.
+struct Triaged {
+    jid: Arc<str>,
+    /// Its job's context, as the tracker held it before the return.
+    context: JobContext,
+    /// The fingerprint of its first root cause.
+    root_cause: Option<Arc<str>>,
+}
+
 /// Triage, the job tracker, the correlator and external incidents, wired in
 /// order.
 pub struct Stages {
@@ -217,7 +226,7 @@ impl Stages {
                 }
             }
         }
-        if let Some((jid, context, _)) = triaged {
+        if let Some(Triaged { jid, context, .. }) = triaged {
             if self.tracker.context(&jid).is_none() {
                 let groups = self.triage.close_job(&jid);
                 let incidents = &self.incidents;
@@ -326,12 +335,7 @@ impl Stages {
     }
 
     /// Triage of a return → the correlator's records; the job and its context.
-    fn triage(
-        &mut self,
-        event: &Event<'_>,
-        at: Stamp,
-        out: &mut Vec<Record>,
-    ) -> Option<(Arc<str>, JobContext, Option<Arc<str>>)> {
+    fn triage(&mut self, event: &Event<'_>, at: Stamp, out: &mut Vec<Record>) -> Option<Triaged> {
         self.triage
             .want_outcomes(self.correlator_wants_outcomes || self.incidents.any_open());
         let (findings, context) = match &event.body {
@@ -368,7 +372,11 @@ impl Stages {
                     .first()
                     .map(|f| f.fingerprint.as_str().into())
             });
-        Some((findings.jid, context, root_cause))
+        Some(Triaged {
+            jid: findings.jid,
+            context,
+            root_cause,
+        })
     }
 
     /// Each root cause with an external target to the incident stage: the

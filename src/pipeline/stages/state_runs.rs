@@ -2,7 +2,7 @@
 //! applies (or fails) and its changes for drift, under the HEAD its job ran
 //! under.
 
-use super::Stages;
+use super::{Stages, Triaged};
 use crate::correlate::Correlator;
 use crate::correlate::applied::coverage_of;
 use crate::correlate::rollout::Coverage;
@@ -19,7 +19,7 @@ impl Stages {
     pub(super) fn follow_state_run(
         &mut self,
         r: &crate::event::JobReturn<'_>,
-        triaged: Option<&(std::sync::Arc<str>, JobContext, Option<std::sync::Arc<str>>)>,
+        triaged: Option<&Triaged>,
         at: Stamp,
         out: &mut Vec<Record>,
     ) {
@@ -41,7 +41,7 @@ impl Stages {
         if args.coverage.is_none() {
             return;
         }
-        let context = triaged.map(|(_, context, _)| context);
+        let context = triaged.map(|t| &t.context);
         self.follow_drift(r, fun, test, context, at, out);
         if test {
             return;
@@ -54,7 +54,7 @@ impl Stages {
             minion,
             coverage,
             succeeded,
-            fingerprint: triaged.and_then(|(_, _, f)| f.as_deref()),
+            fingerprint: triaged.and_then(|t| t.root_cause.as_deref()),
         };
         self.correlator.on_state_run(&run, at, out);
     }
