@@ -33,22 +33,28 @@ impl Scrub for String {
     }
 }
 
-/// A short text held inline (a state's start time).
-impl Scrub for compact_str::CompactString {
-    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
-        if let Some(settled) = r.settle(self, fired) {
-            *self = settled.into();
-        }
+/// A text held as something other than a `String`: replaced only when a
+/// rule changes it.
+fn scrub_replaced<T>(text: &mut T, r: &Inner, fired: &mut Fired)
+where
+    T: std::ops::Deref<Target = str> + From<String>,
+{
+    if let Some(settled) = r.settle(text, fired) {
+        *text = settled.into();
     }
 }
 
-/// A text every record shares (the master's name): replaced only when a
-/// rule changes it.
+/// A short text held inline (a state's start time).
+impl Scrub for compact_str::CompactString {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        scrub_replaced(self, r, fired);
+    }
+}
+
+/// A text every record shares (the master's name, a return's jid).
 impl Scrub for std::sync::Arc<str> {
     fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
-        if let Some(settled) = r.settle(self, fired) {
-            *self = settled.into();
-        }
+        scrub_replaced(self, r, fired);
     }
 }
 

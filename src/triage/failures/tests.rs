@@ -312,46 +312,26 @@ fn a_label_two_states_share_leads_to_the_later_one() {
 /// it finds with a new one.
 #[test]
 fn root_causes_with_a_used_scratch_are_those_with_a_new_one() {
-    let run_of = |states: Vec<(String, Value)>| {
-        walk(&pack(&Value::Object(states.into_iter().collect())), false).unwrap()
-    };
-    let chain = || {
-        run_of(vec![
-            state("a", "r", 0, json!(false), "boom"),
-            state(
-                "a",
-                "f1",
-                1,
-                json!(false),
-                "One or more requisite failed: a.r",
-            ),
-            state(
-                "a",
-                "f2",
-                2,
-                json!(false),
-                "One or more requisite failed: a.f1",
-            ),
-        ])
-    };
-    let other = || {
-        run_of(vec![
-            state("b", "x", 0, json!(false), "bang"),
-            state(
-                "b",
-                "y",
-                1,
-                json!(false),
-                "One or more requisite failed: b.x",
-            ),
-            state(
-                "b",
-                "z",
-                2,
-                json!(false),
-                "One or more requisite failed: c.gone",
-            ),
-        ])
+    // Each run's failed states, in run order: (sls, id, the requisite it
+    // failed by, if it is fallout).
+    let chain = [
+        ("a", "r", None),
+        ("a", "f1", Some("a.r")),
+        ("a", "f2", Some("a.f1")),
+    ];
+    let other = [
+        ("b", "x", None),
+        ("b", "y", Some("b.x")),
+        ("b", "z", Some("c.gone")),
+    ];
+    let run_of = |failed: &[(&str, &str, Option<&str>)]| {
+        let states = failed.iter().zip(0u64..).map(|(&(sls, id, by), run)| {
+            let comment = by.map_or("boom".to_owned(), |by| {
+                format!("One or more requisite failed: {by}")
+            });
+            state(sls, id, run, json!(false), &comment)
+        });
+        walk(&pack(&Value::Object(states.collect())), false).unwrap()
     };
     let found = |mut run: StateRun, scratch: &mut RootScratch| {
         let (causes, unexplained) = root_causes(&mut run.failed, scratch);
@@ -362,12 +342,14 @@ fn root_causes_with_a_used_scratch_are_those_with_a_new_one() {
         (causes, unexplained)
     };
     let mut used = RootScratch::default();
-    let runs: [&dyn Fn() -> StateRun; 3] = [&chain, &other, &chain];
-    for run in runs {
+    for failed in [&chain, &other, &chain] {
         assert_eq!(
-            found(run(), &mut used),
-            found(run(), &mut RootScratch::default())
+            found(run_of(failed), &mut used),
+            found(run_of(failed), &mut RootScratch::default())
         );
     }
-    assert_eq!(found(other(), &mut used), (vec![("x".to_owned(), 1)], 1));
+    assert_eq!(
+        found(run_of(&other), &mut used),
+        (vec![("x".to_owned(), 1)], 1)
+    );
 }
