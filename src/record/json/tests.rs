@@ -123,6 +123,18 @@ fn every_byte_is_escaped_as_serde_json_escapes_it_wherever_it_falls() {
             same(&text);
         }
     }
+    // Every length a text is checked in words of its own (1 to 3, 4 to 7, 8 to
+    // 16, longer), with the escaped byte at every place.
+    for len in 1..=40 {
+        for at in 0..len {
+            for byte in [0u8, b'\n', b'"', b'\\', 0x1f] {
+                let mut text: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+                text[at] = byte;
+                same(&String::from_utf8(text).unwrap_or_default());
+            }
+        }
+        same(&"\u{e9}".repeat(len));
+    }
     same("");
     same("\"\"\\\\\n\n");
     // A flag above the first may be wrong: a space after a control byte, `#`
