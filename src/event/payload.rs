@@ -203,48 +203,50 @@ impl<'a> Fields<'a> {
         let pairs = cursor.read_map_len().ok_or(NotAMap)?;
         let mut f = Fields::default();
         for _ in 0..pairs {
-            let key = cursor
-                .read_key()
-                .map_err(|_| NotAMap)?
-                .and_then(|k| std::str::from_utf8(k).ok());
+            let key = cursor.read_key().map_err(|_| NotAMap)?;
             let value = cursor.take_raw().map_err(|_| NotAMap)?;
+            // A wanted key is matched as bytes (each is ASCII); only a key
+            // kept by no field is read as text, to count it when it is none.
             match key {
-                Some(key) => f.keep(key, value),
-                None => f.non_string_keys += 1,
+                Some(key) if f.keep(key, value) => {}
+                Some(key) if std::str::from_utf8(key).is_ok() => {}
+                _ => f.non_string_keys += 1,
             }
         }
         Ok(f)
     }
 
-    fn keep(&mut self, key: &str, raw: &'a [u8]) {
+    /// Keeps `raw` in the field named `key`; `false` when no field is.
+    fn keep(&mut self, key: &[u8], raw: &'a [u8]) -> bool {
         let m = &mut self.malformed;
         match key {
-            "jid" => self.jid = typed(raw, "jid", m),
-            "id" => self.id = typed(raw, "id", m),
-            "fun" => self.fun = typed(raw, "fun", m),
-            "arg" => self.arg = Some(Raw(raw)),
-            "fun_args" => self.fun_args = Some(Raw(raw)),
-            "tgt" => self.tgt = typed(raw, "tgt", m),
-            "tgt_type" => self.tgt_type = typed(raw, "tgt_type", m),
-            "user" => self.user = typed(raw, "user", m),
-            "minions" => self.minions = typed(raw, "minions", m),
-            "missing" => self.missing = typed(raw, "missing", m),
-            "retcode" => self.retcode = typed(raw, "retcode", m),
-            "success" => self.success = typed(raw, "success", m),
-            "schedule" => self.schedule = typed(raw, "schedule", m),
-            "metadata" => self.metadata = Some(Raw(raw)),
-            "traceparent" => self.traceparent = typed(raw, "traceparent", m),
-            "return" => self.ret = Some(Raw(raw)),
-            "out" => self.out = typed(raw, "out", m),
-            "_stamp" => self.stamp = typed(raw, "_stamp", m),
-            "act" => self.act = typed(raw, "act", m),
-            "result" => self.result = typed(raw, "result", m),
-            "present" => self.present = typed(raw, "present", m),
-            "new" => self.new = typed(raw, "new", m),
-            "lost" => self.lost = typed(raw, "lost", m),
-            "data" => self.inner_data = Some(Raw(raw)),
-            _ => {}
+            b"jid" => self.jid = typed(raw, "jid", m),
+            b"id" => self.id = typed(raw, "id", m),
+            b"fun" => self.fun = typed(raw, "fun", m),
+            b"arg" => self.arg = Some(Raw(raw)),
+            b"fun_args" => self.fun_args = Some(Raw(raw)),
+            b"tgt" => self.tgt = typed(raw, "tgt", m),
+            b"tgt_type" => self.tgt_type = typed(raw, "tgt_type", m),
+            b"user" => self.user = typed(raw, "user", m),
+            b"minions" => self.minions = typed(raw, "minions", m),
+            b"missing" => self.missing = typed(raw, "missing", m),
+            b"retcode" => self.retcode = typed(raw, "retcode", m),
+            b"success" => self.success = typed(raw, "success", m),
+            b"schedule" => self.schedule = typed(raw, "schedule", m),
+            b"metadata" => self.metadata = Some(Raw(raw)),
+            b"traceparent" => self.traceparent = typed(raw, "traceparent", m),
+            b"return" => self.ret = Some(Raw(raw)),
+            b"out" => self.out = typed(raw, "out", m),
+            b"_stamp" => self.stamp = typed(raw, "_stamp", m),
+            b"act" => self.act = typed(raw, "act", m),
+            b"result" => self.result = typed(raw, "result", m),
+            b"present" => self.present = typed(raw, "present", m),
+            b"new" => self.new = typed(raw, "new", m),
+            b"lost" => self.lost = typed(raw, "lost", m),
+            b"data" => self.inner_data = Some(Raw(raw)),
+            _ => return false,
         }
+        true
     }
 }
 
@@ -354,6 +356,20 @@ mod tests {
         assert_eq!(f.id.unwrap().as_str(), "web1");
         assert_eq!(f.retcode, Some(Int(2)));
         assert_eq!(f.non_string_keys, 1);
+    }
+
+    #[test]
+    fn a_key_that_is_no_text_is_counted_and_one_no_field_wants_is_not() {
+        // {"cmd": "_return", b"\xff\xfe": 1, "jid": "1", "id": "web1"}
+        let mut data = vec![0x84, 0xa3, b'c', b'm', b'd', 0xa7];
+        data.extend_from_slice(b"_return");
+        data.extend_from_slice(&[0xa2, 0xff, 0xfe, 0x01]);
+        data.extend_from_slice(&[0xa3, b'j', b'i', b'd', 0xa1, b'1']);
+        data.extend_from_slice(&[0xa2, b'i', b'd', 0xa4, b'w', b'e', b'b', b'1']);
+        let f = Fields::scan(&data).unwrap();
+        assert_eq!(f.non_string_keys, 1);
+        assert_eq!(f.jid.unwrap().as_str(), "1");
+        assert_eq!(f.id.unwrap().as_str(), "web1");
     }
 
     #[test]
