@@ -125,37 +125,49 @@ impl Correlator {
         }
         let heads = self.heads_of(run.jid, at, out);
         for repo in 0..self.repos.len() {
-            let name = self.repos[repo].spec.name.clone();
-            let Some(head) = heads.get(&name).filter(|_| self.repos[repo].spec.states) else {
+            if !self.repos[repo].spec.states {
+                continue;
+            }
+            // The name and HEAD are borrowed from the job's HEADs (shared), not
+            // copied: the rollouts and the ancestry cache below need `self`.
+            let Some((name, head)) = heads.get_key_value(self.repos[repo].spec.name.as_str())
+            else {
                 continue;
             };
-            let candidates: Vec<(usize, String, bool)> = self
-                .rollouts
-                .as_ref()
-                .map(|f| f.rollouts.open_rollouts(&name))
-                .unwrap_or_default()
-                .iter()
-                .enumerate()
-                .map(|(k, o): (usize, &Open)| {
-                    (k, o.commit().to_owned(), o.covered_by(run.coverage))
-                })
-                .collect();
-            for (index, commit, covered) in candidates {
-                if !covered || !self.is_ancestor(repo, &commit, head) {
-                    continue;
-                }
-                let Some(following) = self.rollouts.as_mut() else {
+            let mut index = 0;
+            loop {
+                let Some(following) = self.rollouts.as_ref() else {
                     return;
                 };
-                let outcome = RunOutcome {
-                    minion: run.minion,
-                    jid: run.jid,
-                    succeeded: run.succeeded,
-                    fingerprint: run.fingerprint,
+                let Some(open) = following.rollouts.open_rollouts(name).get(index) else {
+                    break;
                 };
-                following
-                    .rollouts
-                    .outcome(&name, index, &outcome, &following.fleet, at, out);
+                let under_head = open.covered_by(run.coverage)
+                    && (open.commit() == head.as_str() || {
+                        let commit = open.commit().to_owned();
+                        self.is_ancestor(repo, &commit, head)
+                    });
+                if under_head {
+                    let Some(following) = self.rollouts.as_mut() else {
+                        return;
+                    };
+                    let outcome = RunOutcome {
+                        minion: run.minion,
+                        jid: run.jid,
+                        succeeded: run.succeeded,
+                        fingerprint: run.fingerprint,
+                    };
+                    let open_before = following.rollouts.open_rollouts(name).len();
+                    following
+                        .rollouts
+                        .outcome(name, index, &outcome, &following.fleet, at, out);
+                    // A rollout this run completed is closed: the next one is
+                    // at its index now.
+                    if following.rollouts.open_rollouts(name).len() < open_before {
+                        continue;
+                    }
+                }
+                index += 1;
             }
         }
     }

@@ -247,7 +247,13 @@ impl Rollouts {
                 fingerprint: run.fingerprint.map(str::to_owned),
             }
         };
-        open.minions.insert(run.minion.into(), standing);
+        // A minion seen before keeps its key (a name allocated once a rollout).
+        match open.minions.get_mut(run.minion) {
+            Some(held) => *held = standing,
+            None => {
+                open.minions.insert(run.minion.into(), standing);
+            }
+        }
         open.record.last_progress = at;
         open.dirty = true;
         let was = open.record.status;
