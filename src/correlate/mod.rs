@@ -65,6 +65,22 @@ struct Repo {
 }
 
 type Heads = BTreeMap<String, String>;
+
+/// The HEAD a job ran under in the first watched state tree, read from the
+/// job's HEADs, which its returns share (not copied a return).
+pub struct StateTreeHead {
+    heads: Arc<Heads>,
+    /// The tree's place among the HEADs (a few, one per watched checkout).
+    entry: usize,
+}
+
+impl StateTreeHead {
+    /// The state tree's name and its HEAD.
+    pub fn name_and_head(&self) -> Option<(&str, &str)> {
+        let (name, head) = self.heads.iter().nth(self.entry)?;
+        Some((name, head))
+    }
+}
 /// A range's commits (newest first) and whether more lay in it.
 type Range = (Vec<Commit>, bool);
 
@@ -254,10 +270,12 @@ impl Correlator {
         jid: &str,
         at: Stamp,
         out: &mut Vec<Record>,
-    ) -> Option<(String, String)> {
+    ) -> Option<StateTreeHead> {
         let heads = self.heads_of(jid, at, out);
-        let (repo, head) = self.states_head(&heads)?;
-        Some((self.repos[repo].spec.name.clone(), head.to_owned()))
+        let (repo, _) = self.states_head(&heads)?;
+        let name = self.repos[repo].spec.name.as_str();
+        let entry = heads.keys().position(|held| held == name)?;
+        Some(StateTreeHead { heads, entry })
     }
 
     /// Whether the SLS `sls` differs between commits `old` and `new` of the

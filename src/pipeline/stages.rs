@@ -95,9 +95,6 @@ pub struct Stages {
     correlator_wants_outcomes: bool,
     /// The pressure stage's change count the tracker's windows are of.
     pressure_seen: u64,
-    /// The job of the return being handled: its drift is decided after the
-    /// return is (the tracker may close it on this very return).
-    drift_after_return: Option<String>,
     /// The last state run's arguments, read (a job's minions return the same).
     run_args: Option<state_runs::RunArgs>,
 }
@@ -119,7 +116,6 @@ impl Stages {
             drift: DriftStage::new(config.drift.clone(), records),
             correlator_wants_outcomes,
             pressure_seen: 0,
-            drift_after_return: None,
             run_args: None,
         }
     }
@@ -197,13 +193,14 @@ impl Stages {
         self.pressure.on_event(event, at);
         let triaged = self.triage(event, at, out);
         self.sync_pressure();
+        // The job of the return being handled: its drift is decided after the
+        // return is (the tracker may close it on this very return).
+        let drift_after_return = match &event.body {
+            Body::JobReturn(r) if self.drift.enabled() => Some(r.jid.as_str()),
+            _ => None,
+        };
         // A job it publishes is made whole with its commits, asked of the
         // correlator then (a HEAD that moved is a config_change first).
-        if let Body::JobReturn(r) = &event.body {
-            if self.drift.enabled() {
-                self.drift_after_return = Some(r.jid.as_str().to_owned());
-            }
-        }
         let correlator = &mut self.correlator;
         let mut changes = Vec::new();
         let start = out.len();
@@ -215,14 +212,14 @@ impl Stages {
         );
         // The commits go before the job they made whole (rare: a new job).
         out.splice(start..start, changes);
-        self.after_tracker(start, out);
+        self.after_tracker(start, drift_after_return, out);
         if let Body::JobReturn(r) = &event.body {
             self.follow_state_run(r, triaged.as_ref(), at, out);
             // A job the tracker does not hold open (scheduled, closed by this
             // return, or a late return): its drift is decided now.
-            if let Some(jid) = self.drift_after_return.take() {
-                if !self.tracker.is_open(&jid) {
-                    self.drift.close_job(&jid, out);
+            if let Some(jid) = drift_after_return {
+                if !self.tracker.is_open(jid) {
+                    self.drift.close_job(jid, out);
                 }
             }
         }
@@ -271,7 +268,7 @@ impl Stages {
         let mut out = Vec::new();
         self.synced_tracker()
             .on_unreadable_return(jid, minion, at, &mut out);
-        self.after_tracker(0, &mut out);
+        self.after_tracker(0, None, &mut out);
         out
     }
 
@@ -284,7 +281,7 @@ impl Stages {
         }
         let mut out = Vec::new();
         self.synced_tracker().more(&mut out);
-        self.after_tracker(0, &mut out);
+        self.after_tracker(0, None, &mut out);
         Some(out)
     }
 
@@ -303,7 +300,7 @@ impl Stages {
     ) -> Vec<Record> {
         let mut out = Vec::new();
         self.tracker.on_gap(start, end, reason, dropped, &mut out);
-        self.after_tracker(0, &mut out);
+        self.after_tracker(0, None, &mut out);
         out
     }
 
@@ -318,7 +315,7 @@ impl Stages {
     fn advance_onto(&mut self, now: Stamp, out: &mut Vec<Record>) {
         let start = out.len();
         self.synced_tracker().advance(now, out);
-        self.after_tracker(start, out);
+        self.after_tracker(start, None, out);
         let tracker = &self.tracker;
         self.triage
             .forget_idle(now, tracker.late_window(), |jid| tracker.is_open(jid));
@@ -330,7 +327,7 @@ impl Stages {
     pub fn finish(&mut self) -> Vec<Record> {
         let mut out = Vec::new();
         self.synced_tracker().finish(&mut out);
-        self.after_tracker(0, &mut out);
+        self.after_tracker(0, None, &mut out);
         out
     }
 
@@ -406,8 +403,14 @@ impl Stages {
     }
 
     /// After the tracker's records (`out` from `start`): the failure groups of
-    /// every job it closed.
-    fn after_tracker(&mut self, start: usize, out: &mut Vec<Record>) {
+    /// every job it closed, and the drift of each but `drift_after_return`'s
+    /// (decided after its return is followed).
+    fn after_tracker(
+        &mut self,
+        start: usize,
+        drift_after_return: Option<&str>,
+        out: &mut Vec<Record>,
+    ) {
         self.count_pressure(&out[start..]);
         for JobClosed {
             jid,
@@ -426,7 +429,7 @@ impl Stages {
                 at,
             );
             out.extend(records);
-            if self.drift_after_return.as_deref() != Some(jid.as_str()) {
+            if drift_after_return != Some(jid.as_str()) {
                 self.drift.close_job(&jid, out);
             }
         }

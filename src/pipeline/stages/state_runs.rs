@@ -3,9 +3,9 @@
 //! under.
 
 use super::{Stages, Triaged};
-use crate::correlate::Correlator;
 use crate::correlate::applied::coverage_of;
 use crate::correlate::rollout::Coverage;
+use crate::correlate::{Correlator, StateTreeHead};
 use crate::drift::{SlsHistory, StateRunSeen};
 use crate::event::Raw;
 use crate::jobs::tracker::context_of_return;
@@ -98,9 +98,7 @@ impl Stages {
             fun,
             test,
             context,
-            tree: tree
-                .as_ref()
-                .map(|(repo, head)| (repo.as_str(), head.as_str())),
+            tree: tree.as_ref().and_then(StateTreeHead::name_and_head),
             ret: ret.0,
             states: r.states(),
             at,
