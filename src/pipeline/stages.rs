@@ -97,6 +97,9 @@ pub struct Stages {
     pressure_seen: u64,
     /// The last state run's arguments, read (a job's minions return the same).
     run_args: Option<state_runs::RunArgs>,
+    /// The incident of each root cause of the return being triaged, kept
+    /// from return to return (emptied after each).
+    incidents_found: Vec<Option<String>>,
 }
 
 impl Stages {
@@ -117,6 +120,7 @@ impl Stages {
             correlator_wants_outcomes,
             pressure_seen: 0,
             run_args: None,
+            incidents_found: Vec::new(),
         }
     }
 
@@ -337,12 +341,19 @@ impl Stages {
             .want_outcomes(self.correlator_wants_outcomes || self.incidents.any_open());
         let (findings, context) = match &event.body {
             Body::JobReturn(r) => {
-                let findings = self.triage.on_return(r, at)?;
-                let context = self
-                    .tracker
-                    .context(r.jid.as_str())
-                    .cloned()
-                    .unwrap_or_else(|| context_of_return(r));
+                // One lookup of an open job: the texts triage shares, and
+                // the context its records carry.
+                let open = self.tracker.open_job(r.jid.as_str());
+                let shared = open.map(|(jid, fun, _)| (jid, fun));
+                let findings = self.triage.on_job_return(r, shared, at)?;
+                let context = match open {
+                    Some((_, _, context)) => context.clone(),
+                    None => self
+                        .tracker
+                        .context(r.jid.as_str())
+                        .cloned()
+                        .unwrap_or_else(|| context_of_return(r)),
+                };
                 (findings, context)
             }
             Body::RunReturn(r) => {
@@ -356,9 +367,12 @@ impl Stages {
             _ => return None,
         };
         self.incidents.on_outcomes(&findings.outcomes, at, out);
-        let incidents = self.incidents_of(&findings, at, out);
+        let mut incidents = std::mem::take(&mut self.incidents_found);
+        self.incidents_of(&findings, at, &mut incidents, out);
         self.correlator
             .on_findings(&findings, &context, &incidents, at, out);
+        incidents.clear();
+        self.incidents_found = incidents;
         let root_cause = findings
             .state_failures
             .first()
@@ -377,29 +391,26 @@ impl Stages {
     }
 
     /// Each root cause with an external target to the incident stage: the
-    /// open incident of each (in the findings' order), handed to the
-    /// correlator before it makes the `state_failure` records.
+    /// open incident of each (in the findings' order) onto `incidents`, handed
+    /// to the correlator before it makes the `state_failure` records.
     fn incidents_of(
         &mut self,
         findings: &Findings,
         at: Stamp,
+        incidents: &mut Vec<Option<String>>,
         out: &mut Vec<Record>,
-    ) -> Vec<Option<String>> {
-        findings
-            .state_failures
-            .iter()
-            .map(|finding| {
-                let failure = Failure {
-                    jid: &findings.jid,
-                    minion: &findings.minion,
-                    sls: &finding.state.sls,
-                    state_id: &finding.state.state_id,
-                    state_hash: Some(finding.state.key_hash),
-                    cause: &finding.classification,
-                };
-                self.incidents.on_failure(&failure, at, out)
-            })
-            .collect()
+    ) {
+        incidents.extend(findings.state_failures.iter().map(|finding| {
+            let failure = Failure {
+                jid: &findings.jid,
+                minion: &findings.minion,
+                sls: &finding.state.sls,
+                state_id: &finding.state.state_id,
+                state_hash: Some(finding.state.key_hash),
+                cause: &finding.classification,
+            };
+            self.incidents.on_failure(&failure, at, out)
+        }));
     }
 
     /// After the tracker's records (`out` from `start`): the failure groups of

@@ -184,6 +184,19 @@ pub struct Triage {
 
 pub use crate::event::args::is_state_run;
 
+/// An open job's jid and function, as the tracker holds them for its
+/// returns' records.
+pub type JobTexts<'j> = (&'j Arc<str>, &'j Arc<str>);
+
+/// Whose return triage reads: its job, minion and function, and the job's
+/// texts to share when the job is open.
+struct Names<'r> {
+    jid: &'r str,
+    minion: &'r str,
+    fun: &'r str,
+    shared: Option<JobTexts<'r>>,
+}
+
 /// The room for failed states kept from one return for the next, at most
 /// (a few KiB; a return with more failures allocates its own).
 const SPARE_FAILED_STATES: usize = 16;
@@ -217,15 +230,30 @@ impl Triage {
 
     /// A minion's return. Findings for state runs; `None` for anything else.
     pub fn on_return(&mut self, r: &JobReturn<'_>, at: Stamp) -> Option<Findings> {
+        self.on_job_return(r, None, at)
+    }
+
+    /// [`Triage::on_return`] for a return of an open job whose jid and
+    /// function are `shared` (the tracker's): the findings hold them, not
+    /// copies.
+    pub fn on_job_return(
+        &mut self,
+        r: &JobReturn<'_>,
+        shared: Option<JobTexts<'_>>,
+        at: Stamp,
+    ) -> Option<Findings> {
         let fun = r.fun.as_ref().map_or("", Text::as_str);
         if !is_state_run(fun) {
             return None;
         }
         let raw = r.ret?.0;
         let findings = self.triage(
-            r.jid.as_str(),
-            r.minion.as_str(),
-            fun,
+            Names {
+                jid: r.jid.as_str(),
+                minion: r.minion.as_str(),
+                fun,
+                shared,
+            },
             raw,
             r.states(),
             r.retcode,
@@ -246,24 +274,39 @@ impl Triage {
         }
         let (minion, raw) = orchestration_states(r.ret?.0)?;
         let states = States::of(raw);
-        let findings = self.triage(r.jid.as_str(), &minion, fun, raw, states.as_ref(), None)?;
+        let names = Names {
+            jid: r.jid.as_str(),
+            minion: &minion,
+            fun,
+            shared: None,
+        };
+        let findings = self.triage(names, raw, states.as_ref(), None)?;
         self.add_to_groups(&findings, at);
         Some(findings)
     }
 
     fn triage(
         &mut self,
-        jid: &str,
-        minion: &str,
-        fun: &str,
+        names: Names<'_>,
         raw: &[u8],
         states: Option<&States<'_>>,
         retcode: Option<i64>,
     ) -> Option<Findings> {
+        let (jid, fun) = match names.shared {
+            Some((jid, fun)) if **jid == *names.jid => (
+                Arc::clone(jid),
+                if **fun == *names.fun {
+                    Arc::clone(fun)
+                } else {
+                    names.fun.into()
+                },
+            ),
+            _ => (names.jid.into(), names.fun.into()),
+        };
         let mut findings = Findings {
-            jid: jid.into(),
-            minion: minion.into(),
-            fun: fun.into(),
+            jid,
+            minion: names.minion.into(),
+            fun,
             ..Findings::default()
         };
         let max = self.config.comment_max_bytes;
@@ -543,146 +586,4 @@ fn count_once(group: &mut FailureGroup, minion: &str, example_minions: usize) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::{Body, decode, salt_frame};
-    use serde_json::json;
-
-    fn failing_return(jid: &str, minion: &str) -> Vec<u8> {
-        salt_frame(
-            &format!("salt/job/{jid}/ret/{minion}"),
-            &json!({"fun": "state.apply", "fun_args": ["web"], "jid": jid, "id": minion,
-                "retcode": 2, "success": true, "return": {
-                    "pkg_|-nginx_|-nginx_|-installed": {
-                        "result": false, "comment": "The following packages failed to install/update: nginx",
-                        "__sls__": "web", "__id__": "nginx", "__run_num__": 0,
-                        "changes": {}, "name": "nginx"}}}),
-            false,
-        )
-    }
-
-    #[test]
-    fn a_closed_jobs_groups_are_forgotten_after_the_late_window() {
-        let mut triage = Triage::new(TriageConfig::default());
-        let minute = |m: i64| Stamp(m * 60_000_000);
-        let frame = failing_return("20261126180000000000", "web1");
-        let event = decode(&frame).expect("decode");
-        let Body::JobReturn(r) = &event.body else {
-            panic!("a job return")
-        };
-        triage.on_return(r, minute(0)).expect("findings");
-        let window = std::time::Duration::from_secs(3600);
-        triage.forget_idle(minute(30), window, |_| false);
-        assert_eq!(triage.jobs.len(), 1, "within the late window");
-        triage.forget_idle(minute(61), window, |_| true);
-        assert_eq!(triage.jobs.len(), 1, "still open");
-        // Looked at once a minute at most.
-        triage.forget_idle(minute(61).plus(FORGET_EVERY / 2), window, |_| false);
-        assert_eq!(triage.jobs.len(), 1);
-        triage.forget_idle(minute(63), window, |_| false);
-        assert!(triage.jobs.is_empty() && triage.jobs_order.is_empty());
-        assert_eq!(triage.stats.forgotten_jobs.get(), 1);
-        assert!(triage.close_job("20261126180000000000").is_empty());
-    }
-
-    /// A group counts each minion once (a return read twice is not two
-    /// minions) and names the first few, sorted.
-    #[test]
-    fn a_group_counts_each_minion_once_and_names_the_first_few_sorted() {
-        let mut triage = Triage::new(TriageConfig {
-            example_minions: 2,
-            ..TriageConfig::default()
-        });
-        let jid = "20261127210000000000";
-        for minion in ["web3", "web1", "web3", "web2"] {
-            let frame = failing_return(jid, minion);
-            let event = decode(&frame).expect("decode");
-            let Body::JobReturn(r) = &event.body else {
-                panic!("a job return")
-            };
-            triage.on_return(r, Stamp(0)).expect("findings");
-        }
-        let groups: Vec<_> = triage.jobs[jid].groups.values().collect();
-        assert_eq!(groups.len(), 1);
-        assert_eq!(groups[0].count, 3, "web3 twice is one minion");
-        assert_eq!(groups[0].minions, ["web1", "web3"]);
-    }
-
-    /// The same failure on a job's next minion is judged once: the second
-    /// finding shares the first's judgment, and it is counted as recalled.
-    #[test]
-    fn a_failure_judged_on_one_minion_is_not_judged_again_on_the_next() {
-        let mut triage = Triage::new(TriageConfig::default());
-        let mut found = Vec::new();
-        for minion in ["web1", "web2"] {
-            let frame = failing_return("20261127090000000000", minion);
-            let event = decode(&frame).expect("decode");
-            let Body::JobReturn(r) = &event.body else {
-                panic!("a job return")
-            };
-            found.push(triage.on_return(r, Stamp(0)).expect("findings"));
-        }
-        let (first, second) = (&found[0].state_failures[0], &found[1].state_failures[0]);
-        assert!(Arc::ptr_eq(&first.judged, &second.judged));
-        assert_eq!(second.classification.category, Category::DependencyPackage);
-        assert_eq!(
-            (triage.memo.hits, triage.stats.texts_recalled.get()),
-            (0, 1),
-            "judged once, through the memo; recalled once, with the decode"
-        );
-    }
-
-    /// The shape of `salt/run/<jid>/ret` for `state.orchestrate` (Salt's runner
-    /// returns `{data: {<master id>: <states>}, outputter, retcode}`).
-    #[test]
-    fn an_orchestration_step_failure_is_a_root_cause_of_the_master_run() {
-        let frame = salt_frame(
-            "salt/run/20261121200000000000/ret",
-            &json!({"fun": "runner.state.orchestrate", "jid": "20261121200000000000",
-                "success": false, "return": {"outputter": "highstate", "retcode": 1, "data": {
-                    "saltmaster_master": {
-                        "salt_|-deploy_web_|-deploy_web_|-state": {
-                            "result": false, "comment": "Run failed on minions: web1",
-                            "__sls__": "orch.deploy", "__id__": "deploy_web", "__run_num__": 0,
-                            "changes": {}, "name": "deploy_web"},
-                        "salt_|-notify_|-notify_|-function": {
-                            "result": false, "comment": "One or more requisite failed: orch.deploy.deploy_web",
-                            "__sls__": "orch.deploy", "__id__": "notify", "__run_num__": 1,
-                            "changes": {}, "name": "notify"}}}}}),
-            false,
-        );
-        let event = decode(&frame).expect("decode");
-        let Body::RunReturn(r) = &event.body else {
-            panic!("a runner return")
-        };
-        let mut triage = Triage::new(TriageConfig::default());
-        let found = triage.on_runner_return(r, Stamp(0)).expect("findings");
-        assert_eq!(&*found.minion, "saltmaster_master");
-        let causes: Vec<_> = found
-            .state_failures
-            .iter()
-            .map(|f| {
-                (
-                    f.state.sls.as_str(),
-                    f.state.state_id.as_str(),
-                    f.state.function.as_str(),
-                    f.fallout,
-                )
-            })
-            .collect();
-        assert_eq!(causes, [("orch.deploy", "deploy_web", "salt.state", 1)]);
-        let groups = triage.close_job("20261121200000000000");
-        assert_eq!((groups.len(), groups[0].count), (1, 1));
-        // Other runners are not state runs.
-        let frame = salt_frame(
-            "salt/run/1/ret",
-            &json!({"fun": "runner.jobs.list_jobs", "jid": "1", "return": {"data": {}}}),
-            false,
-        );
-        let event = decode(&frame).expect("decode");
-        let Body::RunReturn(r) = &event.body else {
-            panic!("a runner return")
-        };
-        assert_eq!(triage.on_runner_return(r, Stamp(0)), None);
-    }
-}
+mod tests;

@@ -196,6 +196,14 @@ impl JobTracker {
         self.open.contains_key(jid)
     }
 
+    /// An open job's jid and function, as its returns' records share them,
+    /// and its context.
+    pub fn open_job(&self, jid: &str) -> Option<(&Arc<str>, &Arc<str>, &JobContext)> {
+        self.open
+            .get_key_value(jid)
+            .map(|(jid, job)| (jid, &job.fun, &job.context))
+    }
+
     /// What is known of a job's context (open, or closed within the late window).
     pub fn context(&self, jid: &str) -> Option<&JobContext> {
         match self.open.get(jid) {
