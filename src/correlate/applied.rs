@@ -142,10 +142,12 @@ impl Correlator {
                 let Some(open) = following.rollouts.open_rollouts(name).get(index) else {
                     break;
                 };
+                // The HEAD itself or a descendant of the rollout's commit: the
+                // commit is copied only to ask git (which needs `self`).
                 let under_head = open.covered_by(run.coverage)
                     && (open.commit() == head.as_str() || {
                         let commit = open.commit().to_owned();
-                        self.is_ancestor(repo, &commit, head)
+                        self.ancestor_by_git(repo, &commit, head)
                     });
                 if under_head {
                     let Some(following) = self.rollouts.as_mut() else {
@@ -172,10 +174,9 @@ impl Correlator {
         }
     }
 
-    fn is_ancestor(&mut self, repo: usize, ancestor: &str, descendant: &str) -> bool {
-        if ancestor == descendant {
-            return true;
-        }
+    /// Whether commit `ancestor` precedes `descendant` (another commit) in
+    /// `repo`, as git says; cached.
+    fn ancestor_by_git(&mut self, repo: usize, ancestor: &str, descendant: &str) -> bool {
         let key = (repo, ancestor.to_owned(), descendant.to_owned());
         if let Some(known) = self.rollouts.as_ref().and_then(|f| f.ancestry.get(&key)) {
             return *known;

@@ -81,6 +81,7 @@ impl StateTreeHead {
         Some((name, head))
     }
 }
+
 /// A range's commits (newest first) and whether more lay in it.
 type Range = (Vec<Commit>, bool);
 
