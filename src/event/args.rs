@@ -17,7 +17,13 @@ pub const INTERNAL_FUNCTIONS: &[&str] = &[
 
 /// A list of texts as owned strings (empty when absent).
 pub fn texts(list: Option<&TextList<'_>>) -> Vec<String> {
-    list.map(|l| l.0.iter().map(|t| t.as_str().to_owned()).collect())
+    text_refs(list).into_iter().map(str::to_owned).collect()
+}
+
+/// A list of texts borrowed from the event (empty when absent): a job's
+/// minions are read without a copy of each name.
+pub fn text_refs<'l>(list: Option<&'l TextList<'_>>) -> Vec<&'l str> {
+    list.map(|l| l.0.iter().map(|t| t.as_str()).collect())
         .unwrap_or_default()
 }
 

@@ -34,7 +34,7 @@ pub use super::settings::{TrackerConfig, TrackerStats};
 use super::streaks::Streaks;
 use super::verdict::{Evidence, MinionState, Verdict};
 use crate::config::glob::Glob;
-use crate::event::args::{first_arg, is_internal, raw_to_json, texts, timeout_kwarg};
+use crate::event::args::{first_arg, is_internal, raw_to_json, text_refs, texts, timeout_kwarg};
 use crate::event::{Body, Event, JobPublication, Raw, Text};
 use crate::record::episodes::{EpisodeWindow, episode_during};
 use crate::record::{
@@ -130,6 +130,15 @@ pub struct JobTracker {
 
 fn millis_between(from: Stamp, to: Stamp) -> u64 {
     u64::try_from(to.micros_since(from).max(0) / 1000).unwrap_or(0)
+}
+
+/// The first [`MAX_LISTED_MINIONS`] of a job's minions, as a record lists them.
+fn listed(minions: &[&str]) -> Vec<String> {
+    minions
+        .iter()
+        .take(MAX_LISTED_MINIONS)
+        .map(|&minion| minion.to_owned())
+        .collect()
 }
 
 impl JobTracker {
@@ -344,8 +353,8 @@ impl JobTracker {
             if let Some(watched) = first_arg(p.arg) {
                 // Who is asked: an answer clears it, silence is evidence too.
                 if let Some(job) = self.open.get_mut(watched.as_str()) {
-                    for minion in texts(p.minions.as_ref()) {
-                        job.minions.update(minion.as_str(), |state| {
+                    for minion in text_refs(p.minions.as_ref()) {
+                        job.minions.update(minion, |state| {
                             if let MinionState::Pending { asked_at, .. } = state {
                                 *asked_at = Some(at);
                             }
@@ -359,8 +368,8 @@ impl JobTracker {
         if self.open.contains_key(jid) || self.closed.contains_key(jid) {
             return; // seen already (a repeated `new`)
         }
-        let expected = texts(p.minions.as_ref());
-        let not_connected = texts(p.missing.as_ref());
+        let expected = text_refs(p.minions.as_ref());
+        let not_connected = text_refs(p.missing.as_ref());
         // A job larger than the cap on its own is not tracked minion by minion (it
         // would empty the tracker and still exceed the cap): published, then
         // closed as evicted. A job expecting nobody needs no room.
@@ -372,31 +381,25 @@ impl JobTracker {
         let tgt = texts(p.tgt.as_ref());
         let context = self.contexts.for_publication(p, &tgt, at);
         self.stats.jobs_published.inc();
-        out.push(
-            self.records.make(
-                at,
-                &[jid],
-                RecordBody::JobPublished(Box::new(JobPublished {
-                    jid: jid.to_owned(),
-                    fun: fun.to_owned(),
-                    arg: raw_to_json(p.arg),
-                    tgt: tgt.clone(),
-                    tgt_type: p.tgt_type.as_ref().map(|t| t.as_str().to_owned()),
-                    user: p.user.as_ref().map(|t| t.as_str().to_owned()),
-                    expected: expected.iter().take(MAX_LISTED_MINIONS).cloned().collect(),
-                    expected_count: u32::try_from(expected.len()).unwrap_or(u32::MAX),
-                    not_connected: not_connected
-                        .iter()
-                        .take(MAX_LISTED_MINIONS)
-                        .cloned()
-                        .collect(),
-                    deadline,
-                    context: context.clone(),
-                    commits: commits(jid, at),
-                })),
-            ),
-        );
-        let minions = JobMinions::pending(expected.iter().map(String::as_str));
+        out.push(self.records.make(
+            at,
+            &[jid],
+            RecordBody::JobPublished(Box::new(JobPublished {
+                jid: jid.to_owned(),
+                fun: fun.to_owned(),
+                arg: raw_to_json(p.arg),
+                tgt: tgt.clone(),
+                tgt_type: p.tgt_type.as_ref().map(|t| t.as_str().to_owned()),
+                user: p.user.as_ref().map(|t| t.as_str().to_owned()),
+                expected: listed(&expected),
+                expected_count: u32::try_from(expected.len()).unwrap_or(u32::MAX),
+                not_connected: listed(&not_connected),
+                deadline,
+                context: context.clone(),
+                commits: commits(jid, at),
+            })),
+        ));
+        let minions = JobMinions::pending(expected.iter().copied());
         let mut job = Job {
             fun: fun.into(),
             tgt,
@@ -418,7 +421,10 @@ impl JobTracker {
         let absent: Vec<(Box<str>, Option<Stamp>)> = job
             .minions
             .iter()
-            .filter_map(|(m, _)| Some((Box::from(m), self.presence.absent_now(m)?)))
+            .filter_map(|(m, _)| {
+                let since = self.presence.absent_now(m)?;
+                Some((Box::from(m), since))
+            })
             .collect();
         for (minion, since) in absent {
             if let Some(position) = job.minions.position(&minion) {
@@ -433,10 +439,7 @@ impl JobTracker {
             let record = self.missing_record(jid, &job, &minion, verdict, true);
             out.push(record);
         }
-        for minion in not_connected
-            .iter()
-            .filter(|m| !job.minions.contains(m.as_str()))
-        {
+        for &minion in not_connected.iter().filter(|&&m| !job.minions.contains(m)) {
             *job.missing.entry(MissingReason::NotConnected).or_default() += 1;
             let verdict = Verdict::new(
                 MissingReason::NotConnected,
