@@ -102,17 +102,15 @@ pub struct JobReturn<'a> {
     pub user: Option<Text<'a>>,
     /// The trace context of the return's own request, with Salt's tracing on.
     pub traceparent: Option<Text<'a>>,
-    /// `ret`'s states, walked the first time a stage asks ([`Self::states`]).
-    states: std::cell::OnceCell<Option<states::States<'a>>>,
+    /// `ret`'s states, read by the decode as it passed over them.
+    states: Option<states::States<'a>>,
 }
 
 impl<'a> JobReturn<'a> {
-    /// The states of its return when it is a state run, walked once whichever
-    /// stage asks first; `None` when it is not one.
+    /// The states of its return when it is a state run, walked once in the
+    /// decode and read by every stage from there; `None` when it is not one.
     pub fn states(&self) -> Option<&states::States<'a>> {
-        self.states
-            .get_or_init(|| self.ret.and_then(|raw| states::States::of(raw.0)))
-            .as_ref()
+        self.states.as_ref()
     }
 }
 
@@ -383,7 +381,7 @@ fn build_body<'a>(
             tgt_type: f.tgt_type,
             user: f.user,
             traceparent: f.traceparent,
-            states: std::cell::OnceCell::new(),
+            states: f.states,
         }),
         TagClass::JobProgress => Body::JobProgress(JobProgress {
             jid: jid()?,
@@ -522,6 +520,44 @@ mod tests {
             };
             assert!(r.states().is_none());
         }
+    }
+
+    /// The decode reads a state run's states as it passes over the return
+    /// and goes on after it: a field after `return` is read, the return's
+    /// bytes are all of its map, and a later `return` that is no state run
+    /// leaves no states.
+    #[test]
+    fn a_state_run_is_read_in_the_walk_that_passes_over_it() {
+        let state_run = rmp_serde::to_vec_named(&serde_json::json!({
+            "cmd_|-migrate_|-/opt/migrate_|-run": {"result": false, "changes": {"retcode": 1}},
+            "file_|-conf_|-/etc/app.conf_|-managed": {"result": true, "changes": {}},
+        }))
+        .unwrap();
+        let frame_of = |pairs: &[(&str, &[u8])]| {
+            let mut data = vec![0x80 | pairs.len() as u8];
+            for (key, value) in pairs {
+                data.push(0xa0 | key.len() as u8);
+                data.extend_from_slice(key.as_bytes());
+                data.extend_from_slice(value);
+            }
+            encode_frame("salt/job/20261128000000000000/ret/web1", &data, false)
+        };
+        let frame = frame_of(&[("return", &state_run), ("success", &[0xc2])]);
+        let event = decode(&frame).unwrap();
+        let Body::JobReturn(r) = &event.body else {
+            panic!("not a return")
+        };
+        assert_eq!(r.success, Some(false), "the field after the return");
+        assert_eq!(r.ret.map(|raw| raw.0), Some(state_run.as_slice()));
+        assert_eq!(r.states().map(|s| s.counts().failed), Some(1));
+
+        let twice = frame_of(&[("return", &state_run), ("return", &[0xc3])]);
+        let event = decode(&twice).unwrap();
+        let Body::JobReturn(r) = &event.body else {
+            panic!("not a return")
+        };
+        assert_eq!(r.ret.map(|raw| raw.0), Some(&[0xc3][..]), "the last return");
+        assert!(r.states().is_none(), "the states of an earlier return");
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! their headers (no UTF-8 check, unlike serde's `IgnoredAny`), and each wanted value
 //! is decoded on its own with `rmp_serde::from_slice` into a borrowed type. A value of
 //! an unexpected type leaves that one field empty and is reported in
-//! [`Fields::malformed`]; it never fails the event. `return`, `arg`, `fun_args` and
-//! `metadata` stay raw msgpack for later stages to walk.
+//! [`Fields::malformed`]; it never fails the event. `arg`, `fun_args` and `metadata`
+//! stay raw msgpack for later stages to walk; so does `return`, whose states,
+//! when it is a state run, are read in the same walk ([`States::read`]).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -16,6 +17,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
 use super::cursor::Cursor;
+use super::states::States;
 
 /// A string as Salt meant it: str, or bin holding text (older Salt), or an integer
 /// where a string is expected (jids). Borrowed unless it had to be made.
@@ -177,6 +179,8 @@ pub struct Fields<'a> {
     /// W3C trace context Salt's tracing adds to the events it fires (3008+).
     pub traceparent: Option<Text<'a>>,
     pub ret: Option<Raw<'a>>,
+    /// `ret`'s states when it is a state run, read as its bytes were passed.
+    pub states: Option<States<'a>>,
     pub out: Option<Text<'a>>,
     pub stamp: Option<Text<'a>>,
     pub act: Option<Text<'a>>,
@@ -204,6 +208,15 @@ impl<'a> Fields<'a> {
         let mut f = Fields::default();
         for _ in 0..pairs {
             let key = cursor.read_key().map_err(|_| NotAMap)?;
+            if key == Some(b"return") {
+                // A state run is walked once: its states are read as its
+                // bytes are passed over.
+                if let Some((states, len)) = States::read(cursor.rest()) {
+                    f.ret = cursor.take_bytes(len).map(Raw);
+                    f.states = Some(states);
+                    continue;
+                }
+            }
             let value = cursor.take_raw().map_err(|_| NotAMap)?;
             // A wanted key is matched as bytes (each is ASCII); only a key
             // kept by no field is read as text, to count it when it is none.
@@ -235,7 +248,7 @@ impl<'a> Fields<'a> {
             b"schedule" => self.schedule = typed(raw, "schedule", m),
             b"metadata" => self.metadata = Some(Raw(raw)),
             b"traceparent" => self.traceparent = typed(raw, "traceparent", m),
-            b"return" => self.ret = Some(Raw(raw)),
+            b"return" => (self.ret, self.states) = (Some(Raw(raw)), None),
             b"out" => self.out = typed(raw, "out", m),
             b"_stamp" => self.stamp = typed(raw, "_stamp", m),
             b"act" => self.act = typed(raw, "act", m),

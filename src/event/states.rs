@@ -301,6 +301,13 @@ impl<'a> States<'a> {
     /// The states of `raw`, in wire order; `None` when it is not a state run
     /// (a render error is a list of strings; other functions return anything).
     pub fn of(raw: &'a [u8]) -> Option<Self> {
+        Self::read(raw).map(|(states, _)| states)
+    }
+
+    /// [`Self::of`] the state run at the head of `raw`, and how many bytes
+    /// its map took: the decode reads a return's states as it passes over
+    /// its bytes, in one walk.
+    pub fn read(raw: &'a [u8]) -> Option<(Self, usize)> {
         let mut cursor = Cursor::new(raw);
         let claimed = cursor.read_map_len()?;
         let mut entries = Vec::with_capacity((claimed as usize).min(MAX_RESERVED_STATES));
@@ -319,10 +326,11 @@ impl<'a> States<'a> {
                 raw: value,
             });
         }
-        Some(Self {
+        let states = Self {
             entries,
             key_hashes: OnceCell::new(),
-        })
+        };
+        Some((states, cursor.position()))
     }
 
     /// [`state_hash`] of entry `index`'s key.
