@@ -361,12 +361,14 @@ impl ser::SerializeStructVariant for Compound<'_> {
 impl ser::SerializeMap for Compound<'_> {
     type Ok = ();
     type Error = Error;
+    #[inline]
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
         key.serialize(Text {
             compound: self,
             role: Role::Key,
         })
     }
+    #[inline]
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         if std::mem::take(&mut self.kept_next) {
             return value.serialize(Text {

@@ -52,6 +52,7 @@ impl ser::Serializer for Text<'_, '_> {
     type SerializeStruct = Refused;
     type SerializeStructVariant = Refused;
 
+    #[inline]
     fn serialize_str(self, v: &str) -> Result<(), Error> {
         match self.role {
             Role::Key if v == KEPT_FIELDS => self.compound.kept_next = true,
