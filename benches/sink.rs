@@ -47,7 +47,8 @@ fn records() -> Vec<Record> {
                         run_kind: RunKind::Adhoc,
                         metadata: Some(serde_json::json!({"release": "r2026.11.3"})),
                         ..JobContext::default()
-                    },
+                    }
+                    .into(),
                     schedule: None,
                     trimmed: None,
                     return_trace: None,

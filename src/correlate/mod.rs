@@ -32,7 +32,7 @@ use foldhash::{HashMap, HashMapExt};
 pub use crate::config::{CorrelateConfig, RepoSpec};
 use crate::record::{
     Commit, ConfigChange, Correlation, FailureGroup as GroupRecord, IntroducedBasis, IntroducedBy,
-    JobContext, Record, RecordBody, RecordFactory, RenderFailure as RenderRecord,
+    JobContext, Record, RecordBody, RecordFactory, RenderFailure as RenderRecord, Shared,
     StateFailure as StateRecord, SuspectCommits,
 };
 use crate::time::Stamp;
@@ -322,7 +322,7 @@ impl Correlator {
     pub fn on_findings(
         &mut self,
         findings: &Findings,
-        context: &JobContext,
+        context: &Shared<JobContext>,
         incidents: &[Option<String>],
         at: Stamp,
         out: &mut Vec<Record>,
@@ -405,7 +405,7 @@ impl Correlator {
     pub fn on_groups(
         &mut self,
         groups: Vec<FailureGroup>,
-        context: &JobContext,
+        context: &Shared<JobContext>,
         revision: u32,
         incident_of: &dyn Fn(&crate::record::Classification) -> Option<String>,
         at: Stamp,

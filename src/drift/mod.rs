@@ -26,7 +26,7 @@ use crate::event::states::{States, trimmed};
 use crate::record::drift::hint_for;
 use crate::record::{
     ChangeKind, Drift, DriftedState, JobContext, NonIdempotent, Record, RecordBody, RecordFactory,
-    SettleStatus, Trimmed, stable_hash,
+    SettleStatus, Shared, Trimmed, stable_hash,
 };
 use crate::time::Stamp;
 
@@ -73,7 +73,7 @@ pub struct StateRunSeen<'a> {
     pub minion: &'a str,
     pub fun: &'a str,
     pub test: bool,
-    pub context: &'a JobContext,
+    pub context: &'a Shared<JobContext>,
     /// The watched state tree and the HEAD the run ran under.
     pub tree: Option<(&'a str, &'a str)>,
     /// The return, raw msgpack.
@@ -101,7 +101,7 @@ pub(crate) struct Judged {
 struct Held {
     minion: Box<str>,
     fun: Box<str>,
-    context: JobContext,
+    context: Shared<JobContext>,
     repo: Box<str>,
     commit: Box<str>,
     at: Stamp,
@@ -432,10 +432,11 @@ impl DriftStage {
                 record.minion = run.minion.to_owned();
                 let key = judgement_key(&record, "settled");
                 let keys: Vec<&str> = key.iter().map(String::as_str).collect();
-                out.push(
-                    self.records
-                        .make(run.at, &keys, RecordBody::NonIdempotent(record)),
-                );
+                out.push(self.records.make(
+                    run.at,
+                    &keys,
+                    RecordBody::NonIdempotent(Box::new(record)),
+                ));
             }
             return;
         }
@@ -470,10 +471,11 @@ impl DriftStage {
         };
         let key = judgement_key(&record, "never_settles");
         let keys: Vec<&str> = key.iter().map(String::as_str).collect();
-        out.push(
-            self.records
-                .make(run.at, &keys, RecordBody::NonIdempotent(record.clone())),
-        );
+        out.push(self.records.make(
+            run.at,
+            &keys,
+            RecordBody::NonIdempotent(Box::new(record.clone())),
+        ));
         self.judged.insert(state, Judged { record, calm: 0 });
     }
 

@@ -72,8 +72,8 @@ fn highstate(motd: bool, stamp: bool, tools: bool, test: bool) -> Vec<u8> {
 
 struct Lab {
     stage: DriftStage,
-    context: JobContext,
-    test_context: JobContext,
+    context: Shared<JobContext>,
+    test_context: Shared<JobContext>,
     t: i64,
 }
 
@@ -84,11 +84,12 @@ impl Lab {
                 DriftConfig::default(),
                 RecordFactory::new("master".to_owned()),
             ),
-            context: JobContext::default(),
+            context: Default::default(),
             test_context: JobContext {
                 test: true,
                 ..JobContext::default()
-            },
+            }
+            .into(),
             t: 0,
         }
     }
@@ -270,7 +271,7 @@ fn runs_without_a_watched_tree_are_not_judged_and_the_memory_is_bounded() {
         ..DriftConfig::default()
     };
     let mut stage = DriftStage::new(config, RecordFactory::new("master".to_owned()));
-    let context = JobContext::default();
+    let context = Shared::default();
     let ret = highstate(true, true, true, false);
     let states = States::of(&ret);
     let mut run = StateRunSeen {

@@ -6,8 +6,8 @@ use super::write::{Batch, Writer};
 use super::*;
 use crate::record::{
     Category, Classification, CommandOutput, Correlation, FailedStateFacts, JobCompleted,
-    JobContext, JobPublished, MinionMissing, MinionReturn, MissingEvidence, MissingReason,
-    RecordBody, RecordFactory, StateFailure,
+    JobPublished, MinionMissing, MinionReturn, MissingEvidence, MissingReason, RecordBody,
+    RecordFactory, StateFailure,
 };
 use std::collections::BTreeMap;
 
@@ -56,7 +56,7 @@ fn a_failure(f: &RecordFactory, jid: &str, minion: &str, at: Stamp) -> Record {
             fingerprint: "f00d".into(),
             incident: None,
             first_failing: None,
-            context: JobContext::default(),
+            context: Default::default(),
             correlation: Correlation::default().into(),
         })),
     )
@@ -75,7 +75,7 @@ fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
                 retcode: Some(if ok { 0 } else { 2 }),
                 salt_success: Some(ok),
                 succeeded: ok,
-                context: JobContext::default(),
+                context: Default::default(),
                 schedule: None,
                 duration_ms: Some(1000),
                 states: None,
@@ -99,7 +99,7 @@ fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
                 expected_count: 3,
                 not_connected: vec![],
                 deadline: Stamp((t + 60) * S),
-                context: JobContext::default(),
+                context: Default::default(),
                 commits: BTreeMap::new(),
             })),
         ),
@@ -122,7 +122,7 @@ fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
                 published_at: Stamp(t * S),
                 deadline: Stamp((t + 60) * S),
                 during_master_pressure: None,
-                context: JobContext::default(),
+                context: Default::default(),
             }),
         ),
         f.make(
@@ -143,7 +143,7 @@ fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
                 revision: 0,
                 evicted: false,
                 during_master_pressure: None,
-                context: JobContext::default(),
+                context: Default::default(),
             }),
         ),
     ]
@@ -292,7 +292,7 @@ fn status_names_what_is_wrong_and_forgets_it_once_it_is_not() {
                 unsettled: 0,
                 never_settles: 0,
                 trimmed: None,
-                context: JobContext::default(),
+                context: Default::default(),
             }),
         )
     };
@@ -328,7 +328,7 @@ fn status_names_what_is_wrong_and_forgets_it_once_it_is_not() {
             retcode: Some(0),
             salt_success: Some(true),
             succeeded: true,
-            context: JobContext::default(),
+            context: Default::default(),
             schedule: None,
             duration_ms: Some(10),
             states: None,

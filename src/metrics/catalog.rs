@@ -534,7 +534,8 @@ mod tests {
             context: crate::record::JobContext {
                 run_kind,
                 ..Default::default()
-            },
+            }
+            .into(),
         };
         crate::record::RecordFactory::new("m").make(
             crate::time::Stamp(0),

@@ -32,7 +32,7 @@ use crate::jobs::{JobTracker, TrackerConfig};
 use crate::master_processes::MasterSample;
 use crate::pressure::Pressure;
 use crate::pressure::saved::{SavedPressure, SavingPressure};
-use crate::record::{JobContext, Record, RecordBody, RecordFactory, RunKind};
+use crate::record::{JobContext, Record, RecordBody, RecordFactory, RunKind, Shared};
 use crate::time::Stamp;
 use crate::triage::saved::{SavedTriage, SavingTriage};
 use crate::triage::{Findings, Triage};
@@ -77,7 +77,7 @@ impl SavedStages {
 struct Triaged {
     jid: Arc<str>,
     /// Its job's context, as the tracker held it before the return.
-    context: JobContext,
+    context: Shared<JobContext>,
     /// The fingerprint of its first root cause.
     root_cause: Option<Arc<str>>,
 }
@@ -352,16 +352,16 @@ impl Stages {
                         .tracker
                         .context(r.jid.as_str())
                         .cloned()
-                        .unwrap_or_else(|| context_of_return(r)),
+                        .unwrap_or_else(|| Shared::new(context_of_return(r))),
                 };
                 (findings, context)
             }
             Body::RunReturn(r) => {
                 let findings = self.triage.on_runner_return(r, at)?;
-                let context = JobContext {
+                let context = Shared::new(JobContext {
                     run_kind: RunKind::Runner,
                     ..JobContext::default()
-                };
+                });
                 (findings, context)
             }
             _ => return None,

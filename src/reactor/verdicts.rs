@@ -425,7 +425,7 @@ mod tests {
                 expected_count: 0,
                 not_connected: vec![],
                 deadline: Stamp(60 * S),
-                context: context.clone(),
+                context: context.clone().into(),
                 commits: BTreeMap::new(),
             })),
         )];
@@ -440,7 +440,7 @@ mod tests {
                     retcode: Some(2),
                     salt_success: Some(false),
                     succeeded: false,
-                    context: context.clone(),
+                    context: context.clone().into(),
                     schedule: None,
                     duration_ms: Some(1000),
                     states: None,
@@ -466,7 +466,7 @@ mod tests {
                     published_at: Stamp(S),
                     deadline: Stamp(60 * S),
                     during_master_pressure: None,
-                    context: context.clone(),
+                    context: context.clone().into(),
                 }),
             ));
         }
@@ -533,7 +533,7 @@ mod tests {
                 "first_seen_at": "2026-11-26T00:00:01Z", "run_kind": "reactor",
             }))
             .expect("a failure group");
-            g.context = retry.clone();
+            g.context = retry.clone().into();
             f.make(
                 Stamp(60 * S),
                 &[jid, "f"],

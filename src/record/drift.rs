@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{JobContext, Trimmed};
+use super::{JobContext, Shared, Trimmed};
 use crate::time::Stamp;
 
 crate::label_set! {
@@ -74,7 +74,7 @@ pub struct Drift {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trimmed: Option<Trimmed>,
     #[serde(flatten)]
-    pub context: JobContext,
+    pub context: Shared<JobContext>,
 }
 
 crate::label_set! {

@@ -78,7 +78,7 @@ pub enum RecordBody {
     MasterPressure(MasterPressure),
     Rollout(Box<Rollout>),
     Drift(Drift),
-    NonIdempotent(NonIdempotent),
+    NonIdempotent(Box<NonIdempotent>),
 }
 
 crate::label_set! {
@@ -196,7 +196,7 @@ pub struct JobPublished {
     pub not_connected: Vec<String>,
     pub deadline: Stamp,
     #[serde(flatten)]
-    pub context: JobContext,
+    pub context: Shared<JobContext>,
     /// HEAD of each watched git checkout when the job was published.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub commits: std::collections::BTreeMap<String, String>,
@@ -223,7 +223,7 @@ pub struct MinionReturn {
     /// saltsight's verdict: retcode 0, `success` not false, and no state failed.
     pub succeeded: bool,
     #[serde(flatten)]
-    pub context: JobContext,
+    pub context: Shared<JobContext>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
     /// Milliseconds from publication to this return, when the publication was seen.
@@ -282,7 +282,7 @@ pub struct MinionMissing {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub during_master_pressure: Option<String>,
     #[serde(flatten)]
-    pub context: JobContext,
+    pub context: Shared<JobContext>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -308,7 +308,7 @@ pub struct JobCompleted {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub during_master_pressure: Option<String>,
     #[serde(flatten)]
-    pub context: JobContext,
+    pub context: Shared<JobContext>,
 }
 
 crate::label_set! {
@@ -499,7 +499,7 @@ pub struct StateFailure {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_failing: Option<bool>,
     #[serde(flatten)]
-    pub context: JobContext,
+    pub context: Shared<JobContext>,
     #[serde(flatten)]
     pub correlation: Shared<Correlation>,
 }
@@ -535,7 +535,7 @@ pub struct RenderFailure {
     pub cause: Classification,
     pub fingerprint: String,
     #[serde(flatten)]
-    pub context: JobContext,
+    pub context: Shared<JobContext>,
     #[serde(flatten)]
     pub correlation: Shared<Correlation>,
 }
@@ -573,7 +573,7 @@ pub struct FailureGroup {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub incident: Option<String>,
     #[serde(flatten)]
-    pub context: JobContext,
+    pub context: Shared<JobContext>,
     #[serde(flatten)]
     pub correlation: Shared<Correlation>,
 }

@@ -171,7 +171,8 @@ mod tests {
                 context: JobContext {
                     metadata: Some(serde_json::json!({"release": "r42"})),
                     ..JobContext::default()
-                },
+                }
+                .into(),
             }),
         )
     }
@@ -250,7 +251,7 @@ mod tests {
             first_seen_at: Stamp(0),
             revision: 1,
             incident: None,
-            context: JobContext::default(),
+            context: Default::default(),
             correlation: Correlation {
                 commits: Default::default(),
                 introduced_by: Some(IntroducedBy {

@@ -299,9 +299,7 @@ mod tests {
     use super::*;
     use crate::history::Store;
     use crate::history::query::job;
-    use crate::record::{
-        JobContext, MinionMissing, MissingEvidence, MissingReason, RecordBody, RecordFactory,
-    };
+    use crate::record::{MinionMissing, MissingEvidence, MissingReason, RecordBody, RecordFactory};
 
     fn config(dir: &std::path::Path) -> HistoryConfig {
         HistoryConfig {
@@ -332,7 +330,7 @@ mod tests {
                 published_at: now,
                 deadline: now,
                 during_master_pressure: None,
-                context: JobContext::default(),
+                context: Default::default(),
             }),
         )
     }

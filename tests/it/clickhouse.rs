@@ -11,8 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 use saltsight::record::{
-    ChangeKind, Drift, DriftedState, JobContext, NonIdempotent, Record, RecordBody, RecordFactory,
-    SettleStatus,
+    ChangeKind, Drift, DriftedState, NonIdempotent, Record, RecordBody, RecordFactory, SettleStatus,
 };
 use saltsight::sink::encode::{Encoding, encode, ndjson};
 use saltsight::time::Stamp;
@@ -617,7 +616,7 @@ fn drift_row(master: &str, jid: &str, minion: &str, change: ChangeKind, states: 
         unsettled: 0,
         never_settles: 0,
         trimmed: None,
-        context: JobContext::default(),
+        context: Default::default(),
     };
     row_of(master, &[jid, minion], RecordBody::Drift(body))
 }
@@ -649,7 +648,7 @@ fn judgement_row(
     let record = factory.make(
         at,
         &[state, status.as_str()],
-        RecordBody::NonIdempotent(body),
+        RecordBody::NonIdempotent(Box::new(body)),
     );
     encode_row(&record)
 }

@@ -39,7 +39,7 @@ use crate::event::{Body, Event, JobPublication, Raw, Text};
 use crate::record::episodes::{EpisodeWindow, episode_during};
 use crate::record::{
     BusGapRecord, JobCompleted, JobContext, JobPublished, MAX_LISTED_MINIONS, MinionMissing,
-    MissingEvidence, MissingReason, Record, RecordBody, RecordFactory,
+    MissingEvidence, MissingReason, Record, RecordBody, RecordFactory, Shared,
 };
 use crate::time::Stamp;
 
@@ -48,7 +48,7 @@ struct Job {
     /// Shared with its returns' `minion_return` records.
     fun: Arc<str>,
     tgt: Vec<String>,
-    context: JobContext,
+    context: Shared<JobContext>,
     published_at: Stamp,
     deadline: Stamp,
     minions: JobMinions,
@@ -68,7 +68,7 @@ struct Job {
 pub struct JobClosed {
     pub jid: String,
     pub revision: u32,
-    pub context: JobContext,
+    pub context: Shared<JobContext>,
     pub at: Stamp,
 }
 
@@ -207,14 +207,14 @@ impl JobTracker {
 
     /// An open job's jid and function, as its returns' records share them,
     /// and its context.
-    pub fn open_job(&self, jid: &str) -> Option<(&Arc<str>, &Arc<str>, &JobContext)> {
+    pub fn open_job(&self, jid: &str) -> Option<(&Arc<str>, &Arc<str>, &Shared<JobContext>)> {
         self.open
             .get_key_value(jid)
             .map(|(jid, job)| (jid, &job.fun, &job.context))
     }
 
     /// What is known of a job's context (open, or closed within the late window).
-    pub fn context(&self, jid: &str) -> Option<&JobContext> {
+    pub fn context(&self, jid: &str) -> Option<&Shared<JobContext>> {
         match self.open.get(jid) {
             Some(job) => Some(&job.context),
             None => self.closed.get(jid).map(|c| &c.summary.context),
@@ -313,14 +313,16 @@ impl JobTracker {
             Body::JobPublish(p) => {
                 if let Some(job) = self.open.get_mut(p.jid.as_str()) {
                     if let Some(meta) = raw_to_json(p.metadata) {
+                        let context = job.context.make_mut();
                         if meta.get(crate::record::RETRY_OF).is_some() {
-                            job.context.run_kind = crate::record::RunKind::Reactor;
+                            context.run_kind = crate::record::RunKind::Reactor;
                         }
-                        job.context.metadata = Some(meta);
+                        context.metadata = Some(meta);
                     }
                     // The publish event carries the job's trace too, when `new` did not.
                     if job.context.trace.is_none() {
-                        job.context.trace = crate::jobs::context::trace_of(p.traceparent.as_ref());
+                        job.context.make_mut().trace =
+                            crate::jobs::context::trace_of(p.traceparent.as_ref());
                     }
                 }
             }
@@ -379,7 +381,7 @@ impl JobTracker {
         }
         let deadline = at.plus(self.deadline_for(fun, p.arg));
         let tgt = texts(p.tgt.as_ref());
-        let context = self.contexts.for_publication(p, &tgt, at);
+        let context = Shared::new(self.contexts.for_publication(p, &tgt, at));
         self.stats.jobs_published.inc();
         out.push(self.records.make(
             at,

@@ -11,7 +11,7 @@ use crate::event::args::is_state_run;
 use crate::event::states::trimmed;
 use crate::event::{JobReturn, Text};
 use crate::jobs::verdict::{Evidence, MinionState};
-use crate::record::{JobContext, MinionReturn, MissingReason, Record, RecordBody, Trimmed};
+use crate::record::{MinionReturn, MissingReason, Record, RecordBody, Shared, Trimmed};
 use crate::time::Stamp;
 
 impl JobTracker {
@@ -67,7 +67,7 @@ impl JobTracker {
             succeeded,
             // The job's own when it is known (open or closed); what the return
             // itself says only for a job never seen published (below).
-            context: JobContext::default(),
+            context: Shared::default(),
             schedule: r.schedule.as_ref().map(|s| s.as_str().to_owned()),
             duration_ms: None,
             states,
@@ -166,7 +166,7 @@ impl JobTracker {
             );
             return;
         }
-        record.context = context_of_return(r);
+        record.context = Shared::new(context_of_return(r));
         self.on_unpublished_return(record, at, out);
     }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::{JobClosed, JobTracker, millis_between};
 use crate::event::Text;
-use crate::record::{JobCompleted, JobContext, JobPublished, Record, RecordBody, RunKind};
+use crate::record::{JobCompleted, JobContext, JobPublished, Record, RecordBody, RunKind, Shared};
 use crate::time::Stamp;
 
 impl JobTracker {
@@ -46,10 +46,10 @@ impl JobTracker {
                 expected_count: 0,
                 not_connected: Vec::new(),
                 deadline: at,
-                context: JobContext {
+                context: Shared::new(JobContext {
                     run_kind: RunKind::Runner,
                     ..JobContext::default()
-                },
+                }),
                 commits: commits(jid, at),
             })),
         ));
@@ -69,10 +69,10 @@ impl JobTracker {
         };
         let ok = success != Some(false);
         let duration_ms = millis_between(published_at, at);
-        let context = JobContext {
+        let context = Shared::new(JobContext {
             run_kind: RunKind::Runner,
             ..JobContext::default()
-        };
+        });
         self.closed_now.push(JobClosed {
             jid: jid.to_owned(),
             revision: 0,

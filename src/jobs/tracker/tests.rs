@@ -396,10 +396,53 @@ fn published_context(lab: &Lab, jid: &str) -> JobContext {
     lab.out
         .iter()
         .find_map(|r| match &r.body {
-            RecordBody::JobPublished(p) if p.jid == jid => Some(p.context.clone()),
+            RecordBody::JobPublished(p) if p.jid == jid => Some((*p.context).clone()),
             _ => None,
         })
         .expect("job_published")
+}
+
+/// A job's records hold its one context, not a copy each: its JSON is made
+/// once a job. A publish event that adds to it makes a new one for the
+/// records after, and leaves those before as they were.
+#[test]
+fn a_jobs_records_share_its_one_context() {
+    let mut lab = Lab::new(TrackerConfig::default());
+    lab.new_job(0, "1", "test.ping", json!([]), &["a", "b", "c"]);
+    lab.ret(1, "1", "a", "test.ping", json!(true));
+    lab.feed(
+        1,
+        "salt/job/1/publish",
+        json!({"jid": "1", "fun": "test.ping", "metadata": {"release": "r7"}}),
+    );
+    lab.ret(2, "1", "b", "test.ping", json!(true));
+    lab.ret(3, "1", "c", "test.ping", json!(true));
+    let contexts: Vec<&Shared<JobContext>> = lab
+        .out
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::JobPublished(p) => Some(&p.context),
+            RecordBody::MinionReturn(m) => Some(&m.context),
+            RecordBody::JobCompleted(c) => Some(&c.context),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(contexts.len(), 5, "published, three returns, completed");
+    let same = |a: &Shared<JobContext>, b: &Shared<JobContext>| Arc::ptr_eq(a.arc(), b.arc());
+    assert!(
+        same(contexts[0], contexts[1]),
+        "published and the first return"
+    );
+    assert!(
+        contexts[1].metadata.is_none(),
+        "as it was before the publish"
+    );
+    assert!(
+        !same(contexts[1], contexts[2]),
+        "the publish made a new one"
+    );
+    assert!(same(contexts[2], contexts[3]) && same(contexts[3], contexts[4]));
+    assert_eq!(contexts[4].metadata, Some(json!({"release": "r7"})));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use crate::correlate::{Correlator, StateTreeHead};
 use crate::drift::{SlsHistory, StateRunSeen};
 use crate::event::Raw;
 use crate::jobs::tracker::context_of_return;
-use crate::record::{JobContext, Record};
+use crate::record::{JobContext, Record, Shared};
 use crate::time::Stamp;
 
 impl Stages {
@@ -74,7 +74,7 @@ impl Stages {
         r: &crate::event::JobReturn<'_>,
         fun: &str,
         test: bool,
-        context: Option<&JobContext>,
+        context: Option<&Shared<JobContext>>,
         at: Stamp,
         out: &mut Vec<Record>,
     ) {
@@ -88,7 +88,7 @@ impl Stages {
         let context = match context.or_else(|| self.tracker.context(jid)) {
             Some(context) => context,
             None => {
-                of_return = context_of_return(r);
+                of_return = Shared::new(context_of_return(r));
                 &of_return
             }
         };

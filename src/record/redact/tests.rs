@@ -383,7 +383,8 @@ fn state_failure(comment: &str) -> Record {
             context: JobContext {
                 metadata: Some(json!({"release": "r42", "deploy_token": "t0k3n"})),
                 ..JobContext::default()
-            },
+            }
+            .into(),
             correlation: Correlation::default().into(),
         })),
     )

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::record::{
     BusGapRecord, Category, ChangeKind, Classification, CommandOutput, Correlation, Drift,
-    DriftedState, FailureGroup, JobCompleted, JobContext, JobPublished, MinionMissing,
-    MinionReturn, MissingEvidence, RecordFactory,
+    DriftedState, FailureGroup, JobCompleted, JobPublished, MinionMissing, MinionReturn,
+    MissingEvidence, RecordFactory,
 };
 
 fn at(s: i64) -> Stamp {
@@ -29,7 +29,7 @@ fn published(jid: &str, minions: &[&str]) -> RecordBody {
         expected_count: u32::try_from(minions.len()).expect("few"),
         not_connected: Vec::new(),
         deadline: at(8),
-        context: JobContext::default(),
+        context: Default::default(),
         commits: BTreeMap::new(),
     }))
 }
@@ -42,7 +42,7 @@ fn returned(jid: &str, minion: &str, succeeded: bool) -> RecordBody {
         retcode: Some(if succeeded { 0 } else { 1 }),
         salt_success: Some(succeeded),
         succeeded,
-        context: JobContext::default(),
+        context: Default::default(),
         schedule: None,
         duration_ms: Some(3000),
         states: None,
@@ -65,7 +65,7 @@ fn missing(jid: &str, minion: &str) -> RecordBody {
         published_at: at(0),
         deadline: at(8),
         during_master_pressure: None,
-        context: JobContext::default(),
+        context: Default::default(),
     })
 }
 
@@ -89,7 +89,7 @@ fn completed(jid: &str, returned: u32, failed: u32, missing: u32) -> RecordBody 
         revision: 0,
         evicted: false,
         during_master_pressure: None,
-        context: JobContext::default(),
+        context: Default::default(),
     })
 }
 
@@ -119,7 +119,7 @@ fn group(jid: &str, fingerprint: &str, count: u32, minions: &[&str]) -> RecordBo
         first_seen_at: at(0),
         revision: 0,
         incident: None,
-        context: JobContext::default(),
+        context: Default::default(),
         correlation: Correlation::default().into(),
     }))
 }
@@ -269,7 +269,7 @@ fn drift_falls_among_the_verdicts() {
         unsettled: 0,
         never_settles: 0,
         trimmed: None,
-        context: JobContext::default(),
+        context: Default::default(),
     };
     let record = RecordFactory::new("m").make(Stamp(5), &["j1", "web1"], RecordBody::Drift(drift));
     model.apply(&record);
