@@ -17,14 +17,21 @@ pub const INTERNAL_FUNCTIONS: &[&str] = &[
 
 /// A list of texts as owned strings (empty when absent).
 pub fn texts(list: Option<&TextList<'_>>) -> Vec<String> {
-    text_refs(list).into_iter().map(str::to_owned).collect()
+    each_text(list).map(str::to_owned).collect()
 }
 
 /// A list of texts borrowed from the event (empty when absent): a job's
 /// minions are read without a copy of each name.
 pub fn text_refs<'l>(list: Option<&'l TextList<'_>>) -> Vec<&'l str> {
-    list.map(|l| l.0.iter().map(|t| t.as_str()).collect())
-        .unwrap_or_default()
+    each_text(list).collect()
+}
+
+/// Each text of a list (none when absent), borrowed; its length known, so
+/// a vector collected from it is allocated once.
+fn each_text<'l>(list: Option<&'l TextList<'_>>) -> impl ExactSizeIterator<Item = &'l str> {
+    list.map_or(&[][..], |l| l.0.as_slice())
+        .iter()
+        .map(|t| t.as_str())
 }
 
 /// Whether `fun` is one the salt CLI runs on its own behalf.
