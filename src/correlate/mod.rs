@@ -255,17 +255,24 @@ impl Correlator {
     }
 
     /// The job's HEADs at publish, or (a job published unseen: scheduled, or
-    /// before saltsight started) the HEADs now.
+    /// before saltsight started) the HEADs when its first record was made,
+    /// remembered for the rest: each look at a HEAD is a `stat` of each of
+    /// its files, and a return asks three times (its state tree, what it
+    /// applied, its failures), so an unseen job's 500 returns were 1,500 looks.
     fn heads_of(&mut self, jid: &str, at: Stamp, out: &mut Vec<Record>) -> Arc<Heads> {
         match self.job_heads.get(jid) {
             Some(heads) => heads.clone(),
             None if self.repos.is_empty() => Arc::default(),
-            None => Arc::new(self.heads_now(at, out)),
+            None => {
+                let heads = Arc::new(self.heads_now(at, out));
+                self.remember_job(jid, Arc::clone(&heads));
+                heads
+            }
         }
     }
 
     /// The first watched state tree's name and the HEAD job `jid` ran under
-    /// (its HEADs at publish, or, published unseen, now).
+    /// (its HEADs at publish, or, published unseen, when first seen).
     pub fn state_tree_of(
         &mut self,
         jid: &str,
