@@ -126,6 +126,8 @@ impl Pattern {
 }
 
 pub(super) struct Inner {
+    /// This redactor's number ([`clean::redactor_id`]).
+    id: u64,
     key: Regex,
     secret_functions: Vec<Glob>,
     max_field_bytes: usize,
@@ -286,6 +288,7 @@ impl Redactor {
             })?;
         let counts = names.iter().map(|_| AtomicU64::new(0)).collect();
         Ok(Redactor(Arc::new(Inner {
+            id: clean::redactor_id(),
             memo: Mutex::new(FifoMap::new(MEMO_TEXTS)),
             memo_stats: MemoStats::default(),
             shared: Mutex::new(shared::scrubbed_parts()),
@@ -660,6 +663,7 @@ fn cut(text: &str, max: usize, original_len: usize) -> String {
     out
 }
 
+mod clean;
 mod shared;
 mod walk;
 

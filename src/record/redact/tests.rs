@@ -645,3 +645,33 @@ proptest! {
         prop_assert_eq!(r.record(once.get().clone()), once);
     }
 }
+
+/// A text records share, found clean, is recalled by its address, but only
+/// by the redactor whose rules found it so (another's may mask it), and a
+/// text a rule masked is masked, and counted, in every record.
+#[test]
+fn a_shared_text_found_clean_is_clean_only_to_the_rules_that_found_it() {
+    let minion: Arc<str> = "web-secret-site-7".into();
+    let with_minion = || {
+        let mut record = state_failure("clean");
+        if let RecordBody::StateFailure(failure) = &mut record.body {
+            failure.minion = Arc::clone(&minion);
+        }
+        record
+    };
+    let minion_of = |out: Redacted<Record>| match &out.get().body {
+        RecordBody::StateFailure(failure) => failure.minion.to_string(),
+        _ => unreachable!("a state_failure"),
+    };
+    let plain = redactor();
+    let site = Redactor::new(&RedactConfig {
+        extra_patterns: vec![("site".into(), r"secret-site-\d+".into())],
+        ..RedactConfig::default()
+    })
+    .unwrap();
+    for _ in 0..2 {
+        assert_eq!(minion_of(plain.record(with_minion())), "web-secret-site-7");
+        assert_eq!(minion_of(site.record(with_minion())), "web-[redacted]");
+    }
+    assert_eq!(count(&site, "site"), 2);
+}

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{Fired, Inner};
+use super::{Fired, Inner, clean};
 use crate::record::{
     BusGapRecord, Classification, CommandOutput, Commit, ConfigChange, Correlation, Drift,
     DriftedState, ExternalIncident, FailedStateFacts, FailureGroup, IntroducedBy, JobCompleted,
@@ -51,10 +51,17 @@ impl Scrub for compact_str::CompactString {
     }
 }
 
-/// A text every record shares (the master's name, a return's jid).
+/// A text many records share (a job's jid, a return's minion): one found
+/// clean is recalled by its address, not scanned again.
 impl Scrub for std::sync::Arc<str> {
     fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
-        scrub_replaced(self, r, fired);
+        if clean::known(r.id, self) {
+            return;
+        }
+        match r.settle(self, fired) {
+            Some(settled) => *self = settled.into(),
+            None => clean::remember(r.id, self),
+        }
     }
 }
 
