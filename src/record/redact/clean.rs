@@ -1,7 +1,7 @@
 //! Shared texts found clean lately, remembered by address on the thread that
 //! redacts records: a job's jid and function, a return's minion and a
 //! failure's fingerprint are held by many records (`Arc<str>`), and each was
-//! scanned again for each (a quarter of redaction's cost per record).
+//! scanned again for each (a third of redaction's cost per record).
 //!
 //! Only texts no rule changed are remembered, so a text recalled fires no
 //! rule, exactly as a scan of it would. Each is held while remembered, so no
