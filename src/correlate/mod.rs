@@ -239,8 +239,13 @@ impl Correlator {
         if self.repos.is_empty() {
             return Heads::new();
         }
-        let heads = self.heads_now(at, out);
-        self.remember_job(jid, Arc::new(heads.clone()));
+        Heads::clone(&self.heads_now_for(jid, at, out))
+    }
+
+    /// The HEADs now, remembered as job `jid`'s.
+    fn heads_now_for(&mut self, jid: &str, at: Stamp, out: &mut Vec<Record>) -> Arc<Heads> {
+        let heads = Arc::new(self.heads_now(at, out));
+        self.remember_job(jid, Arc::clone(&heads));
         heads
     }
 
@@ -263,11 +268,7 @@ impl Correlator {
         match self.job_heads.get(jid) {
             Some(heads) => heads.clone(),
             None if self.repos.is_empty() => Arc::default(),
-            None => {
-                let heads = Arc::new(self.heads_now(at, out));
-                self.remember_job(jid, Arc::clone(&heads));
-                heads
-            }
+            None => self.heads_now_for(jid, at, out),
         }
     }
 
