@@ -11,12 +11,17 @@
 //!   hands it over as a map entry named [`KEPT_FIELDS`], which this writer
 //!   alone knows, and any other serialiser never sees.
 //!
+//! - The kinds made per return are written field by field ([`hot`]), not
+//!   through the derive's map of a flattened body; [`record`] chooses.
+//!
 //! Numbers go through serde_json's own formatter, so they are its digits.
 
 use std::cell::Cell;
 
 use serde::ser::{self, Serialize};
 use serde_json::ser::{CompactFormatter, Formatter};
+
+use super::Record;
 
 /// A map key that is not a field: its value is the JSON of fields, written
 /// as it is (`"a":1,"b":2`, no braces; empty for no fields).
@@ -46,14 +51,33 @@ pub(crate) fn writing() -> bool {
 
 /// Appends `value` as JSON (no newline). On an error, `out` may hold part of it.
 pub fn line<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), Error> {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            WRITING.with(|on| on.set(self.0));
-        }
-    }
-    let _reset = Reset(WRITING.with(|on| on.replace(true)));
+    let _writing = Writing::on();
     value.serialize(&mut Writer { out })
+}
+
+/// Appends `record` as [`line`] does, the kinds made per return written
+/// field by field ([`hot`]).
+pub fn record(record: &Record, out: &mut Vec<u8>) -> Result<(), Error> {
+    let _writing = Writing::on();
+    if hot::record(record, out)? {
+        return Ok(());
+    }
+    record.serialize(&mut Writer { out })
+}
+
+/// [`writing`] while it lives, as it was after.
+struct Writing(bool);
+
+impl Writing {
+    fn on() -> Self {
+        Writing(WRITING.with(|on| on.replace(true)))
+    }
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        WRITING.with(|on| on.set(self.0));
+    }
 }
 
 /// `part`'s fields as JSON (`"a":1,"b":2`), to keep; `None` when it is not
@@ -553,6 +577,7 @@ fn number(written: std::io::Result<()>) -> Result<(), Error> {
     written.map_err(|e| Error(e.to_string()))
 }
 
+mod hot;
 mod text;
 use text::{Role, Text};
 

@@ -98,12 +98,23 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Shared<T> {
     }
 }
 
+impl<T: Serialize> Shared<T> {
+    /// Its fields' JSON, kept (made the first time): `None` when it is not
+    /// written as an object.
+    pub(crate) fn kept_fields(&self) -> Option<&str> {
+        self.0
+            .json
+            .get_or_init(|| json::fields(&self.0.part))
+            .as_deref()
+    }
+}
+
 impl<T: Serialize> Serialize for Shared<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if !json::writing() {
             return self.0.part.serialize(serializer);
         }
-        match self.0.json.get_or_init(|| json::fields(&self.0.part)) {
+        match self.kept_fields() {
             Some(fields) => json::serialize_kept(fields, serializer),
             None => self.0.part.serialize(serializer),
         }

@@ -46,7 +46,7 @@ impl Encoding {
 pub fn ndjson(record: &Record, out: &mut Vec<u8>) {
     // Writing a `Record` into memory cannot fail: every map key is a string
     // (`record::json`, the bytes serde_json writes).
-    let _ = crate::record::json::line(record, out);
+    let _ = crate::record::json::record(record, out);
     out.push(b'\n');
 }
 
