@@ -42,12 +42,15 @@ pub(super) fn record(record: &Record, out: &mut Vec<u8>) -> Result<bool, Error> 
     Ok(true)
 }
 
-/// What every record starts with.
+/// What every record starts with. A kind's name and an id (hex) are never
+/// escaped: written between quotes as they are.
 fn head(record: &Record, out: &mut Vec<u8>) -> Result<(), Error> {
-    field(out, b"{\"kind\":", &record.kind)?;
-    field(out, b",\"schema_version\":", &record.schema_version)?;
-    field(out, b",\"id\":", &record.id)?;
-    field(out, b",\"master\":", &record.master)?;
+    out.extend_from_slice(b"{\"kind\":\"");
+    out.extend_from_slice(record.kind.as_str().as_bytes());
+    field(out, b"\",\"schema_version\":", &record.schema_version)?;
+    out.extend_from_slice(b",\"id\":\"");
+    out.extend_from_slice(record.id.as_str().as_bytes());
+    field(out, b"\",\"master\":", &record.master)?;
     field(out, b",\"at\":", &record.at)
 }
 
@@ -66,7 +69,11 @@ fn minion_return(r: &MinionReturn, out: &mut Vec<u8>) -> Result<bool, Error> {
     }
     field(out, b",\"duration_ms\":", &r.duration_ms)?;
     if let Some(states) = &r.states {
-        field(out, b",\"states\":", states)?;
+        field(out, b",\"states\":{\"ok\":", &states.ok)?;
+        field(out, b",\"changed\":", &states.changed)?;
+        field(out, b",\"failed\":", &states.failed)?;
+        field(out, b",\"would_change\":", &states.would_change)?;
+        out.push(b'}');
     }
     if let Some(trimmed) = &r.trimmed {
         field(out, b",\"trimmed\":", trimmed)?;
