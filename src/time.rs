@@ -152,6 +152,26 @@ impl Stamp {
     /// `out`: every record carries one or two, and `write!` with its padding
     /// cost more than the rest of a record's encoding.
     fn rfc3339(self, out: &mut [u8; STAMP_LEN]) -> Option<&str> {
+        self.rfc3339_digits(out)?;
+        std::str::from_utf8(out).ok()
+    }
+
+    /// Appends the stamp's text between quotes (as JSON writes it), its
+    /// bytes made ASCII here and copied as they are; `false`, with nothing
+    /// appended, outside years 0 to 9999.
+    pub(crate) fn append_quoted(self, out: &mut Vec<u8>) -> bool {
+        let mut text = [0; STAMP_LEN];
+        if self.rfc3339_digits(&mut text).is_none() {
+            return false;
+        }
+        out.push(b'"');
+        out.extend_from_slice(&text);
+        out.push(b'"');
+        true
+    }
+
+    /// [`Stamp::rfc3339`]'s bytes, the last stamp's recalled.
+    fn rfc3339_digits(self, out: &mut [u8; STAMP_LEN]) -> Option<()> {
         thread_local! {
             /// The last stamp written and its text: an event's records
             /// carry the same time, two or three of them in a row.
@@ -165,7 +185,7 @@ impl Stamp {
                 LAST.with(|last| last.set(Some((self.0, *out))));
             }
         }
-        std::str::from_utf8(out).ok()
+        Some(())
     }
 
     /// [`Stamp::rfc3339`]'s digits, made: `None` outside years 0 to 9999.

@@ -42,8 +42,8 @@ pub(super) fn record(record: &Record, out: &mut Vec<u8>) -> Result<bool, Error> 
     Ok(true)
 }
 
-/// What every record starts with. A kind's name and an id (hex) are never
-/// escaped: written between quotes as they are.
+/// What every record starts with. A kind's name, an id (hex) and a time's
+/// digits are never escaped: written between quotes as they are.
 fn head(record: &Record, out: &mut Vec<u8>) -> Result<(), Error> {
     out.extend_from_slice(b"{\"kind\":\"");
     out.extend_from_slice(record.kind.as_str().as_bytes());
@@ -51,7 +51,11 @@ fn head(record: &Record, out: &mut Vec<u8>) -> Result<(), Error> {
     out.extend_from_slice(b",\"id\":\"");
     out.extend_from_slice(record.id.as_str().as_bytes());
     field(out, b"\",\"master\":", &record.master)?;
-    field(out, b",\"at\":", &record.at)
+    out.extend_from_slice(b",\"at\":");
+    if record.at.append_quoted(out) {
+        return Ok(());
+    }
+    record.at.serialize(&mut Writer { out })
 }
 
 fn minion_return(r: &MinionReturn, out: &mut Vec<u8>) -> Result<bool, Error> {

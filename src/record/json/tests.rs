@@ -463,7 +463,11 @@ mod hot_kinds {
             body(),
             any::<u128>(),
             text(),
-            any::<i64>(),
+            // Any time, and more often one of years 0 to 9999 (written digit by digit).
+            prop_oneof![
+                any::<i64>(),
+                -62_167_219_200_000_000i64..253_402_300_800_000_000
+            ],
             prop::collection::vec(text(), 0..3),
         )
             .prop_map(|(body, id, master, at, redacted)| Record {
