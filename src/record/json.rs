@@ -7,10 +7,10 @@
 //!   with nothing to escape (most keys and values) is written inline, and one
 //!   of up to sixteen bytes is checked in one or two words, with no loop.
 //! - A [`Shared`](super::Shared) part writes the JSON of its fields that it
-//!   kept the first time ([`fields`]), as one copy: while [`line`] runs, a part
-//!   hands it over as a map entry named [`KEPT_FIELDS`], which this writer
-//!   alone knows, and any other serialiser never sees.
-//!
+//!   kept the first time ([`fields`]), as one copy: while [`line`] or
+//!   [`record`] runs, a part hands it over as a map entry named
+//!   [`KEPT_FIELDS`], which this writer alone knows, and any other
+//!   serialiser never sees ([`hot`] asks the part for them itself).
 //! - The kinds made per return are written field by field ([`hot`]), not
 //!   through the derive's map of a flattened body; [`record`] chooses.
 //!
@@ -43,8 +43,8 @@ thread_local! {
     static WRITING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Whether [`line`] is writing on this thread: a shared part may hand over
-/// its kept fields.
+/// Whether [`line`] or [`record`] is writing on this thread: a shared part
+/// may hand over its kept fields.
 pub(crate) fn writing() -> bool {
     WRITING.with(Cell::get)
 }

@@ -3,8 +3,8 @@
 //! and each record holds a pointer to it (a clone copies no text), redaction
 //! scrubs it once (`redact` remembers what it made of the last few), and the
 //! JSON lines encode it once: its fields' JSON is kept with it the first time
-//! and written as it is after ([`json::line`]). On the wire it is the part
-//! itself: serialised and read as `T`.
+//! and written as it is after ([`json::line`], [`json::record`]). On the
+//! wire it is the part itself: serialised and read as `T`.
 
 use std::sync::{Arc, OnceLock};
 

@@ -2,124 +2,169 @@
 //! `state_failure`) written field by field: each key as bytes fixed at
 //! compile time, each value through the [`Writer`] (a kind's name, an id and
 //! a time, never escaped, as they are; a return's state counts with fixed
-//! keys too), a shared part's kept fields as one copy. serde's derive
-//! writes a flattened record through a map,
-//! quoting every key and passing every field through two wrappers: that was
-//! half the cost of these lines.
+//! keys too), a shared part's kept fields as one copy. serde's derive writes
+//! a flattened record through a map, quoting every key and passing every
+//! field through two wrappers: that was half the cost of these lines.
 //!
-//! The bytes are the derive's, in its order and with its skips: the tests
-//! (`tests.rs`) hold every field of these kinds, each way it can be written,
-//! to serde_json's output, and build the records by struct literal, so a field
-//! added to one of them does not compile there until it is written here too.
+//! The bytes are the derive's, in its order and with its skips. Each record
+//! and part is taken apart here naming every field, so a field added to one
+//! does not compile here until it is written; the tests (`tests.rs`) build
+//! them by struct literal (the same holds there) and hold every field, each
+//! way it can be written, to serde_json's output. A `rename` or a skip added
+//! to the derive is caught by the tests alone.
 
 use serde::Serialize;
 
 use super::{Error, Writer};
-use crate::record::{MinionReturn, Record, RecordBody, Shared, StateFailure};
+use crate::record::{MinionReturn, Record, RecordBody, Shared, StateCounts, StateFailure};
 
 /// Appends `record` as [`super::line`] would, when it is of a kind written
 /// here: `Ok(false)`, with nothing appended, when it is not (or a shared part
-/// of it is not an object, which only the derive knows how to refuse).
+/// of it is not an object, which only the derive knows how to write or
+/// refuse; no part of these kinds is one today). On an error, `out` may hold
+/// part of it.
 pub(super) fn record(record: &Record, out: &mut Vec<u8>) -> Result<bool, Error> {
+    // Every field named: one added to a record does not compile here until
+    // it is written.
+    let Record {
+        kind,
+        schema_version,
+        id,
+        master,
+        at,
+        body,
+        redacted,
+    } = record;
+    if !matches!(
+        body,
+        RecordBody::MinionReturn(_) | RecordBody::LateReturn(_) | RecordBody::StateFailure(_)
+    ) {
+        return Ok(false);
+    }
     let start = out.len();
-    let written = match &record.body {
-        RecordBody::MinionReturn(body) | RecordBody::LateReturn(body) => {
-            head(record, out)?;
-            minion_return(body, out)?
-        }
-        RecordBody::StateFailure(body) => {
-            head(record, out)?;
-            state_failure(body, out)?
-        }
+    out.extend_from_slice(b"{\"kind\":\"");
+    out.extend_from_slice(kind.as_str().as_bytes());
+    field(out, b"\",\"schema_version\":", schema_version)?;
+    out.extend_from_slice(b",\"id\":\"");
+    out.extend_from_slice(id.as_str().as_bytes());
+    field(out, b"\",\"master\":", master)?;
+    out.extend_from_slice(b",\"at\":");
+    if !at.append_quoted(out) {
+        at.serialize(&mut Writer { out })?;
+    }
+    let written = match body {
+        RecordBody::MinionReturn(body) | RecordBody::LateReturn(body) => minion_return(body, out)?,
+        RecordBody::StateFailure(body) => state_failure(body, out)?,
         _ => false,
     };
     if !written {
         out.truncate(start);
         return Ok(false);
     }
-    if !record.redacted.is_empty() {
-        field(out, b",\"redacted\":", &record.redacted)?;
+    if !redacted.is_empty() {
+        field(out, b",\"redacted\":", redacted)?;
     }
     out.push(b'}');
     Ok(true)
 }
 
-/// What every record starts with. A kind's name, an id (hex) and a time's
-/// digits are never escaped: written between quotes as they are.
-fn head(record: &Record, out: &mut Vec<u8>) -> Result<(), Error> {
-    out.extend_from_slice(b"{\"kind\":\"");
-    out.extend_from_slice(record.kind.as_str().as_bytes());
-    field(out, b"\",\"schema_version\":", &record.schema_version)?;
-    out.extend_from_slice(b",\"id\":\"");
-    out.extend_from_slice(record.id.as_str().as_bytes());
-    field(out, b"\",\"master\":", &record.master)?;
-    out.extend_from_slice(b",\"at\":");
-    if record.at.append_quoted(out) {
-        return Ok(());
-    }
-    record.at.serialize(&mut Writer { out })
-}
-
 fn minion_return(r: &MinionReturn, out: &mut Vec<u8>) -> Result<bool, Error> {
-    field(out, b",\"jid\":", &r.jid)?;
-    field(out, b",\"minion\":", &r.minion)?;
-    field(out, b",\"fun\":", &r.fun)?;
-    field(out, b",\"retcode\":", &r.retcode)?;
-    field(out, b",\"salt_success\":", &r.salt_success)?;
-    field(out, b",\"succeeded\":", &r.succeeded)?;
-    if !flattened(out, &r.context) {
+    let MinionReturn {
+        jid,
+        minion,
+        fun,
+        retcode,
+        salt_success,
+        succeeded,
+        context,
+        schedule,
+        duration_ms,
+        states,
+        trimmed,
+        return_trace,
+    } = r;
+    field(out, b",\"jid\":", jid)?;
+    field(out, b",\"minion\":", minion)?;
+    field(out, b",\"fun\":", fun)?;
+    field(out, b",\"retcode\":", retcode)?;
+    field(out, b",\"salt_success\":", salt_success)?;
+    field(out, b",\"succeeded\":", succeeded)?;
+    if !flattened(out, context) {
         return Ok(false);
     }
-    if let Some(schedule) = &r.schedule {
+    if let Some(schedule) = schedule {
         field(out, b",\"schedule\":", schedule)?;
     }
-    field(out, b",\"duration_ms\":", &r.duration_ms)?;
-    if let Some(states) = &r.states {
-        field(out, b",\"states\":{\"ok\":", &states.ok)?;
-        field(out, b",\"changed\":", &states.changed)?;
-        field(out, b",\"failed\":", &states.failed)?;
-        field(out, b",\"would_change\":", &states.would_change)?;
+    field(out, b",\"duration_ms\":", duration_ms)?;
+    if let Some(StateCounts {
+        ok,
+        changed,
+        failed,
+        would_change,
+    }) = states
+    {
+        field(out, b",\"states\":{\"ok\":", ok)?;
+        field(out, b",\"changed\":", changed)?;
+        field(out, b",\"failed\":", failed)?;
+        field(out, b",\"would_change\":", would_change)?;
         out.push(b'}');
     }
-    if let Some(trimmed) = &r.trimmed {
+    if let Some(trimmed) = trimmed {
         field(out, b",\"trimmed\":", trimmed)?;
     }
-    if let Some(trace) = &r.return_trace {
+    if let Some(trace) = return_trace {
         field(out, b",\"return_trace\":", trace)?;
     }
     Ok(true)
 }
 
 fn state_failure(f: &StateFailure, out: &mut Vec<u8>) -> Result<bool, Error> {
-    field(out, b",\"jid\":", &f.jid)?;
-    field(out, b",\"minion\":", &f.minion)?;
-    field(out, b",\"fun\":", &f.fun)?;
-    if !flattened(out, &f.state) {
+    let StateFailure {
+        jid,
+        minion,
+        fun,
+        state,
+        run_num,
+        duration_ms,
+        start_time,
+        cause,
+        fallout,
+        output,
+        fingerprint,
+        incident,
+        first_failing,
+        context,
+        correlation,
+    } = f;
+    field(out, b",\"jid\":", jid)?;
+    field(out, b",\"minion\":", minion)?;
+    field(out, b",\"fun\":", fun)?;
+    if !flattened(out, state) {
         return Ok(false);
     }
-    field(out, b",\"run_num\":", &f.run_num)?;
-    field(out, b",\"duration_ms\":", &f.duration_ms)?;
-    field(out, b",\"start_time\":", &f.start_time)?;
-    if !flattened(out, &f.cause) {
+    field(out, b",\"run_num\":", run_num)?;
+    field(out, b",\"duration_ms\":", duration_ms)?;
+    field(out, b",\"start_time\":", start_time)?;
+    if !flattened(out, cause) {
         return Ok(false);
     }
-    field(out, b",\"fallout\":", &f.fallout)?;
-    if !f.output.is_empty() {
-        let Some(fields) = f.output.kept_fields() else {
+    field(out, b",\"fallout\":", fallout)?;
+    if !output.is_empty() {
+        let Some(fields) = output.kept_fields() else {
             return Ok(false);
         };
         out.extend_from_slice(b",\"output\":{");
         out.extend_from_slice(fields.as_bytes());
         out.push(b'}');
     }
-    field(out, b",\"fingerprint\":", &f.fingerprint)?;
-    if let Some(incident) = &f.incident {
+    field(out, b",\"fingerprint\":", fingerprint)?;
+    if let Some(incident) = incident {
         field(out, b",\"incident\":", incident)?;
     }
-    if let Some(first_failing) = &f.first_failing {
+    if let Some(first_failing) = first_failing {
         field(out, b",\"first_failing\":", first_failing)?;
     }
-    Ok(flattened(out, &f.context) && flattened(out, &f.correlation))
+    Ok(flattened(out, context) && flattened(out, correlation))
 }
 
 /// `key` (its comma, quotes and colon) and `value`.
