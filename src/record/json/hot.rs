@@ -18,6 +18,12 @@ use serde::Serialize;
 use super::{Error, Writer};
 use crate::record::{MinionReturn, Record, RecordBody, Shared, StateCounts, StateFailure};
 
+/// The bodies written here.
+enum Body<'r> {
+    Return(&'r MinionReturn),
+    Failure(&'r StateFailure),
+}
+
 /// Appends `record` as [`super::line`] would, when it is of a kind written
 /// here: `Ok(false)`, with nothing appended, when it is not (or a shared part
 /// of it is not an object, which only the derive knows how to write or
@@ -35,12 +41,11 @@ pub(super) fn record(record: &Record, out: &mut Vec<u8>) -> Result<bool, Error> 
         body,
         redacted,
     } = record;
-    if !matches!(
-        body,
-        RecordBody::MinionReturn(_) | RecordBody::LateReturn(_) | RecordBody::StateFailure(_)
-    ) {
-        return Ok(false);
-    }
+    let body = match body {
+        RecordBody::MinionReturn(body) | RecordBody::LateReturn(body) => Body::Return(body),
+        RecordBody::StateFailure(body) => Body::Failure(body),
+        _ => return Ok(false),
+    };
     let start = out.len();
     out.extend_from_slice(b"{\"kind\":\"");
     out.extend_from_slice(kind.as_str().as_bytes());
@@ -53,9 +58,8 @@ pub(super) fn record(record: &Record, out: &mut Vec<u8>) -> Result<bool, Error> 
         at.serialize(&mut Writer { out })?;
     }
     let written = match body {
-        RecordBody::MinionReturn(body) | RecordBody::LateReturn(body) => minion_return(body, out)?,
-        RecordBody::StateFailure(body) => state_failure(body, out)?,
-        _ => false,
+        Body::Return(body) => minion_return(body, out)?,
+        Body::Failure(body) => state_failure(body, out)?,
     };
     if !written {
         out.truncate(start);
