@@ -4,6 +4,7 @@
 //! finds the open rollouts whose commit is that run's HEAD or one of its
 //! ancestors and whose change the run covers. git answers are cached.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use foldhash::{HashMap, HashMapExt};
@@ -30,11 +31,13 @@ pub struct Following {
 #[derive(Debug, Clone)]
 pub struct StateRun<'a> {
     pub jid: &'a str,
+    /// `jid` as triage holds it, when it found failures.
+    pub shared_jid: Option<&'a Arc<str>>,
     pub minion: &'a str,
     pub coverage: &'a Coverage,
     pub succeeded: bool,
     /// The first root cause's fingerprint, when it failed.
-    pub fingerprint: Option<&'a str>,
+    pub fingerprint: Option<&'a Arc<str>>,
 }
 
 impl Correlator {
@@ -156,6 +159,7 @@ impl Correlator {
                     let outcome = RunOutcome {
                         minion: run.minion,
                         jid: run.jid,
+                        shared_jid: run.shared_jid,
                         succeeded: run.succeeded,
                         fingerprint: run.fingerprint,
                     };

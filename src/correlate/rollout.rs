@@ -9,6 +9,7 @@
 //! tree (the oldest closes as superseded), each minion one small entry, and
 //! samples capped.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use foldhash::{HashMap, HashMapExt};
@@ -37,8 +38,9 @@ enum Standing {
     Applied(Stamp),
     Failed {
         at: Stamp,
-        jid: String,
-        fingerprint: Option<String>,
+        /// Shared with the run's records (a failed run's are triage's).
+        jid: Arc<str>,
+        fingerprint: Option<Arc<str>>,
     },
 }
 
@@ -111,8 +113,11 @@ impl Members for [&str] {
 pub struct RunOutcome<'a> {
     pub minion: &'a str,
     pub jid: &'a str,
+    /// `jid` as triage already holds it (a failed run's), shared by its
+    /// standing rather than copied.
+    pub shared_jid: Option<&'a Arc<str>>,
     pub succeeded: bool,
-    pub fingerprint: Option<&'a str>,
+    pub fingerprint: Option<&'a Arc<str>>,
 }
 
 /// The open rollouts of every watched state tree.
@@ -243,8 +248,8 @@ impl Rollouts {
         } else {
             Standing::Failed {
                 at,
-                jid: run.jid.to_owned(),
-                fingerprint: run.fingerprint.map(str::to_owned),
+                jid: run.shared_jid.map_or_else(|| run.jid.into(), Arc::clone),
+                fingerprint: run.fingerprint.cloned(),
             }
         };
         // A minion seen before keeps its key (a name allocated once a rollout).
@@ -377,8 +382,8 @@ fn tally(record: &mut Rollout, minions: &HashMap<Box<str>, Standing>, fleet: &[&
                 if record.sample_failed.len() < SAMPLES {
                     record.sample_failed.push(RolloutFailure {
                         minion: (*minion).to_owned(),
-                        jid: jid.clone(),
-                        fingerprint: fingerprint.clone(),
+                        jid: jid.to_string(),
+                        fingerprint: fingerprint.as_deref().map(str::to_owned),
                     });
                 }
             }

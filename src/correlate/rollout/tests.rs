@@ -32,11 +32,13 @@ fn rollouts(out: &[Record]) -> Vec<Rollout> {
 }
 
 fn run<'a>(minion: &'a str, succeeded: bool) -> RunOutcome<'a> {
+    static FINGERPRINT: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| "fp".into());
     RunOutcome {
         minion,
         jid: "j",
+        shared_jid: None,
         succeeded,
-        fingerprint: (!succeeded).then_some("fp"),
+        fingerprint: (!succeeded).then_some(&*FINGERPRINT),
     }
 }
 

@@ -51,10 +51,11 @@ impl Stages {
         };
         let run = crate::correlate::applied::StateRun {
             jid,
+            shared_jid: triaged.map(|t| &t.jid),
             minion,
             coverage,
             succeeded,
-            fingerprint: triaged.and_then(|t| t.root_cause.as_deref()),
+            fingerprint: triaged.and_then(|t| t.root_cause.as_ref()),
         };
         self.correlator.on_state_run(&run, at, out);
     }
