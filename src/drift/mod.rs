@@ -21,7 +21,7 @@ use classify::{Judgement, Prior, after_run, judge, unsettled_in_job};
 use foldhash::{HashMap, HashMapExt};
 
 use crate::config::drift::DriftConfig;
-use crate::event::changes::{Changed, state_run};
+use crate::event::changes::{Changed, changed, state_run};
 use crate::event::states::{States, trimmed};
 use crate::record::drift::hint_for;
 use crate::record::{
@@ -143,8 +143,15 @@ pub struct DriftStage {
     open_order: VecDeque<Box<str>>,
     /// Minion → its last drift, for the last day's count.
     drifted: HashMap<Box<str>, Stamp>,
+    /// A run's states to count against its job: the room kept from run to
+    /// run, up to [`SPARE_TALLY`] states.
+    spare_tally: Vec<(u64, bool)>,
     pub stats: Arc<DriftStats>,
 }
+
+/// States of a run whose tally's room is kept for the next run, at most
+/// (64 KiB); a larger run allocates its own.
+const SPARE_TALLY: usize = 4_096;
 
 /// A `non_idempotent` record's id key: the state, the status, the judgement's start.
 fn judgement_key(record: &NonIdempotent, status: &str) -> [String; 5] {
@@ -173,6 +180,7 @@ impl DriftStage {
             open: HashMap::new(),
             open_order: VecDeque::new(),
             drifted: HashMap::new(),
+            spare_tally: Vec::new(),
             stats: Arc::default(),
         }
     }
@@ -217,12 +225,12 @@ impl DriftStage {
         self.commits.entry(now).or_insert_with(|| commit.into());
         let minion = self.minion_id(run.minion);
         let mut changes = RunChanges::default();
-        let mut changed = states.changed.iter().peekable();
-        let mut tally: Vec<(u64, bool)> = Vec::new();
-        for (index, ran) in states.ran.iter().enumerate() {
+        let mut read = states.changed.iter().peekable();
+        let mut tally = std::mem::take(&mut self.spare_tally);
+        for (index, entry) in walked.entries().iter().enumerate() {
             let state = walked.key_hash(index);
-            let this: Option<&Changed> = changed.next_if(|c| c.index == index);
-            if ran.result == Some(false) || (ran.changed && this.is_none()) {
+            let this: Option<&Changed> = read.next_if(|c| c.index == index);
+            if entry.result == Some(false) || (changed(entry) && this.is_none()) {
                 // Failed (triage's), or changed past the read cap (counted).
                 continue;
             }
@@ -258,7 +266,7 @@ impl DriftStage {
         }
         let job = self.open_job(run.jid, out);
         let mut refused = 0;
-        for (state, candidate) in tally {
+        for (state, candidate) in tally.drain(..) {
             if job.tally.len() >= MAX_JOB_STATES && !job.tally.contains_key(&state) {
                 refused += 1;
                 continue;
@@ -293,6 +301,9 @@ impl DriftStage {
             });
         }
         self.stats.tally_refused.add(refused);
+        if tally.capacity() <= SPARE_TALLY {
+            self.spare_tally = tally;
+        }
     }
 
     /// The job `jid` closed (or is not followed: one return): its runs'

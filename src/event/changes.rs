@@ -1,28 +1,25 @@
 //! What a state run changed, read from the return's raw msgpack as triage reads
-//! what failed: every state's key and outcome (borrowed spans), and for the
-//! states that changed (or, under `test=True`, would change) their sls, id,
-//! function, name and a short summary of `changes`. Nothing is built for a
-//! state that did not change, and at most `max_changed` are read whole.
+//! what failed: for the states that changed (or, under `test=True`, would
+//! change) their sls, id, function, name and a short summary of `changes`.
+//! Every state's key and outcome are the walk's ([`States::entries`]); nothing
+//! is built for a state that did not change, and at most `max_changed` are
+//! read whole.
 
 use super::states::{StateEntry, States, fields, text_of};
 
 /// Lines of a file's diff a summary keeps.
 const DIFF_LINES: usize = 6;
 
-/// One state of a state run, as it ran.
-#[derive(Debug, Clone, Copy)]
-pub struct Ran<'a> {
-    /// `mod_|-id_|-name_|-fun`.
-    pub key: &'a [u8],
-    /// `None`: would change (`test=True`).
-    pub result: Option<bool>,
-    pub changed: bool,
+/// Whether a state changed: its `changes` map is not empty, or its result
+/// is `null` (`test=True`: it would change).
+pub fn changed(entry: &StateEntry<'_>) -> bool {
+    entry.changed || entry.result.is_none()
 }
 
 /// A state that changed, or would.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Changed {
-    /// Index into [`StateRun::ran`].
+    /// Index into the run's [`States::entries`].
     pub index: usize,
     pub sls: String,
     pub state_id: String,
@@ -36,45 +33,29 @@ pub struct Changed {
     pub summary: String,
 }
 
-/// A state-run return's states.
+/// What changed in a state-run return (its states as they ran are its
+/// [`States::entries`]).
 #[derive(Debug, Clone, Default)]
-pub struct StateRun<'a> {
-    pub ran: Vec<Ran<'a>>,
+pub struct StateRun {
     /// The first `max_changed` states that changed (or would), read whole.
     pub changed: Vec<Changed>,
     /// States that changed past `max_changed`: counted, not read.
     pub changed_not_read: u32,
 }
 
-/// The states of a state-run return. A state counts as changed when its
-/// `changes` map is not empty, or when its result is `null` (`test=True`: it
-/// would change).
-pub fn state_run<'a>(
-    states: &States<'a>,
-    max_changed: usize,
-    summary_bytes: usize,
-) -> StateRun<'a> {
-    let mut run = StateRun {
-        ran: Vec::with_capacity(states.entries().len()),
-        ..StateRun::default()
-    };
-    for entry in states.entries() {
-        let changed = entry.changed || entry.result.is_none();
+/// What changed in a state-run return's states ([`changed`]); a failed
+/// state is not counted.
+pub fn state_run(states: &States<'_>, max_changed: usize, summary_bytes: usize) -> StateRun {
+    let mut run = StateRun::default();
+    for (index, entry) in states.entries().iter().enumerate() {
         // A failed state is triage's: it did not settle anything.
-        let counts = changed && entry.result != Some(false);
-        if counts {
+        if changed(entry) && entry.result != Some(false) {
             if run.changed.len() < max_changed {
-                run.changed
-                    .push(read_changed(entry, run.ran.len(), summary_bytes));
+                run.changed.push(read_changed(entry, index, summary_bytes));
             } else {
                 run.changed_not_read += 1;
             }
         }
-        run.ran.push(Ran {
-            key: entry.key,
-            result: entry.result,
-            changed,
-        });
     }
     run
 }
@@ -154,8 +135,9 @@ mod tests {
                 "result": false, "__sls__": "base", "__id__": "broken", "changes": {"retcode": 1}},
         }));
         let run = state_run(&States::of(&raw).expect("a state run"), 10, 200);
-        assert_eq!(run.ran.len(), 4);
-        assert_eq!(run.ran.iter().filter(|r| r.changed).count(), 3);
+        let states = States::of(&raw).expect("a state run");
+        assert_eq!(states.entries().len(), 4);
+        assert_eq!(states.entries().iter().filter(|e| changed(e)).count(), 3);
         assert_eq!(run.changed.len(), 2, "{:?}", run.changed);
         let motd = &run.changed[0];
         assert_eq!(
