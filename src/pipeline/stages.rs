@@ -383,8 +383,10 @@ impl Stages {
                     .first()
                     .map(|f| f.fingerprint.as_str().into())
             });
+        let jid = Arc::clone(&findings.jid);
+        self.triage.recycle(findings);
         Some(Triaged {
-            jid: findings.jid,
+            jid,
             context,
             root_cause,
         })

@@ -147,24 +147,63 @@ pub fn walk(raw: &[u8], want_outcomes: bool) -> Option<StateRun> {
         &states,
         want_outcomes,
         &mut Decoded::default(),
-        Vec::new(),
+        Spare::default(),
     ))
 }
 
+/// The vectors of a return's walk, kept emptied for the next: a vector kept
+/// saves allocating one (of a few hundred bytes a failed state) per return.
+#[derive(Debug, Default)]
+pub struct Spare {
+    pub failed: Vec<FailedState>,
+    pub outcomes: Vec<(u64, bool)>,
+}
+
+/// Failed states (and root causes) whose room is kept from one return for
+/// the next, at most (a few KiB; a return with more allocates its own).
+pub const SPARE_FAILED_STATES: usize = 16;
+
+/// States whose outcomes' room is kept from one return for the next, at
+/// most (64 KiB).
+pub const SPARE_OUTCOMES: usize = 4_096;
+
+impl Spare {
+    /// Keeps `failed`'s room, emptied, within [`SPARE_FAILED_STATES`].
+    pub fn keep_failed(&mut self, mut failed: Vec<FailedState>) {
+        if failed.capacity() <= SPARE_FAILED_STATES {
+            failed.clear();
+            self.failed = failed;
+        }
+    }
+
+    /// Keeps `outcomes`' room, emptied, within [`SPARE_OUTCOMES`].
+    pub fn keep_outcomes(&mut self, mut outcomes: Vec<(u64, bool)>) {
+        if outcomes.capacity() <= SPARE_OUTCOMES {
+            outcomes.clear();
+            self.outcomes = outcomes;
+        }
+    }
+}
+
 /// [`walk`] over states already walked, a failed state already in `decoded`
-/// read from it, the failed states put in `spare` (emptied first): a vector
-/// kept from the last return saves allocating one of a few hundred bytes a
-/// state for each.
+/// read from it, the failed states and outcomes put in `spare`'s vectors
+/// (emptied first).
 pub fn walk_with(
     states: &States<'_>,
     want_outcomes: bool,
     decoded: &mut Decoded,
-    mut spare: Vec<FailedState>,
+    spare: Spare,
 ) -> StateRun {
-    spare.clear();
+    let Spare {
+        mut failed,
+        mut outcomes,
+    } = spare;
+    failed.clear();
+    outcomes.clear();
     let entries = states.entries();
     let mut run = StateRun {
-        failed: spare,
+        failed,
+        outcomes,
         states: entries.len() as u32,
         ..StateRun::default()
     };
@@ -416,10 +455,23 @@ pub struct RootCause {
     pub fallout: u32,
 }
 
+impl RootScratch {
+    /// Keeps the room of [`root_causes`]'s vector, emptied, for the next
+    /// return (within [`SPARE_FAILED_STATES`]).
+    pub fn keep(&mut self, mut causes: Vec<RootCause>) {
+        if causes.capacity() <= SPARE_FAILED_STATES {
+            causes.clear();
+            self.causes = causes;
+        }
+    }
+}
+
 /// What [`root_causes`] works in, kept from return to return: the room of
 /// its vectors (a failing return made five of them).
 #[derive(Debug, Default)]
 pub struct RootScratch {
+    /// The vector of root causes, given back emptied ([`RootScratch::keep`]).
+    causes: Vec<RootCause>,
     labels: Labels,
     fallout_of_root: Vec<u32>,
     seen: Vec<bool>,
@@ -442,7 +494,9 @@ pub fn root_causes(
     // failed states' and the findings' vectors, 2.2% of the agent's CPU on
     // failing returns).
     let roots = failed.iter().filter(|s| !s.is_fallout()).count();
-    let mut causes = Vec::with_capacity(roots);
+    let mut causes = std::mem::take(&mut scratch.causes);
+    causes.clear();
+    causes.reserve_exact(roots);
     if roots == failed.len() {
         causes.extend(
             failed
@@ -527,6 +581,7 @@ impl Labels {
 /// an unknown requisite ends a branch); returns how many it led back to.
 fn count_roots(state: usize, failed: &[FailedState], scratch: &mut RootScratch) -> usize {
     let RootScratch {
+        causes: _,
         labels,
         fallout_of_root,
         seen,

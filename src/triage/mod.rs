@@ -31,7 +31,10 @@ use crate::record::CommandOutput;
 use crate::time::Stamp;
 pub use category::{Capped, Category, Classification, FailureText, classify};
 pub use failures::Judged;
-use failures::{Decoded, FailedState, RootCause, RootScratch, root_causes, walk_with};
+use failures::{
+    Decoded, FailedState, RootCause, RootScratch, SPARE_FAILED_STATES, Spare, root_causes,
+    walk_with,
+};
 use fingerprint::{StateKey, normalise};
 use render::{RenderError, render_errors};
 
@@ -175,8 +178,12 @@ pub struct Triage {
     memo: memo::Memo,
     /// What the failed states seen lately decoded to.
     decoded: Decoded,
-    /// The last return's vector of failed states, emptied, for the next.
-    spare_failed: Vec<FailedState>,
+    /// The last return's vectors of failed states and outcomes, emptied,
+    /// for the next.
+    spare: Spare,
+    /// The last findings' vector of state failures, emptied, for the next
+    /// ([`Triage::recycle`]).
+    spare_found: Vec<StateFailure>,
     /// What finding root causes works in, kept for the next return.
     root_scratch: RootScratch,
     pub stats: std::sync::Arc<TriageStats>,
@@ -197,10 +204,6 @@ struct Names<'r> {
     shared: Option<JobTexts<'r>>,
 }
 
-/// The room for failed states kept from one return for the next, at most
-/// (a few KiB; a return with more failures allocates its own).
-const SPARE_FAILED_STATES: usize = 16;
-
 /// How often, in event time, triage looks for jobs to forget: a pass over
 /// every job it holds (at most `max_jobs`).
 pub const FORGET_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
@@ -216,10 +219,26 @@ impl Triage {
             next_forget_at: Stamp(i64::MIN),
             memo: memo::Memo::default(),
             decoded: Decoded::default(),
-            spare_failed: Vec::new(),
+            spare: Spare::default(),
+            spare_found: Vec::new(),
             root_scratch: RootScratch::default(),
             stats: std::sync::Arc::default(),
         }
+    }
+
+    /// Findings done with: their vectors' room kept, emptied, for the next
+    /// return's (a failing return's findings made three of them).
+    pub fn recycle(&mut self, findings: Findings) {
+        let Findings {
+            mut state_failures,
+            outcomes,
+            ..
+        } = findings;
+        if state_failures.capacity() <= SPARE_FAILED_STATES {
+            state_failures.clear();
+            self.spare_found = state_failures;
+        }
+        self.spare.keep_outcomes(outcomes);
     }
 
     /// Whether findings report every state's outcome (the correlator's history
@@ -311,9 +330,10 @@ impl Triage {
         };
         let max = self.config.comment_max_bytes;
         let (recalled, forgotten) = (self.decoded.recalled, self.decoded.forgotten);
-        let spare = std::mem::take(&mut self.spare_failed);
-        let run = states
-            .map(|states| walk_with(states, self.config.want_outcomes, &mut self.decoded, spare));
+        let run = states.map(|states| {
+            let spare = std::mem::take(&mut self.spare);
+            walk_with(states, self.config.want_outcomes, &mut self.decoded, spare)
+        });
         self.stats
             .states_recalled
             .add(self.decoded.recalled - recalled);
@@ -329,13 +349,12 @@ impl Triage {
             self.stats
                 .failures_not_examined
                 .add(u64::from(run.not_examined));
-            let (causes, unexplained) = root_causes(&mut run.failed, &mut self.root_scratch);
-            if run.failed.capacity() <= SPARE_FAILED_STATES {
-                self.spare_failed = run.failed;
-            }
+            let (mut causes, unexplained) = root_causes(&mut run.failed, &mut self.root_scratch);
+            self.spare.keep_failed(run.failed);
             findings.unexplained_fallout = unexplained;
+            findings.state_failures = std::mem::take(&mut self.spare_found);
             findings.state_failures.reserve_exact(causes.len());
-            for RootCause { state, fallout } in causes {
+            for RootCause { state, fallout } in causes.drain(..) {
                 let judged = match state.judged.get() {
                     Some(judged) => {
                         self.stats.texts_recalled.inc();
@@ -354,6 +373,7 @@ impl Triage {
                     judged,
                 });
             }
+            self.root_scratch.keep(causes);
         } else if let Some(errors) = render_errors(raw, retcode) {
             for error in errors {
                 let normalised = normalise(&error.message);

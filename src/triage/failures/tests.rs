@@ -119,15 +119,18 @@ fn a_failure_seen_on_another_minion_is_decoded_once_and_keeps_its_own_run() {
         &States::of(&first).unwrap(),
         false,
         &mut decoded,
-        Vec::new(),
+        Spare::default(),
     );
-    // The second walk is given the first's failed states as its spare
-    // vector: they are not kept.
+    // The second walk is given the first's failed states (and an outcome)
+    // as its spare vectors: they are not kept.
     let b = walk_with(
         &States::of(&second).unwrap(),
         false,
         &mut decoded,
-        a.failed.clone(),
+        Spare {
+            failed: a.failed.clone(),
+            outcomes: vec![(1, true)],
+        },
     );
     assert_eq!(
         decoded.recalled, 1,
@@ -160,7 +163,7 @@ fn a_failure_seen_on_another_minion_is_decoded_once_and_keeps_its_own_run() {
         &States::of(&other).unwrap(),
         false,
         &mut decoded,
-        Vec::new(),
+        Spare::default(),
     );
     assert_eq!(decoded.recalled, 1);
     assert_eq!(c.failed[0].comment, "Command \"/opt/deploy.sh\" timed out");
@@ -170,7 +173,7 @@ fn a_failure_seen_on_another_minion_is_decoded_once_and_keeps_its_own_run() {
             &States::of(&command_failure(&format!("boom {i}"), 1, 1.0, "x")).unwrap(),
             false,
             &mut decoded,
-            Vec::new(),
+            Spare::default(),
         );
     }
     assert_eq!(decoded.forgotten, 2);
@@ -178,8 +181,18 @@ fn a_failure_seen_on_another_minion_is_decoded_once_and_keeps_its_own_run() {
     // A state larger than the bound is decoded, not remembered.
     let long = "x".repeat(DECODED_STATE_MAX_BYTES);
     let big = command_failure(&long, 1, 1.0, "x");
-    let d = walk_with(&States::of(&big).unwrap(), false, &mut decoded, Vec::new());
-    walk_with(&States::of(&big).unwrap(), false, &mut decoded, Vec::new());
+    let d = walk_with(
+        &States::of(&big).unwrap(),
+        false,
+        &mut decoded,
+        Spare::default(),
+    );
+    walk_with(
+        &States::of(&big).unwrap(),
+        false,
+        &mut decoded,
+        Spare::default(),
+    );
     assert_eq!(d.failed[0].comment, long);
     assert_eq!((decoded.recalled, decoded.forgotten), (1, 2));
 }
