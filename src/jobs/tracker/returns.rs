@@ -55,6 +55,15 @@ impl JobTracker {
             Some((key, job)) => (Arc::clone(key), Some(&job.fun)),
             None => (Arc::from(jid), None),
         };
+        // The job's own context when it is known (open or closed); what the
+        // return itself says only for a job never seen published.
+        let context = match self.open.get(jid) {
+            Some(job) => job.context.clone(),
+            None => match self.closed.get(jid) {
+                Some(closed) => closed.summary.context.clone(),
+                None => Shared::new(context_of_return(r)),
+            },
+        };
         let mut record = MinionReturn {
             jid: jid_text,
             minion: minion.to_owned(),
@@ -65,9 +74,7 @@ impl JobTracker {
             retcode: r.retcode,
             salt_success: r.success,
             succeeded,
-            // The job's own when it is known (open or closed); what the return
-            // itself says only for a job never seen published (below).
-            context: Shared::default(),
+            context,
             schedule: r.schedule.as_ref().map(|s| s.as_str().to_owned()),
             duration_ms: None,
             states,
@@ -75,7 +82,6 @@ impl JobTracker {
             return_trace: crate::jobs::context::trace_of(r.traceparent.as_ref()),
         };
         if let Some(job) = self.open.get_mut(jid) {
-            record.context = job.context.clone();
             record.duration_ms = Some(millis_between(job.published_at, at));
             // Judged not connected at publish, yet it answered: a late return
             // of a job still open.
@@ -136,7 +142,6 @@ impl JobTracker {
             };
             self.closed_missing -= 1;
             record.duration_ms = Some(millis_between(closed.summary.published_at, at));
-            record.context = closed.summary.context.clone();
             let summary = &mut closed.summary;
             summary.returned += 1;
             if succeeded {
@@ -166,7 +171,6 @@ impl JobTracker {
             );
             return;
         }
-        record.context = Shared::new(context_of_return(r));
         self.on_unpublished_return(record, at, out);
     }
 
