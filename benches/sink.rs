@@ -38,7 +38,7 @@ fn records() -> Vec<Record> {
                 &[&jid, &minion],
                 RecordBody::MinionReturn(MinionReturn {
                     jid: jid.as_str().into(),
-                    minion: minion.clone(),
+                    minion: minion.as_str().into(),
                     fun: Some("state.apply".into()),
                     retcode: Some(0),
                     salt_success: Some(true),

@@ -8,6 +8,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Instant;
 
 use saltsight::history::Row;
@@ -98,6 +99,8 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
     let minions: Vec<String> = (0..scale.minions)
         .map(|i| format!("web{i:05}.dc1.example.com"))
         .collect();
+    // A verdict's name is shared, as the agent's records share it.
+    let names: Vec<Arc<str>> = minions.iter().map(|m| Arc::from(m.as_str())).collect();
     let mut store = Writer::open(path).expect("a new history");
     let now = Stamp::from_system_time(std::time::SystemTime::now()).0;
     let first = now - scale.jobs() * scale.every_minutes * 60 * S;
@@ -133,7 +136,7 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
             if draw < scale.missing_per_mille {
                 missed += 1;
                 verdicts.push(Verdict {
-                    minion: minion.clone(),
+                    minion: Arc::clone(&names[i]),
                     at: Stamp(at + 600 * S),
                     answer: Answer::Missing(MissingFacts {
                         reason: MissingReason::NoResponse,
@@ -148,7 +151,7 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
             }
             let ok = draw >= scale.missing_per_mille + scale.failing_per_mille;
             verdicts.push(Verdict {
-                minion: minion.clone(),
+                minion: Arc::clone(&names[i]),
                 at: Stamp(back),
                 answer: Answer::Returned(Returned {
                     succeeded: ok,

@@ -104,9 +104,18 @@ pub struct JobReturn<'a> {
     pub traceparent: Option<Text<'a>>,
     /// `ret`'s states, read by the decode as it passed over them.
     states: Option<states::States<'a>>,
+    /// `minion`, shared by every record made of the return (made by the
+    /// first to ask).
+    minion_name: std::cell::OnceCell<std::sync::Arc<str>>,
 }
 
 impl<'a> JobReturn<'a> {
+    /// The minion's name, one allocation shared by triage's findings, the
+    /// return's record and the history's verdict.
+    pub fn minion_name(&self) -> std::sync::Arc<str> {
+        std::sync::Arc::clone(self.minion_name.get_or_init(|| self.minion.as_str().into()))
+    }
+
     /// The states of its return when it is a state run, walked once in the
     /// decode and read by every stage from there; `None` when it is not one.
     pub fn states(&self) -> Option<&states::States<'a>> {
@@ -382,6 +391,7 @@ fn build_body<'a>(
             user: f.user,
             traceparent: f.traceparent,
             states: f.states,
+            minion_name: std::cell::OnceCell::new(),
         }),
         TagClass::JobProgress => Body::JobProgress(JobProgress {
             jid: jid()?,

@@ -246,7 +246,7 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
             address: m.address,
             streak: u64::from(m.streak),
             missing_since: m.missing_since.map(|t| t.to_string()),
-            minion,
+            minion: minion.to_string(),
         })
         .collect();
     let groups: Vec<Group> = latest_by(rows.of::<FailureGroup>(RecordKind::FailureGroup), |g| {
@@ -333,8 +333,8 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
             .map_or(0, u64::from),
         open: c.is_none(),
         incomplete: job_row.lost,
-        succeeded: succeeded.into_iter().collect(),
-        failed: failed.into_iter().collect(),
+        succeeded: succeeded.iter().map(|m| m.to_string()).collect(),
+        failed: failed.iter().map(|m| m.to_string()).collect(),
         missing,
         groups,
         renders,

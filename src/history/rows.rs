@@ -4,6 +4,7 @@
 //! test (`pipeline::keys_agree`) rather than an answer.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use rusqlite::params_from_iter;
@@ -397,7 +398,7 @@ impl Store {
                 }
                 out.push(JobFailure {
                     jid: jid.clone(),
-                    minion: names.get(id)?,
+                    minion: names.get(id)?.to_string(),
                     at,
                     failed: failed.clone(),
                 });
@@ -426,7 +427,7 @@ impl Store {
 /// Minions' names by number, each looked up once per query.
 struct Names<'a> {
     store: &'a Store,
-    known: HashMap<u32, String>,
+    known: HashMap<u32, Arc<str>>,
 }
 
 impl<'a> Names<'a> {
@@ -437,9 +438,9 @@ impl<'a> Names<'a> {
         }
     }
 
-    fn get(&mut self, id: u32) -> Result<String, HistoryError> {
+    fn get(&mut self, id: u32) -> Result<Arc<str>, HistoryError> {
         if let Some(name) = self.known.get(&id) {
-            return Ok(name.clone());
+            return Ok(Arc::clone(name));
         }
         let name: String = self.store.sql(
             self.store
@@ -447,7 +448,8 @@ impl<'a> Names<'a> {
                 .prepare_cached("SELECT name FROM minions WHERE id = ?1")
                 .and_then(|mut s| s.query_row([id], |r| r.get(0))),
         )?;
-        self.known.insert(id, name.clone());
+        let name: Arc<str> = name.into();
+        self.known.insert(id, Arc::clone(&name));
         Ok(name)
     }
 }

@@ -197,7 +197,7 @@ fn absent(verdicts: &[JobVerdict]) -> Vec<Absent> {
     let mut last: BTreeMap<&str, &JobVerdict> = BTreeMap::new();
     for v in verdicts {
         let newer = last
-            .get(v.verdict.minion.as_str())
+            .get(&*v.verdict.minion)
             .is_none_or(|old| v.verdict.at >= old.verdict.at);
         if newer {
             last.insert(&v.verdict.minion, v);

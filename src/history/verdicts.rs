@@ -9,6 +9,8 @@
 //! with the minions that had it, since a broken change fails the same way on
 //! hundreds of minions. Minions are numbered once (`minions`).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::record::{
@@ -20,7 +22,8 @@ use crate::time::Stamp;
 /// A minion's answer to a job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
-    pub minion: String,
+    /// A return's is its record's (shared).
+    pub minion: Arc<str>,
     pub at: Stamp,
     pub answer: Answer,
 }
@@ -140,7 +143,7 @@ impl Verdict {
     /// Missing verdict `m` at `at`.
     pub fn missing(m: &MinionMissing, at: Stamp) -> Verdict {
         Verdict {
-            minion: m.minion.clone(),
+            minion: m.minion.as_str().into(),
             at,
             answer: Answer::Missing(MissingFacts::of(m)),
         }

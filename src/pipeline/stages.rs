@@ -586,6 +586,19 @@ pub(super) mod tests {
             let now = event.stamp.expect("stamped");
             let mut records = Vec::new();
             stages.on_event(&event, now, &mut records);
+            // The return's records share one allocation of its minion's name.
+            let names: Vec<&Arc<str>> = records
+                .iter()
+                .filter_map(|r| match &r.body {
+                    RecordBody::MinionReturn(m) => Some(&m.minion),
+                    RecordBody::StateFailure(f) => Some(&f.minion),
+                    _ => None,
+                })
+                .collect();
+            assert!(
+                names.windows(2).all(|w| Arc::ptr_eq(w[0], w[1])),
+                "{names:?}"
+            );
             kinds.extend(records.into_iter().map(|r| r.kind));
         }
         assert_eq!(

@@ -241,7 +241,7 @@ impl Output for VerdictOutput {
                 let max = self.max_minions;
                 if let Some(note) = self.jobs.get_mut(&*r.jid) {
                     if note.failed.len() < max {
-                        note.failed.push(r.minion.clone());
+                        note.failed.push(r.minion.to_string());
                     } else {
                         note.failed_more += 1;
                     }

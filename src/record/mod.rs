@@ -215,7 +215,8 @@ pub struct StateCounts {
 pub struct MinionReturn {
     /// Its job's, shared by the job's returns when the job is open.
     pub jid: Arc<str>,
-    pub minion: String,
+    /// Shared with the return's other records and the history's verdict.
+    pub minion: Arc<str>,
     pub fun: Option<Arc<str>>,
     pub retcode: Option<i64>,
     /// Salt's own `success` (true for a scheduled run whose states failed).

@@ -199,7 +199,8 @@ pub type JobTexts<'j> = (&'j Arc<str>, &'j Arc<str>);
 /// texts to share when the job is open.
 struct Names<'r> {
     jid: &'r str,
-    minion: &'r str,
+    /// Shared with the return's record ([`JobReturn::minion_name`]).
+    minion: Arc<str>,
     fun: &'r str,
     shared: Option<JobTexts<'r>>,
 }
@@ -269,7 +270,7 @@ impl Triage {
         let findings = self.triage(
             Names {
                 jid: r.jid.as_str(),
-                minion: r.minion.as_str(),
+                minion: r.minion_name(),
                 fun,
                 shared,
             },
@@ -295,7 +296,7 @@ impl Triage {
         let states = States::of(raw);
         let names = Names {
             jid: r.jid.as_str(),
-            minion: &minion,
+            minion: minion.into(),
             fun,
             shared: None,
         };
@@ -324,7 +325,7 @@ impl Triage {
         };
         let mut findings = Findings {
             jid,
-            minion: names.minion.into(),
+            minion: names.minion,
             fun,
             ..Findings::default()
         };

@@ -196,7 +196,7 @@ impl Model {
                     self.verdict(Verdict {
                         at,
                         jid: r.jid.to_string(),
-                        minion: r.minion.clone(),
+                        minion: r.minion.to_string(),
                         fun: fun.to_owned(),
                         kind: VerdictKind::Failed { retcode: r.retcode },
                     });
@@ -210,7 +210,7 @@ impl Model {
                 self.verdict(Verdict {
                     at,
                     jid: r.jid.to_string(),
-                    minion: r.minion.clone(),
+                    minion: r.minion.to_string(),
                     fun: r.fun.as_deref().unwrap_or_default().to_owned(),
                     kind: VerdictKind::Late {
                         succeeded: r.succeeded,

@@ -66,7 +66,7 @@ impl JobTracker {
         };
         let mut record = MinionReturn {
             jid: jid_text,
-            minion: minion.to_owned(),
+            minion: r.minion_name(),
             fun: r.fun.as_ref().map(|f| match job_fun {
                 Some(shared) if **shared == *f.as_str() => Arc::clone(shared),
                 _ => Arc::from(f.as_str()),

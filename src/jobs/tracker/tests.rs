@@ -634,9 +634,12 @@ fn a_trimmed_return_is_flagged_and_a_trimmed_state_run_never_succeeds() {
         .out
         .iter()
         .filter_map(|r| match &r.body {
-            RecordBody::MinionReturn(m) => {
-                Some((m.jid.to_string(), m.minion.clone(), m.succeeded, m.trimmed))
-            }
+            RecordBody::MinionReturn(m) => Some((
+                m.jid.to_string(),
+                m.minion.to_string(),
+                m.succeeded,
+                m.trimmed,
+            )),
             _ => None,
         })
         .collect();

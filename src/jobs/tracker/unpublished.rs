@@ -37,7 +37,7 @@ impl JobTracker {
         let completed = JobCompleted {
             jid: jid.to_string(),
             fun: record.fun.as_deref().unwrap_or_default().to_owned(),
-            tgt: vec![record.minion.clone()],
+            tgt: vec![record.minion.to_string()],
             expected: 1,
             returned: 1,
             succeeded: u32::from(record.succeeded),

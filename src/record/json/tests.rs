@@ -352,7 +352,7 @@ mod hot_kinds {
                     (duration_ms, states, trimmed, return_trace),
                 )| MinionReturn {
                     jid: jid.into(),
-                    minion,
+                    minion: minion.into(),
                     fun: fun.map(Arc::from),
                     retcode,
                     salt_success,
