@@ -297,11 +297,11 @@ impl Output for VerdictOutput {
 
     /// A job's verdicts of a kind fire once, whole: they are gathered until
     /// the read's end.
-    fn flush_part(&mut self) -> Result<(), OutputError> {
+    fn flush_part(&mut self, _: &[u8]) -> Result<(), OutputError> {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), OutputError> {
+    fn flush(&mut self, _: &[u8]) -> Result<(), OutputError> {
         let stamp = super::pull::salt_stamp(std::time::SystemTime::now());
         for ((jid, kind), gathered) in std::mem::take(&mut self.gathered) {
             let Some(original) = self.admit(&jid, kind, &gathered.context) else {
@@ -480,9 +480,9 @@ mod tests {
         for record in records {
             let json = serde_json::to_vec(record).expect("json");
             output.queue(record, &json).expect("queue");
-            output.flush_part().expect("a part");
+            output.flush_part(&[]).expect("a part");
         }
-        output.flush().expect("flush");
+        output.flush(&[]).expect("flush");
     }
 
     /// The tags written to the pull socket, up to and including `last`.

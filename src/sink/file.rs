@@ -104,7 +104,6 @@ impl OutputKind for File {
         Ok(Box::new(FileOutput {
             name: name.to_owned(),
             file,
-            lines: Vec::new(),
         }))
     }
 }
@@ -112,7 +111,6 @@ impl OutputKind for File {
 struct FileOutput {
     name: String,
     file: RotatingFile,
-    lines: Vec<u8>,
 }
 
 impl Output for FileOutput {
@@ -120,21 +118,19 @@ impl Output for FileOutput {
         &self.name
     }
 
-    fn queue(&mut self, _: &Record, json: &[u8]) -> Result<(), OutputError> {
-        self.lines.extend_from_slice(json);
+    /// The lines are written from the outputs' own (`flush`'s `lines`).
+    fn queue(&mut self, _: &Record, _: &[u8]) -> Result<(), OutputError> {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), OutputError> {
-        let result = self.file.write(&self.lines).map_err(|e| {
+    fn flush(&mut self, lines: &[u8]) -> Result<(), OutputError> {
+        self.file.write(lines).map_err(|e| {
             OutputError::Lost(Lost {
-                records: self.lines.iter().filter(|b| **b == b'\n').count() as u64,
+                records: lines.iter().filter(|b| **b == b'\n').count() as u64,
                 what: "file_write",
                 error: e.to_string(),
             })
-        });
-        self.lines.clear();
-        result
+        })
     }
 }
 

@@ -188,7 +188,7 @@ impl Output for HistoryOutput {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), OutputError> {
+    fn flush(&mut self, _: &[u8]) -> Result<(), OutputError> {
         if self.pending.len() >= self.batch_records {
             self.send();
         }
@@ -342,7 +342,7 @@ mod tests {
             if output.queue(&r, &json).is_err() {
                 refused += 1;
             }
-            let _ = output.flush();
+            let _ = output.flush(&json);
         }
         refused
     }

@@ -9,7 +9,8 @@
 //! Each output kind is one file (or folder) behind [`output::OutputKind`], listed
 //! once in [`output`]'s registry. [`Outputs`] runs on the consumer task: each
 //! record is made JSON once, every output queues it, and after each read every
-//! output gets one write, durable ones (spools) first, so a SIGKILL loses
+//! output gets one write, given the read's lines as made (stdout and the file
+//! output write them as they are), durable ones (spools) first, so a SIGKILL loses
 //! nothing already handled and nothing is shown before it is safe. A read that
 //! makes more than [`WRITE_EVERY_BYTES`] of lines is written in parts the same
 //! way, so no output holds more than about that much. Batches are
@@ -98,9 +99,9 @@ pub const WRITE_EVERY_BYTES: usize = 64 * 1024;
 
 pub struct Outputs {
     outputs: Vec<Box<dyn Output>>,
-    json: Vec<u8>,
-    /// Bytes of lines queued since the last write.
-    queued: usize,
+    /// The ndjson lines of the records queued since the last write, each made
+    /// once for every output ([`Output::flush`]'s `lines`).
+    lines: Vec<u8>,
     log: LogLimiter,
     counts: Arc<OutputCounts>,
 }
@@ -146,8 +147,7 @@ impl Outputs {
         Ok((
             Outputs {
                 outputs,
-                json: Vec::new(),
-                queued: 0,
+                lines: Vec::new(),
                 log: LogLimiter::new(Duration::from_secs(10)),
                 counts,
             },
@@ -162,15 +162,14 @@ impl Outputs {
             return Ok(());
         }
         let record = record.get();
-        self.json.clear();
-        encode::ndjson(record, &mut self.json);
+        let start = self.lines.len();
+        encode::ndjson(record, &mut self.lines);
         for i in 0..self.outputs.len() {
-            let result = self.outputs[i].queue(record, &self.json);
+            let result = self.outputs[i].queue(record, &self.lines[start..]);
             self.settle(i, result)?;
         }
-        self.queued += self.json.len();
-        if self.queued >= WRITE_EVERY_BYTES {
-            self.write_each(|o| o.flush_part())?;
+        if self.lines.len() >= WRITE_EVERY_BYTES {
+            self.write_each(|o, lines| o.flush_part(lines))?;
         }
         Ok(())
     }
@@ -178,20 +177,20 @@ impl Outputs {
     /// Writes what was queued: one write per output, durable ones first, so that
     /// no record is shown (stdout, file) before it is safe in every spool.
     pub fn flush(&mut self) -> Result<(), SinkError> {
-        self.write_each(|o| o.flush())
+        self.write_each(|o, lines| o.flush(lines))
     }
 
     /// Has every output write what it queued with `write`, in order (durable
     /// ones first).
     fn write_each(
         &mut self,
-        write: impl Fn(&mut dyn Output) -> Result<(), OutputError>,
+        write: impl Fn(&mut dyn Output, &[u8]) -> Result<(), OutputError>,
     ) -> Result<(), SinkError> {
-        self.queued = 0;
         for i in 0..self.outputs.len() {
-            let result = write(self.outputs[i].as_mut());
+            let result = write(self.outputs[i].as_mut(), &self.lines);
             self.settle(i, result)?;
         }
+        self.lines.clear();
         Ok(())
     }
 
@@ -336,12 +335,23 @@ mod tests {
     }
 
     /// A read that makes many records is written in parts of about
-    /// WRITE_EVERY_BYTES, not held whole until its end.
+    /// WRITE_EVERY_BYTES, not held whole until its end; stdout and a file
+    /// output each get every line, in order, from the one encoding.
     #[test]
     fn a_read_of_many_records_is_written_in_parts_not_held_whole() {
         let seen = Seen::default();
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let file = dir.path().join("records.jsonl");
+        let mut specs = vec![OutputSpec::stdout()];
+        specs.extend(
+            output::resolve(&format!(
+                "[[output]]\ntype = \"file\"\npath = {:?}\n",
+                file.display().to_string()
+            ))
+            .expect("a file output"),
+        );
         let (mut outputs, _senders) = Outputs::open(
-            &[OutputSpec::stdout()],
+            &specs,
             &SpoolConfig::default(),
             Box::new(seen.clone()),
             stdout::StdoutFormat::Json,
@@ -351,7 +361,7 @@ mod tests {
         let redactor = Redactor::new(&Default::default()).expect("default rules");
         let records = RecordFactory::new("m");
         let written = || seen.0.lock().expect("not poisoned").len();
-        let mut queued = 0;
+        let mut expected = Vec::new();
         for i in 0..2_000u64 {
             let gap = RecordBody::BusGap(BusGapRecord {
                 reason: "disconnected",
@@ -362,12 +372,21 @@ mod tests {
             });
             let record = redactor.record(records.make(Stamp(0), &[&i.to_string()], gap));
             outputs.write(&record).expect("queued");
-            queued += serde_json::to_vec(record.get()).expect("encodes").len() + 1;
+            expected.extend(serde_json::to_vec(record.get()).expect("encodes"));
+            expected.push(b'\n');
             // What is not written yet is less than a part and a record.
-            assert!(queued - written() < WRITE_EVERY_BYTES + 1024, "{i}");
+            assert!(expected.len() - written() < WRITE_EVERY_BYTES + 1024, "{i}");
         }
         assert!(written() >= 2 * WRITE_EVERY_BYTES, "written in parts");
         outputs.flush().expect("written");
-        assert_eq!(written(), queued, "all of it at the read's end");
+        assert_eq!(written(), expected.len(), "all of it at the read's end");
+        assert!(
+            *seen.0.lock().expect("not poisoned") == expected,
+            "stdout has every line, in order"
+        );
+        assert!(
+            std::fs::read(&file).expect("the file output's file") == expected,
+            "the file output has every line, in order"
+        );
     }
 }

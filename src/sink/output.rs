@@ -104,14 +104,17 @@ pub trait Output: Send {
     /// Takes one redacted record; `json` is its ndjson line, made once for all
     /// outputs. Writes happen in [`Output::flush`] and [`Output::flush_part`].
     fn queue(&mut self, record: &Record, json: &[u8]) -> Result<(), OutputError>;
-    /// Writes what was queued: at the end of each read.
-    fn flush(&mut self) -> Result<(), OutputError>;
+    /// Writes what was queued: at the end of each read. `lines` are the
+    /// ndjson lines of every record queued since the last write, in order,
+    /// one after another (the ones [`Output::queue`] was given): an output
+    /// that writes them as they are writes these, with no copy of its own.
+    fn flush(&mut self, lines: &[u8]) -> Result<(), OutputError>;
     /// Writes what was queued before the read's end, as the read made more
     /// than [`super::WRITE_EVERY_BYTES`] of lines. An output that must see
     /// the whole read first (the Reactor's verdicts, gathered per job) waits
     /// for [`Output::flush`].
-    fn flush_part(&mut self) -> Result<(), OutputError> {
-        self.flush()
+    fn flush_part(&mut self, lines: &[u8]) -> Result<(), OutputError> {
+        self.flush(lines)
     }
     /// A durable output (a spool) is flushed before the others, so that no
     /// record is shown before it is safe.
@@ -277,26 +280,28 @@ pub fn resolve_outputs(
     specs
 }
 
+/// The outputs a config's `[[output]]` tables say, or what is wrong with them.
+#[cfg(test)]
+pub(crate) fn resolve(text: &str) -> Result<Vec<OutputSpec>, Vec<String>> {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        #[serde(default)]
+        output: Vec<toml::Table>,
+    }
+    let doc: Doc = toml::from_str(text).expect("toml");
+    let mut errors = Vec::new();
+    let raw = crate::config::spool::raw_outputs(&doc.output, &mut errors);
+    let specs = resolve_outputs(&raw, &SpoolConfig::default(), &mut errors);
+    if errors.is_empty() {
+        Ok(specs)
+    } else {
+        Err(errors)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn resolve(text: &str) -> Result<Vec<OutputSpec>, Vec<String>> {
-        #[derive(serde::Deserialize)]
-        struct Doc {
-            #[serde(default)]
-            output: Vec<toml::Table>,
-        }
-        let doc: Doc = toml::from_str(text).expect("toml");
-        let mut errors = Vec::new();
-        let raw = crate::config::spool::raw_outputs(&doc.output, &mut errors);
-        let specs = resolve_outputs(&raw, &SpoolConfig::default(), &mut errors);
-        if errors.is_empty() {
-            Ok(specs)
-        } else {
-            Err(errors)
-        }
-    }
 
     #[test]
     fn no_output_means_stdout() {

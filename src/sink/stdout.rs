@@ -67,21 +67,23 @@ impl Output for StdoutOutput {
         &self.name
     }
 
-    fn queue(&mut self, record: &Record, json: &[u8]) -> Result<(), OutputError> {
-        match self.format {
-            StdoutFormat::Json => self.lines.extend_from_slice(json),
-            StdoutFormat::Text => {
-                self.lines
-                    .extend_from_slice(crate::record::text::line(record).as_bytes());
-                self.lines.push(b'\n');
-            }
+    fn queue(&mut self, record: &Record, _: &[u8]) -> Result<(), OutputError> {
+        // JSON lines are written from the outputs' own (`flush`'s `lines`).
+        if self.format == StdoutFormat::Text {
+            self.lines
+                .extend_from_slice(crate::record::text::line(record).as_bytes());
+            self.lines.push(b'\n');
         }
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), OutputError> {
+    fn flush(&mut self, json_lines: &[u8]) -> Result<(), OutputError> {
         let fatal = |e| OutputError::Fatal(SinkError::Stdout(e));
-        self.out.write_all(&self.lines).map_err(fatal)?;
+        let lines = match self.format {
+            StdoutFormat::Json => json_lines,
+            StdoutFormat::Text => &self.lines,
+        };
+        self.out.write_all(lines).map_err(fatal)?;
         self.lines.clear();
         if self.flush_each {
             self.out.flush().map_err(fatal)?;

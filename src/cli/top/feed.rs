@@ -89,7 +89,7 @@ impl Output for ScreenOutput {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), OutputError> {
+    fn flush(&mut self, _: &[u8]) -> Result<(), OutputError> {
         Ok(())
     }
 }

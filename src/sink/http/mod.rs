@@ -128,7 +128,7 @@ impl Output for SpoolOutput {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), OutputError> {
+    fn flush(&mut self, _: &[u8]) -> Result<(), OutputError> {
         self.writer.flush().map_err(|e| self.failed(0, e))
     }
 

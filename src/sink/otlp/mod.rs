@@ -271,11 +271,13 @@ impl Output for OtlpOutput {
         queued
     }
 
-    fn flush(&mut self) -> Result<(), OutputError> {
+    fn flush(&mut self, _: &[u8]) -> Result<(), OutputError> {
+        // The spools were queued OTLP lines, not the records' ndjson: they
+        // write what their writers hold, and are given no lines.
         if let Some((_, spool)) = &mut self.traces {
-            spool.flush()?;
+            spool.flush(&[])?;
         }
-        self.logs.flush()
+        self.logs.flush(&[])
     }
 
     fn durable(&self) -> bool {
