@@ -106,6 +106,14 @@ impl Stamp {
         )
     }
 
+    /// `self` moved earlier by `d` (saturating).
+    pub fn minus(self, d: Duration) -> Stamp {
+        Stamp(
+            self.0
+                .saturating_sub(i64::try_from(d.as_micros()).unwrap_or(i64::MAX)),
+        )
+    }
+
     /// Microseconds from `earlier` to `self` (negative when `self` is earlier).
     pub fn micros_since(self, earlier: Stamp) -> i64 {
         self.0 - earlier.0

@@ -208,8 +208,10 @@ max_open_jobs = 1000
 # Every record (redacted, as the outputs get it) is kept on the master in an
 # SQLite store, so that `saltsight job JID`, `jobs`, `failures` and `minion`
 # answer without an upstream. Written in batches from a thread of its own; the
-# oldest records go first past max_age or max_bytes. The file is 0640: readable
-# by saltsight's group (salt), not by the world.
+# oldest records go first past max_age or max_bytes (a replay's history counts
+# max_age back from the recording's newest record, so an old recording is
+# kept). The file is 0640: readable by saltsight's group (salt), not by the
+# world.
 enabled = true
 # path = "{state_dir}/history.db"   # default: history.db in state.dir
 max_age = "{hist_age}d"

@@ -56,12 +56,15 @@ pub struct Batch {
     jobs: HashMap<String, usize>,
     /// Rows, verdicts and failures in the batch.
     records: usize,
+    /// The newest record's time.
+    newest: Option<Stamp>,
 }
 
 impl Batch {
     /// Adds `record` (`json`: its line): a verdict or a failure to its
     /// job's lists, any other record as a row.
     pub fn push(&mut self, record: &Record, json: &[u8]) {
+        self.newest = self.newest.max(Some(record.at));
         if let Some((jid, fun, verdict)) = verdicts::of_record(record) {
             self.add(jid, fun, verdict);
         } else if let Some(failure) = verdicts::failure_of_record(record) {
@@ -116,6 +119,11 @@ impl Batch {
             }
         };
         &mut self.verdicts[i]
+    }
+
+    /// The newest record's time in the batch.
+    pub fn newest(&self) -> Option<Stamp> {
+        self.newest
     }
 
     /// Records in the batch.

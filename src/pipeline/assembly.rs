@@ -35,7 +35,7 @@ use crate::reactor::alerts::Alerts;
 use crate::reactor::verdicts::VerdictOutput;
 use crate::reactor::{Firer, ReactorCounts};
 use crate::record::redact::Redactor;
-use crate::sink::history::HistoryOutput;
+use crate::sink::history::{AgeFrom, HistoryOutput};
 use crate::sink::output::Output;
 use crate::sink::stdout::StdoutFormat;
 use crate::sink::{OutputSpec, Outputs, Senders};
@@ -141,10 +141,16 @@ impl Assembly {
         let stages = Stages::from_config(config);
         let mut counts = stages.counts();
         counts.push(outputs.counts());
+        // A history's ages count on the pipeline's own clock: a replay's
+        // recording is not old for being replayed late.
+        let age_from = match options.clock() {
+            Clock::Wall => AgeFrom::Now,
+            Clock::EventTime => AgeFrom::NewestRecord,
+        };
         match &options.history {
             HistoryChoice::Off => {}
             HistoryChoice::Config if !config.history.enabled => {}
-            HistoryChoice::Config => match HistoryOutput::open(&config.history) {
+            HistoryChoice::Config => match HistoryOutput::open(&config.history, age_from) {
                 Ok((history, stats)) => {
                     outputs.add(Box::new(history));
                     counts.push(stats);
@@ -158,12 +164,15 @@ impl Assembly {
                 path,
                 batch_max_age,
             } => {
-                let (history, stats) = HistoryOutput::open(&HistoryConfig {
-                    enabled: true,
-                    path: path.clone(),
-                    batch_max_age: batch_max_age.unwrap_or(config.history.batch_max_age),
-                    ..config.history.clone()
-                })?;
+                let (history, stats) = HistoryOutput::open(
+                    &HistoryConfig {
+                        enabled: true,
+                        path: path.clone(),
+                        batch_max_age: batch_max_age.unwrap_or(config.history.batch_max_age),
+                        ..config.history.clone()
+                    },
+                    age_from,
+                )?;
                 outputs.add(Box::new(history));
                 counts.push(stats);
             }

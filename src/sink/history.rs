@@ -63,6 +63,17 @@ enum Message {
     Batch(Batch),
 }
 
+/// What a record's age is counted from when the history removes what is past
+/// `max_age`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgeFrom {
+    /// The wall clock: an agent watching a master.
+    Now,
+    /// The newest record written: a replay runs on event time, so a
+    /// recording older than `max_age` is kept, not removed as it is written.
+    NewestRecord,
+}
+
 /// The output the agent writes to.
 pub struct HistoryOutput {
     pending: Batch,
@@ -82,7 +93,10 @@ pub struct HistoryOutput {
 
 impl HistoryOutput {
     /// Opens the store (its schema made when new) and starts the writer.
-    pub fn open(config: &HistoryConfig) -> Result<(HistoryOutput, Arc<HistoryStats>), SinkError> {
+    pub fn open(
+        config: &HistoryConfig,
+        age_from: AgeFrom,
+    ) -> Result<(HistoryOutput, Arc<HistoryStats>), SinkError> {
         let store = Writer::open(&config.path).map_err(|e| SinkError::History(e.to_string()))?;
         let stats = Arc::new(HistoryStats::default());
         let (sender, receiver) = sync_channel(QUEUE_BATCHES);
@@ -91,7 +105,7 @@ impl HistoryOutput {
             let (max_age, max_bytes) = (config.max_age, config.max_bytes);
             std::thread::Builder::new()
                 .name("saltsight-history".into())
-                .spawn(move || write_loop(store, receiver, &stats, max_age, max_bytes))
+                .spawn(move || write_loop(store, receiver, &stats, (max_age, age_from), max_bytes))
                 .map_err(|e| SinkError::History(format!("cannot start the history writer: {e}")))?
         };
         Ok((
@@ -230,13 +244,19 @@ fn write_loop(
     mut store: Writer,
     receiver: Receiver<Message>,
     stats: &HistoryStats,
-    max_age: Duration,
+    (max_age, age_from): (Duration, AgeFrom),
     max_bytes: u64,
 ) {
     let mut warned = false;
     let mut next_prune = std::time::Instant::now();
-    let prune = |store: &mut Writer, warned: &mut bool| {
-        let before = Stamp::from_system_time(SystemTime::now() - max_age);
+    // The newest record written, for ages counted from it.
+    let mut newest: Option<Stamp> = None;
+    let prune = |store: &mut Writer, warned: &mut bool, newest: Option<Stamp>| {
+        let before = match age_from {
+            AgeFrom::Now => Stamp::from_system_time(SystemTime::now() - max_age),
+            // Nothing written yet: nothing is old.
+            AgeFrom::NewestRecord => newest.map_or(Stamp(i64::MIN), |at| at.minus(max_age)),
+        };
         match store.prune(before, max_bytes).and_then(|(aged, sized)| {
             stats.pruned_age.add(aged);
             stats.pruned_size.add(sized);
@@ -271,6 +291,7 @@ fn write_loop(
         match received {
             Ok(Message::Batch(batch)) => match store.write(&batch) {
                 Ok(n) => {
+                    newest = newest.max(batch.newest());
                     stats.written.add(n);
                     written_since_prune = true;
                     warned = false;
@@ -286,12 +307,12 @@ fn write_loop(
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
         }
         if written_since_prune && std::time::Instant::now() >= next_prune {
-            prune(&mut store, &mut warned);
+            prune(&mut store, &mut warned, newest);
             next_prune = std::time::Instant::now() + PRUNE_EVERY;
             written_since_prune = false;
         }
     }
-    prune(&mut store, &mut warned);
+    prune(&mut store, &mut warned, newest);
 }
 
 #[cfg(test)]
@@ -313,7 +334,10 @@ mod tests {
 
     fn missing(f: &RecordFactory, jid: &str, minion: &str) -> Record {
         // Now: the writer's last prune keeps a day.
-        let now = Stamp::from_system_time(SystemTime::now());
+        missing_at(f, jid, minion, Stamp::from_system_time(SystemTime::now()))
+    }
+
+    fn missing_at(f: &RecordFactory, jid: &str, minion: &str, now: Stamp) -> Record {
         f.make(
             now,
             &[jid, minion],
@@ -347,13 +371,44 @@ mod tests {
         refused
     }
 
+    /// A replay counts ages from its newest record: a week-old recording is
+    /// kept (`max_age` is a day here), and what is over a day older than its
+    /// newest record is removed. Live, both are past `max_age`.
+    #[test]
+    fn a_replayed_recording_ages_from_its_newest_record_not_the_clock() {
+        let day = Duration::from_secs(86_400);
+        let newest = Stamp::from_system_time(SystemTime::now()).minus(7 * day);
+        let (older, old) = ("20261120000000000001", "20261122000000000001");
+        for (age_from, kept) in [
+            (AgeFrom::NewestRecord, [false, true]),
+            (AgeFrom::Now, [false, false]),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let (mut output, _) = HistoryOutput::open(&config(dir.path()), age_from).expect("open");
+            let f = RecordFactory::new("m");
+            queue_all(
+                &mut output,
+                [
+                    missing_at(&f, older, "a", newest.minus(2 * day)),
+                    missing_at(&f, old, "a", newest),
+                ]
+                .into_iter(),
+            );
+            output.seal(Instant::now(), true).expect("sealed");
+            let store = Store::open_reader(&dir.path().join("history.db")).unwrap();
+            let found = [older, old].map(|jid| job(&store, jid).unwrap().is_some());
+            assert_eq!(found, kept, "{age_from:?}");
+        }
+    }
+
     /// A datacenter drops: one job of 200,000 minions, all silent. Its
     /// missing list is a job's chunks, not 200,000 rows: the history holds
     /// it whole however fast the verdicts come.
     #[test]
     fn a_job_whose_200000_minions_all_stay_silent_is_held_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut output, stats) = HistoryOutput::open(&config(dir.path())).expect("open");
+        let (mut output, stats) =
+            HistoryOutput::open(&config(dir.path()), AgeFrom::Now).expect("open");
         let f = RecordFactory::new("m");
         let refused = queue_all(
             &mut output,
@@ -374,7 +429,8 @@ mod tests {
     fn what_the_bound_refuses_is_charged_to_its_job() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.db");
-        let (mut output, stats) = HistoryOutput::open(&config(dir.path())).expect("open");
+        let (mut output, stats) =
+            HistoryOutput::open(&config(dir.path()), AgeFrom::Now).expect("open");
         (output.batch_records, output.max_pending) = (4, 10);
         // The disk stalls: another writer holds the store's lock.
         let blocker = rusqlite::Connection::open(&path).unwrap();
