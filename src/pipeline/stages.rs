@@ -26,8 +26,8 @@ use crate::drift::saved::{SavedDrift, SavingDrift};
 use crate::event::{Body, Event};
 use crate::incident::saved::{SavedIncidents, SavingIncidents};
 use crate::incident::{Failure, Incidents};
+use crate::jobs::tracker::JobClosed;
 use crate::jobs::tracker::saved::{SavedTracker, SavingTracker};
-use crate::jobs::tracker::{JobClosed, context_of_return};
 use crate::jobs::{JobTracker, TrackerConfig};
 use crate::master_processes::MasterSample;
 use crate::pressure::Pressure;
@@ -350,11 +350,7 @@ impl Stages {
                 let findings = self.triage.on_job_return(r, shared, at)?;
                 let context = match open {
                     Some((_, _, context)) => context.clone(),
-                    None => self
-                        .tracker
-                        .context(r.jid.as_str())
-                        .cloned()
-                        .unwrap_or_else(|| Shared::new(context_of_return(r))),
+                    None => self.tracker.context_of(r),
                 };
                 (findings, context)
             }

@@ -35,7 +35,7 @@ use super::streaks::Streaks;
 use super::verdict::{Evidence, MinionState, Verdict};
 use crate::config::glob::Glob;
 use crate::event::args::{first_arg, is_internal, raw_to_json, text_refs, texts, timeout_kwarg};
-use crate::event::{Body, Event, JobPublication, Raw, Text};
+use crate::event::{Body, Event, JobPublication, JobReturn, Raw, Text};
 use crate::record::episodes::{EpisodeWindow, episode_during};
 use crate::record::{
     BusGapRecord, JobCompleted, JobContext, JobPublished, MAX_LISTED_MINIONS, MinionMissing,
@@ -219,6 +219,15 @@ impl JobTracker {
             Some(job) => Some(&job.context),
             None => self.closed.get(jid).map(|c| &c.summary.context),
         }
+    }
+
+    /// The context of return `r`'s records: its job's when the job is known
+    /// (open or closed), what the return itself says of a job never seen
+    /// published.
+    pub fn context_of(&self, r: &JobReturn<'_>) -> Shared<JobContext> {
+        self.context(r.jid.as_str())
+            .cloned()
+            .unwrap_or_else(|| Shared::new(context_of_return(r)))
     }
 
     pub fn expected_outstanding(&self) -> usize {

@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{JobClosed, JobTracker, context_of_return, millis_between};
+use super::{JobClosed, JobTracker, millis_between};
 use crate::event::args::is_internal;
 use crate::event::args::is_state_run;
 use crate::event::states::trimmed;
 use crate::event::{JobReturn, Text};
 use crate::jobs::verdict::{Evidence, MinionState};
-use crate::record::{MinionReturn, MissingReason, Record, RecordBody, Shared, Trimmed};
+use crate::record::{MinionReturn, MissingReason, Record, RecordBody, Trimmed};
 use crate::time::Stamp;
 
 impl JobTracker {
@@ -50,19 +50,11 @@ impl JobTracker {
             && r.success != Some(false)
             && states.as_ref().is_none_or(|s| s.failed == 0)
             && !hidden;
-        // An open job's jid and function are shared by its returns' records.
-        let (jid_text, job_fun) = match self.open.get_key_value(jid) {
-            Some((key, job)) => (Arc::clone(key), Some(&job.fun)),
-            None => (Arc::from(jid), None),
-        };
-        // The job's own context when it is known (open or closed); what the
-        // return itself says only for a job never seen published.
-        let context = match self.open.get(jid) {
-            Some(job) => job.context.clone(),
-            None => match self.closed.get(jid) {
-                Some(closed) => closed.summary.context.clone(),
-                None => Shared::new(context_of_return(r)),
-            },
+        // An open job's jid, function and context are shared by its returns'
+        // records.
+        let (jid_text, job_fun, context) = match self.open.get_key_value(jid) {
+            Some((key, job)) => (Arc::clone(key), Some(&job.fun), job.context.clone()),
+            None => (Arc::from(jid), None, self.context_of(r)),
         };
         let mut record = MinionReturn {
             jid: jid_text,
