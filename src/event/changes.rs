@@ -134,8 +134,8 @@ mod tests {
             "cmd_|-broken_|-false_|-run": {
                 "result": false, "__sls__": "base", "__id__": "broken", "changes": {"retcode": 1}},
         }));
-        let run = state_run(&States::of(&raw).expect("a state run"), 10, 200);
         let states = States::of(&raw).expect("a state run");
+        let run = state_run(&states, 10, 200);
         assert_eq!(states.entries().len(), 4);
         assert_eq!(states.entries().iter().filter(|e| changed(e)).count(), 3);
         assert_eq!(run.changed.len(), 2, "{:?}", run.changed);

@@ -105,7 +105,7 @@ impl HistoryOutput {
             let (max_age, max_bytes) = (config.max_age, config.max_bytes);
             std::thread::Builder::new()
                 .name("saltsight-history".into())
-                .spawn(move || write_loop(store, receiver, &stats, (max_age, age_from), max_bytes))
+                .spawn(move || write_loop(store, receiver, &stats, max_age, age_from, max_bytes))
                 .map_err(|e| SinkError::History(format!("cannot start the history writer: {e}")))?
         };
         Ok((
@@ -244,7 +244,8 @@ fn write_loop(
     mut store: Writer,
     receiver: Receiver<Message>,
     stats: &HistoryStats,
-    (max_age, age_from): (Duration, AgeFrom),
+    max_age: Duration,
+    age_from: AgeFrom,
     max_bytes: u64,
 ) {
     let mut warned = false;
