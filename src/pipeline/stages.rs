@@ -2,10 +2,12 @@
 //! other. Per event:
 //!
 //! 1. verdicts due before the event are given first (the tracker, on event time);
-//! 2. triage of a return (its findings take the job's context as the tracker
-//!    holds it *before* the return) → the correlator's `state_failure` and
-//!    `render_failure` records;
+//! 2. triage reads a return (its findings take the job's context as the tracker
+//!    holds it *before* the return);
 //! 3. the tracker takes the event → its records, and the jobs it closed;
+//!    a return it counted (not a duplicate) has its findings counted in their
+//!    failure groups → the correlator's `state_failure` and `render_failure`
+//!    records, placed before the tracker's;
 //! 4. the correlator stamps each `job_published` with the HEADs of the moment
 //!    (a `config_change` first, when one moved), and turns each closed job's
 //!    failure groups into `failure_group` records, after its `job_completed`.
@@ -102,6 +104,9 @@ pub struct Stages {
     /// The incident of each root cause of the return being triaged, kept
     /// from return to return (emptied after each).
     incidents_found: Vec<Option<String>>,
+    /// The tracker's records of the event being handled, put after what
+    /// triage found in it (kept from event to event, empty between).
+    tracked: Vec<Record>,
 }
 
 impl Stages {
@@ -123,6 +128,7 @@ impl Stages {
             pressure_seen: 0,
             run_args: None,
             incidents_found: Vec::new(),
+            tracked: Vec::new(),
         }
     }
 
@@ -197,7 +203,7 @@ impl Stages {
         self.advance_onto(now, out);
         let at = event.stamp.unwrap_or(now);
         self.pressure.on_event(event, at);
-        let triaged = self.triage(event, at, out);
+        let found = self.find(event);
         self.sync_pressure();
         // The job of the return being handled: its drift is decided after the
         // return is (the tracker may close it on this very return).
@@ -209,15 +215,32 @@ impl Stages {
         // correlator then (a HEAD that moved is a config_change first).
         let correlator = &mut self.correlator;
         let mut changes = Vec::new();
-        let start = out.len();
+        let mut tracked = std::mem::take(&mut self.tracked);
         self.tracker.on_event_with(
             event,
             now,
             &mut |jid, at| correlator.commits_for_new_job(jid, at, &mut changes),
-            out,
+            &mut tracked,
         );
+        // What triage found goes before the return's records, given only when
+        // the tracker counted the return: a duplicate is counted once.
+        let counted = match &event.body {
+            Body::JobReturn(_) => self.tracker.last_return().is_some(),
+            _ => true,
+        };
+        let triaged = match found {
+            Some((findings, context)) if counted => Some(self.give(findings, context, at, out)),
+            Some((findings, _)) => {
+                self.triage.recycle(findings);
+                None
+            }
+            None => None,
+        };
         // The commits go before the job they made whole (rare: a new job).
-        out.splice(start..start, changes);
+        let start = out.len();
+        out.append(&mut changes);
+        out.append(&mut tracked);
+        self.tracked = tracked;
         self.after_tracker(start, drift_after_return, out);
         if let Body::JobReturn(r) = &event.body {
             self.follow_state_run(r, triaged.as_ref(), at, out);
@@ -337,33 +360,46 @@ impl Stages {
         out
     }
 
-    /// Triage of a return → the correlator's records; the job and its context.
-    fn triage(&mut self, event: &Event<'_>, at: Stamp, out: &mut Vec<Record>) -> Option<Triaged> {
+    /// Triage of a return, before the tracker takes it: what it found, and
+    /// the context of its job as the tracker holds it then.
+    fn find(&mut self, event: &Event<'_>) -> Option<(Findings, Shared<JobContext>)> {
         self.triage
             .want_outcomes(self.correlator_wants_outcomes || self.incidents.any_open());
-        let (findings, context) = match &event.body {
+        match &event.body {
             Body::JobReturn(r) => {
                 // One lookup of an open job: the texts triage shares, and
                 // the context its records carry.
                 let open = self.tracker.open_job(r.jid.as_str());
                 let shared = open.map(|(jid, fun, _)| (jid, fun));
-                let findings = self.triage.on_job_return(r, shared, at)?;
+                let findings = self.triage.on_job_return(r, shared)?;
                 let context = match open {
                     Some((_, _, context)) => context.clone(),
                     None => self.tracker.context_of(r),
                 };
-                (findings, context)
+                Some((findings, context))
             }
             Body::RunReturn(r) => {
-                let findings = self.triage.on_runner_return(r, at)?;
+                let findings = self.triage.on_runner_return(r)?;
                 let context = Shared::new(JobContext {
                     run_kind: RunKind::Runner,
                     ..JobContext::default()
                 });
-                (findings, context)
+                Some((findings, context))
             }
-            _ => return None,
-        };
+            _ => None,
+        }
+    }
+
+    /// A return's findings, counted: its failure groups, incidents and the
+    /// correlator's records onto `out`; the job and its context.
+    fn give(
+        &mut self,
+        findings: Findings,
+        context: Shared<JobContext>,
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) -> Triaged {
+        self.triage.add_to_groups(&findings, at);
         self.incidents.on_outcomes(&findings.outcomes, at, out);
         let mut incidents = std::mem::take(&mut self.incidents_found);
         self.incidents_of(&findings, at, &mut incidents, out);
@@ -383,11 +419,11 @@ impl Stages {
             });
         let jid = Arc::clone(&findings.jid);
         self.triage.recycle(findings);
-        Some(Triaged {
+        Triaged {
             jid,
             context,
             root_cause,
-        })
+        }
     }
 
     /// Each root cause with an external target to the incident stage: the
@@ -609,5 +645,63 @@ pub(super) mod tests {
                 RecordKind::FailureGroup,
             ]
         );
+    }
+
+    /// A minion's failing return sent twice while its job is open, and
+    /// another's again once it closed: each state failure is given once, and
+    /// the failure group counts each minion once, also past its example
+    /// minions.
+    #[test]
+    fn a_duplicate_failing_return_is_counted_and_given_once() {
+        let mut config = config();
+        config.triage.example_minions = 1;
+        let mut stages = Stages::from_config(&config);
+        let jid = "20261128100000000000";
+        let stamp = |s: u32| format!("2026-11-28T10:00:{s:02}.000000+00:00");
+        let ret = |minion: &str, s: u32| {
+            frame(
+                &format!("salt/job/{jid}/ret/{minion}"),
+                json!({"jid": jid, "id": minion, "fun": "state.apply", "fun_args": ["web"],
+                    "retcode": 2, "success": false, "_stamp": stamp(s),
+                    "return": {"cmd_|-broken_|-false_|-run": {"result": false,
+                        "comment": "Command \"false\" run", "__sls__": "web",
+                        "__id__": "broken", "__run_num__": 0, "name": "false",
+                        "changes": {"retcode": 1, "stderr": "", "stdout": ""}}}}),
+            )
+        };
+        let new = frame(
+            &format!("salt/job/{jid}/new"),
+            json!({"jid": jid, "fun": "state.apply", "arg": ["web"], "tgt": "web*",
+                "tgt_type": "glob", "minions": ["web1", "web2", "web3"], "missing": [],
+                "user": "root", "_stamp": stamp(0)}),
+        );
+        let mut records = Vec::new();
+        for f in [
+            new,
+            ret("web2", 1),
+            ret("web3", 2),
+            ret("web3", 3),
+            ret("web1", 4),
+            ret("web2", 5),
+        ] {
+            let event = decode(&f).expect("decode");
+            stages.on_event(&event, event.stamp.expect("stamped"), &mut records);
+        }
+        let failures: Vec<&str> = records
+            .iter()
+            .filter_map(|r| match &r.body {
+                RecordBody::StateFailure(f) => Some(&*f.minion),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(failures, ["web2", "web3", "web1"]);
+        let counts: Vec<u32> = records
+            .iter()
+            .filter_map(|r| match &r.body {
+                RecordBody::FailureGroup(g) => Some(g.count),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(counts, [3]);
     }
 }

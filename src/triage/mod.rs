@@ -248,26 +248,30 @@ impl Triage {
         self.config.want_outcomes = want;
     }
 
-    /// A minion's return. Findings for state runs; `None` for anything else.
+    /// A minion's return: findings for state runs, `None` for anything else,
+    /// counted in their job's failure groups.
     pub fn on_return(&mut self, r: &JobReturn<'_>, at: Stamp) -> Option<Findings> {
-        self.on_job_return(r, None, at)
+        let findings = self.on_job_return(r, None)?;
+        self.add_to_groups(&findings, at);
+        Some(findings)
     }
 
-    /// [`Triage::on_return`] for a return of an open job whose jid and
-    /// function are `shared` (the tracker's): the findings hold them, not
-    /// copies.
+    /// What a minion's return of a job whose jid and function may be `shared`
+    /// (an open job's, the tracker's: the findings hold them, not copies)
+    /// says, not yet counted: the pipeline counts it
+    /// ([`Triage::add_to_groups`]) once the tracker has counted the return,
+    /// so that a duplicate is counted once.
     pub fn on_job_return(
         &mut self,
         r: &JobReturn<'_>,
         shared: Option<JobTexts<'_>>,
-        at: Stamp,
     ) -> Option<Findings> {
         let fun = r.fun.as_ref().map_or("", Text::as_str);
         if !is_state_run(fun) {
             return None;
         }
         let raw = r.ret?.0;
-        let findings = self.triage(
+        self.triage(
             Names {
                 jid: r.jid.as_str(),
                 minion: r.minion_name(),
@@ -277,14 +281,13 @@ impl Triage {
             raw,
             r.states(),
             r.retcode,
-        )?;
-        self.add_to_groups(&findings, at);
-        Some(findings)
+        )
     }
 
     /// An orchestration's return (`salt/run/<jid>/ret` of `state.orchestrate`):
     /// its steps are states of the master's own run, under `return.data.<id>`.
-    pub fn on_runner_return(&mut self, r: &RunJob<'_>, at: Stamp) -> Option<Findings> {
+    /// Not yet counted, as [`Triage::on_job_return`].
+    pub fn on_runner_return(&mut self, r: &RunJob<'_>) -> Option<Findings> {
         let fun = r.fun.as_ref().map_or("", Text::as_str);
         if !matches!(
             fun,
@@ -300,9 +303,7 @@ impl Triage {
             fun,
             shared: None,
         };
-        let findings = self.triage(names, raw, states.as_ref(), None)?;
-        self.add_to_groups(&findings, at);
-        Some(findings)
+        self.triage(names, raw, states.as_ref(), None)
     }
 
     fn triage(
@@ -440,7 +441,8 @@ impl Triage {
         }
     }
 
-    fn add_to_groups(&mut self, findings: &Findings, at: Stamp) {
+    /// Counts a return's findings in its job's failure groups, once a return.
+    pub fn add_to_groups(&mut self, findings: &Findings, at: Stamp) {
         if findings.is_empty() {
             return;
         }

@@ -113,7 +113,8 @@ fn an_orchestration_step_failure_is_a_root_cause_of_the_master_run() {
         panic!("a runner return")
     };
     let mut triage = Triage::new(TriageConfig::default());
-    let found = triage.on_runner_return(r, Stamp(0)).expect("findings");
+    let found = triage.on_runner_return(r).expect("findings");
+    triage.add_to_groups(&found, Stamp(0));
     assert_eq!(&*found.minion, "saltmaster_master");
     let causes: Vec<_> = found
         .state_failures
@@ -140,7 +141,7 @@ fn an_orchestration_step_failure_is_a_root_cause_of_the_master_run() {
     let Body::RunReturn(r) = &event.body else {
         panic!("a runner return")
     };
-    assert_eq!(triage.on_runner_return(r, Stamp(0)), None);
+    assert_eq!(triage.on_runner_return(r), None);
 }
 
 /// A return of an open job holds the job's jid and function as the tracker
@@ -157,13 +158,13 @@ fn an_open_jobs_jid_and_function_are_shared_not_copied() {
     };
     let (held_jid, held_fun): (Arc<str>, Arc<str>) = (jid.into(), "state.apply".into());
     let shared = triage
-        .on_job_return(r, Some((&held_jid, &held_fun)), Stamp(0))
+        .on_job_return(r, Some((&held_jid, &held_fun)))
         .expect("findings");
     assert!(Arc::ptr_eq(&shared.jid, &held_jid));
     assert!(Arc::ptr_eq(&shared.fun, &held_fun));
     let other_fun: Arc<str> = "state.highstate".into();
     let own = triage
-        .on_job_return(r, Some((&held_jid, &other_fun)), Stamp(0))
+        .on_job_return(r, Some((&held_jid, &other_fun)))
         .expect("findings");
     assert!(Arc::ptr_eq(&own.jid, &held_jid));
     assert_eq!(
