@@ -596,15 +596,15 @@ impl Triage {
 }
 
 /// Counts `minion` in `group`, once (a minion among the examples is not
-/// counted again), keeping the first `example_minions` of them sorted.
+/// counted again: two failed states of one return alike), keeping the first
+/// `example_minions` of them sorted, and so searched by halves.
 fn count_once(group: &mut FailureGroup, minion: &str, example_minions: usize) {
-    if group.minions.iter().any(|m| m == minion) {
+    let Err(at) = group.minions.binary_search_by(|m| m.as_str().cmp(minion)) else {
         return; // one failure counted once per minion
-    }
+    };
     group.count += 1;
     if group.minions.len() < example_minions {
-        group.minions.push(minion.to_owned());
-        group.minions.sort();
+        group.minions.insert(at, minion.to_owned());
     }
 }
 

@@ -47,6 +47,10 @@ impl Triage {
         let skip = saved.jobs.len().saturating_sub(self.config.max_jobs);
         for (jid, mut groups) in saved.jobs.into_iter().skip(skip) {
             groups.last_at.get_or_insert(at);
+            // Each group's examples are searched by halves: kept sorted.
+            for group in groups.groups.values_mut() {
+                group.minions.sort_unstable();
+            }
             self.jobs_order.push_back(jid.clone());
             self.jobs.insert(jid, groups);
         }
