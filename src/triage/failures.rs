@@ -218,7 +218,10 @@ pub fn walk_with(
         }
         match state.result {
             Some(false) if run.failed.len() >= MAX_DECODED_FAILURES => run.not_examined += 1,
-            Some(false) => run.failed.push(decoded.decode(state)),
+            Some(false) => {
+                let place = run.failed.len();
+                run.failed.push(decoded.decode(state, place));
+            }
             None => run.would_change += 1,
             Some(true) => {}
         }
@@ -302,11 +305,9 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// The fields that do not vary between minions, each behind its length
-    /// (an absent one as `u32::MAX`), so two different states never write
-    /// the same bytes.
-    fn write_shared(&self, out: &mut Vec<u8>) {
-        let shared = [
+    /// The fields that do not vary between minions.
+    fn shared(&self) -> [Option<&'a [u8]>; 8] {
+        [
             Some(self.key),
             self.comment,
             self.sls,
@@ -315,8 +316,13 @@ impl<'a> Fields<'a> {
             self.retcode,
             self.stderr,
             self.stdout,
-        ];
-        for field in shared {
+        ]
+    }
+
+    /// [`Self::shared`], each behind its length (an absent one as
+    /// `u32::MAX`), so two different states never write the same bytes.
+    fn write_shared(&self, out: &mut Vec<u8>) {
+        for field in self.shared() {
             match field {
                 Some(bytes) => {
                     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
@@ -325,6 +331,30 @@ impl<'a> Fields<'a> {
                 None => out.extend_from_slice(&u32::MAX.to_le_bytes()),
             }
         }
+    }
+
+    /// Whether `written` is what [`Self::write_shared`] writes, read in
+    /// place (nothing copied).
+    fn wrote(&self, written: &[u8]) -> bool {
+        let mut rest = written;
+        for field in self.shared() {
+            let Some((len, after)) = rest.split_first_chunk::<4>() else {
+                return false;
+            };
+            let len = u32::from_le_bytes(*len);
+            rest = after;
+            match field {
+                Some(bytes) if len as usize == bytes.len() => {
+                    match rest.split_at_checked(len as usize) {
+                        Some((held, after)) if held == bytes => rest = after,
+                        _ => return false,
+                    }
+                }
+                None if len == u32::MAX => {}
+                _ => return false,
+            }
+        }
+        rest.is_empty()
     }
 
     /// What the shared fields say, each read within its bound; the run's own
@@ -396,6 +426,12 @@ pub const DECODED_STATE_MAX_BYTES: usize = 2 << 10;
 #[derive(Debug)]
 pub struct Decoded {
     known: FifoMap<(Box<[u8]>, Arc<SharedState>), u64>,
+    /// The key in `known` of the last return's failed states, by their place
+    /// among its failures (at most [`LAST_PLACES`]): a job's minions fail the
+    /// same states in the same order, so a state is first compared, in
+    /// place, with the one the last return failed at its place: no copy, no
+    /// hash.
+    last: Vec<u64>,
     /// The shared bytes of the state being decoded.
     scratch: Vec<u8>,
     pub recalled: u64,
@@ -406,6 +442,7 @@ impl Default for Decoded {
     fn default() -> Self {
         Self {
             known: FifoMap::new(DECODED_STATES),
+            last: Vec::new(),
             scratch: Vec::new(),
             recalled: 0,
             forgotten: 0,
@@ -413,9 +450,18 @@ impl Default for Decoded {
     }
 }
 
+/// Failed states' places in a return [`Decoded`] remembers the last of.
+const LAST_PLACES: usize = 16;
+
 impl Decoded {
-    fn decode(&mut self, state: &StateEntry<'_>) -> FailedState {
+    /// The failed state `state`, the `place`th failure of its return.
+    fn decode(&mut self, state: &StateEntry<'_>, place: usize) -> FailedState {
         let fields = Fields::of(state);
+        let last = self.last.get(place).and_then(|key| self.known.get(key));
+        if let Some((_, known)) = last.filter(|(written, _)| fields.wrote(written)) {
+            self.recalled += 1;
+            return fields.with_run(Arc::clone(known));
+        }
         self.scratch.clear();
         fields.write_shared(&mut self.scratch);
         if self.scratch.len() > DECODED_STATE_MAX_BYTES {
@@ -427,7 +473,9 @@ impl Decoded {
         if let Some((shared, known)) = self.known.get(&hash) {
             if **shared == *self.scratch {
                 self.recalled += 1;
-                return fields.with_run(Arc::clone(known));
+                let known = Arc::clone(known);
+                self.remember_place(place, hash);
+                return fields.with_run(known);
             }
         }
         let decoded = fields.decode_shared();
@@ -435,7 +483,18 @@ impl Decoded {
             &hash,
             (self.scratch.as_slice().into(), Arc::clone(&decoded)),
         );
+        self.remember_place(place, hash);
         fields.with_run(decoded)
+    }
+
+    /// `hash` is the key of the state failed at `place` (within
+    /// [`LAST_PLACES`]).
+    fn remember_place(&mut self, place: usize, hash: u64) {
+        if let Some(key) = self.last.get_mut(place) {
+            *key = hash;
+        } else if place == self.last.len() && place < LAST_PLACES {
+            self.last.push(hash);
+        }
     }
 }
 

@@ -366,3 +366,50 @@ fn root_causes_with_a_used_scratch_are_those_with_a_new_one() {
         (vec![("x".to_owned(), 1)], 1)
     );
 }
+
+/// A failed state is recalled whether or not the last return failed it at
+/// the same place (compared there in place, else found by its hash); a
+/// state alike but for one field, even one absent where the other's is
+/// empty, is decoded anew.
+#[test]
+fn a_failure_is_recalled_at_its_place_or_another_and_only_when_the_same() {
+    let state = |comment: &str, named: bool| {
+        let mut state = json!({"result": false, "comment": comment, "__run_num__": 0,
+            "changes": {}});
+        if named {
+            state["name"] = json!("");
+        }
+        state
+    };
+    let run = |states: Value| pack(&states);
+    let a = |comment| ("cmd_|-a_|-a_|-run", state(comment, true));
+    let b = |comment| ("cmd_|-b_|-b_|-run", state(comment, true));
+    let both = run(json!({a("x").0: a("x").1, b("y").0: b("y").1}));
+    let b_alone = run(json!({b("y").0: b("y").1}));
+    let a_unnamed = run(json!({a("x").0: state("x", false)}));
+    let mut decoded = Decoded::default();
+    let walked = |raw: &[u8], decoded: &mut Decoded| {
+        walk_with(&States::of(raw).unwrap(), false, decoded, Spare::default())
+    };
+    walked(&both, &mut decoded);
+    assert_eq!(decoded.recalled, 0);
+    walked(&both, &mut decoded);
+    assert_eq!(decoded.recalled, 2, "both at their places");
+    let unnamed = walked(&a_unnamed, &mut decoded);
+    assert_eq!(decoded.recalled, 2, "a without its name is another state");
+    assert_eq!(unnamed, walk(&a_unnamed, false).unwrap());
+    let moved = walked(&b_alone, &mut decoded);
+    assert_eq!(decoded.recalled, 3, "b at a's place");
+    assert_eq!(moved, walk(&b_alone, false).unwrap());
+    // What a state's shared fields wrote, read in place.
+    let (states, unnamed) = (States::of(&both).unwrap(), States::of(&a_unnamed).unwrap());
+    let [first, second] = [0, 1].map(|i| Fields::of(&states.entries()[i]));
+    let mut written = Vec::new();
+    first.write_shared(&mut written);
+    assert!(first.wrote(&written));
+    assert!(!second.wrote(&written));
+    assert!(!Fields::of(&unnamed.entries()[0]).wrote(&written));
+    assert!(!first.wrote(&written[..written.len() - 1]));
+    written.push(0);
+    assert!(!first.wrote(&written));
+}
