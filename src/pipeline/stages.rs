@@ -43,6 +43,8 @@ use crate::triage::{Findings, Triage};
 mod correlation_tests;
 #[cfg(test)]
 mod incident_tests;
+#[cfg(test)]
+mod return_tests;
 mod state_runs;
 
 /// The stages' memory as a checkpoint writes it (borrowed).
@@ -105,9 +107,15 @@ pub struct Stages {
     /// from return to return (emptied after each).
     incidents_found: Vec<Option<String>>,
     /// The tracker's records of the event being handled, put after what
-    /// triage found in it (kept from event to event, empty between).
+    /// triage found in it (its room kept from event to event, up to
+    /// [`KEPT_TRACKED`] records; empty between).
     tracked: Vec<Record>,
 }
+
+/// The tracker's records of one event whose room [`Stages`] keeps for the
+/// next, at most: a return's few. A job published with thousands of
+/// minions not connected has its room freed after it.
+const KEPT_TRACKED: usize = 16;
 
 impl Stages {
     pub fn from_config(config: &Config) -> Self {
@@ -240,7 +248,9 @@ impl Stages {
         let start = out.len();
         out.append(&mut changes);
         out.append(&mut tracked);
-        self.tracked = tracked;
+        if tracked.capacity() <= KEPT_TRACKED {
+            self.tracked = tracked;
+        }
         self.after_tracker(start, drift_after_return, out);
         if let Body::JobReturn(r) = &event.body {
             self.follow_state_run(r, triaged.as_ref(), at, out);
@@ -645,63 +655,5 @@ pub(super) mod tests {
                 RecordKind::FailureGroup,
             ]
         );
-    }
-
-    /// A minion's failing return sent twice while its job is open, and
-    /// another's again once it closed: each state failure is given once, and
-    /// the failure group counts each minion once, also past its example
-    /// minions.
-    #[test]
-    fn a_duplicate_failing_return_is_counted_and_given_once() {
-        let mut config = config();
-        config.triage.example_minions = 1;
-        let mut stages = Stages::from_config(&config);
-        let jid = "20261128100000000000";
-        let stamp = |s: u32| format!("2026-11-28T10:00:{s:02}.000000+00:00");
-        let ret = |minion: &str, s: u32| {
-            frame(
-                &format!("salt/job/{jid}/ret/{minion}"),
-                json!({"jid": jid, "id": minion, "fun": "state.apply", "fun_args": ["web"],
-                    "retcode": 2, "success": false, "_stamp": stamp(s),
-                    "return": {"cmd_|-broken_|-false_|-run": {"result": false,
-                        "comment": "Command \"false\" run", "__sls__": "web",
-                        "__id__": "broken", "__run_num__": 0, "name": "false",
-                        "changes": {"retcode": 1, "stderr": "", "stdout": ""}}}}),
-            )
-        };
-        let new = frame(
-            &format!("salt/job/{jid}/new"),
-            json!({"jid": jid, "fun": "state.apply", "arg": ["web"], "tgt": "web*",
-                "tgt_type": "glob", "minions": ["web1", "web2", "web3"], "missing": [],
-                "user": "root", "_stamp": stamp(0)}),
-        );
-        let mut records = Vec::new();
-        for f in [
-            new,
-            ret("web2", 1),
-            ret("web3", 2),
-            ret("web3", 3),
-            ret("web1", 4),
-            ret("web2", 5),
-        ] {
-            let event = decode(&f).expect("decode");
-            stages.on_event(&event, event.stamp.expect("stamped"), &mut records);
-        }
-        let failures: Vec<&str> = records
-            .iter()
-            .filter_map(|r| match &r.body {
-                RecordBody::StateFailure(f) => Some(&*f.minion),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(failures, ["web2", "web3", "web1"]);
-        let counts: Vec<u32> = records
-            .iter()
-            .filter_map(|r| match &r.body {
-                RecordBody::FailureGroup(g) => Some(g.count),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(counts, [3]);
     }
 }
