@@ -85,8 +85,8 @@ impl Stamp {
 
     pub fn from_system_time(t: SystemTime) -> Stamp {
         match t.duration_since(UNIX_EPOCH) {
-            Ok(d) => Stamp(i64::try_from(d.as_micros()).unwrap_or(i64::MAX)),
-            Err(e) => Stamp(-i64::try_from(e.duration().as_micros()).unwrap_or(i64::MAX)),
+            Ok(d) => Stamp(micros(d)),
+            Err(e) => Stamp(-micros(e.duration())),
         }
     }
 
@@ -100,24 +100,23 @@ impl Stamp {
 
     /// `self` moved later by `d` (saturating).
     pub fn plus(self, d: Duration) -> Stamp {
-        Stamp(
-            self.0
-                .saturating_add(i64::try_from(d.as_micros()).unwrap_or(i64::MAX)),
-        )
+        Stamp(self.0.saturating_add(micros(d)))
     }
 
     /// `self` moved earlier by `d` (saturating).
     pub fn minus(self, d: Duration) -> Stamp {
-        Stamp(
-            self.0
-                .saturating_sub(i64::try_from(d.as_micros()).unwrap_or(i64::MAX)),
-        )
+        Stamp(self.0.saturating_sub(micros(d)))
     }
 
     /// Microseconds from `earlier` to `self` (negative when `self` is earlier).
     pub fn micros_since(self, earlier: Stamp) -> i64 {
         self.0 - earlier.0
     }
+}
+
+/// `d` in whole microseconds, at most `i64::MAX`.
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// RFC 3339 in UTC with microseconds, e.g. `2026-11-21T19:32:59.034109Z`.

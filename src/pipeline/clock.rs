@@ -63,7 +63,7 @@ impl EventClock {
         if at >= read {
             stamp.plus(at - read)
         } else {
-            Stamp(stamp.0.saturating_sub(micros(read - at)))
+            stamp.minus(read - at)
         }
     }
 
@@ -78,10 +78,6 @@ impl EventClock {
                 .unwrap_or(read)
         }
     }
-}
-
-fn micros(d: Duration) -> i64 {
-    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// Bus lag: when saltsight received an event minus its `_stamp`, in

@@ -254,7 +254,7 @@ fn write_loop(
     let mut newest: Option<Stamp> = None;
     let prune = |store: &mut Writer, warned: &mut bool, newest: Option<Stamp>| {
         let before = match age_from {
-            AgeFrom::Now => Stamp::from_system_time(SystemTime::now() - max_age),
+            AgeFrom::Now => Stamp::from_system_time(SystemTime::now()).minus(max_age),
             // Nothing written yet: nothing is old.
             AgeFrom::NewestRecord => newest.map_or(Stamp(i64::MIN), |at| at.minus(max_age)),
         };
