@@ -187,13 +187,14 @@ pub struct JobPublished {
     pub tgt: Vec<String>,
     pub tgt_type: Option<String>,
     pub user: Option<String>,
-    /// The minions targeted, the first [`MAX_LISTED_MINIONS`] of them.
-    pub expected: Vec<String>,
+    /// The minions targeted, the first [`MAX_LISTED_MINIONS`] of them: a
+    /// name up to 24 bytes held inline, so a job's list is one allocation.
+    pub expected: Vec<CompactString>,
     /// How many were targeted (`expected` may list fewer).
     #[serde(default)]
     pub expected_count: u32,
     #[serde(default)]
-    pub not_connected: Vec<String>,
+    pub not_connected: Vec<CompactString>,
     pub deadline: Stamp,
     #[serde(flatten)]
     pub context: Shared<JobContext>,

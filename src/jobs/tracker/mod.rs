@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use compact_str::CompactString;
 use foldhash::{HashMap, HashMapExt};
 
 use self::minions::JobMinions;
@@ -133,11 +134,11 @@ fn millis_between(from: Stamp, to: Stamp) -> u64 {
 }
 
 /// The first [`MAX_LISTED_MINIONS`] of a job's minions, as a record lists them.
-fn listed(minions: &[&str]) -> Vec<String> {
+fn listed(minions: &[&str]) -> Vec<CompactString> {
     minions
         .iter()
         .take(MAX_LISTED_MINIONS)
-        .map(|&minion| minion.to_owned())
+        .map(|&minion| CompactString::from(minion))
         .collect()
 }
 

@@ -25,7 +25,7 @@ fn published(jid: &str, minions: &[&str]) -> RecordBody {
         tgt: vec!["*".into()],
         tgt_type: Some("glob".into()),
         user: Some("root".into()),
-        expected: minions.iter().map(|m| (*m).to_owned()).collect(),
+        expected: minions.iter().map(|m| (*m).into()).collect(),
         expected_count: u32::try_from(minions.len()).expect("few"),
         not_connected: Vec::new(),
         deadline: at(8),
