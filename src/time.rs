@@ -83,6 +83,11 @@ impl Stamp {
         Some(Stamp(secs * 1_000_000 + micros))
     }
 
+    /// The wall clock's time now.
+    pub fn now() -> Stamp {
+        Stamp::from_system_time(SystemTime::now())
+    }
+
     pub fn from_system_time(t: SystemTime) -> Stamp {
         match t.duration_since(UNIX_EPOCH) {
             Ok(d) => Stamp(micros(d)),

@@ -102,7 +102,7 @@ pub fn generate(root: &Path, path: &Path, scale: Scale) -> Generated {
     // A verdict's name is shared, as the agent's records share it.
     let names: Vec<Arc<str>> = minions.iter().map(|m| Arc::from(m.as_str())).collect();
     let mut store = Writer::open(path).expect("a new history");
-    let now = Stamp::from_system_time(std::time::SystemTime::now()).0;
+    let now = Stamp::now().0;
     let first = now - scale.jobs() * scale.every_minutes * 60 * S;
     let (mut generated, mut n) = (
         Generated {

@@ -111,7 +111,7 @@ impl Traffic {
 
     /// A fresh jid (Salt's: the time to the microsecond, kept unique).
     pub fn jid(&mut self) -> String {
-        let digits: String = Stamp::from_system_time(SystemTime::now())
+        let digits: String = Stamp::now()
             .to_string()
             .chars()
             .filter(char::is_ascii_digit)
@@ -312,7 +312,7 @@ fn highstate_states(n: usize, failed: bool) -> serde_json::Value {
 }
 
 fn stamp() -> String {
-    let text = Stamp::from_system_time(SystemTime::now()).to_string();
+    let text = Stamp::now().to_string();
     // Salt 3008's form: `+00:00`, not `Z`.
     format!("{}+00:00", text.trim_end_matches('Z'))
 }

@@ -93,7 +93,7 @@ pub struct StatusArgs {
 }
 
 fn now() -> Stamp {
-    Stamp::from_system_time(std::time::SystemTime::now())
+    Stamp::now()
 }
 
 pub fn run(args: &StatusArgs, config: &Config, out: &mut dyn Write) -> Result<Outcome, Failure> {

@@ -446,7 +446,7 @@ fn put(conn: &Connection, keys: &mut Keys, batch: &Batch) -> rusqlite::Result<u6
         written += entries as u64;
     }
     for (jid, n) in &batch.lost {
-        let now = Stamp::from_system_time(std::time::SystemTime::now());
+        let now = Stamp::now();
         let id = keys.job(conn, jid, now.0, None)?;
         conn.execute(
             "UPDATE jobs SET lost = lost + ?1 WHERE id = ?2",

@@ -243,7 +243,7 @@ impl Agent {
         restored: Option<Restored>,
     ) -> anyhow::Result<Self> {
         if let Some(restored) = restored {
-            let now = Stamp::from_system_time(SystemTime::now());
+            let now = Stamp::now();
             let records = self.stages.restore(restored.stages, now);
             self.stages.gap_started();
             self.restart_gap_from = Some(restored.header.bus_until);
@@ -459,7 +459,7 @@ impl Handler for Agent {
         info!(%endpoint, "Watching the event bus.");
         // The first connection after a restore ends the restart's gap.
         if let Some(from) = self.restart_gap_from.take() {
-            let now = Stamp::from_system_time(SystemTime::now());
+            let now = Stamp::now();
             info!(from = %from, to = %now, "Bus gap: saltsight was not running.");
             let records = self
                 .stages

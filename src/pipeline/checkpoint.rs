@@ -175,7 +175,7 @@ impl Checkpointer {
         let header = Header {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             master_id: self.master_id.clone(),
-            written_at: Stamp::from_system_time(SystemTime::now()),
+            written_at: Stamp::now(),
             bus_until,
         };
         let temp = self.dir.join(format!("{FILE_NAME}.tmp"));

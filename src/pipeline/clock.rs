@@ -6,7 +6,7 @@
 //! wall clock (NTP, a VM resumed) moves no verdict. Under replay, event time
 //! only: the end of a recording passes every deadline.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -37,7 +37,7 @@ impl EventClock {
         Self {
             clock,
             now: Stamp(i64::MIN),
-            anchor: (Stamp::from_system_time(SystemTime::now()), Instant::now()),
+            anchor: (Stamp::now(), Instant::now()),
         }
     }
 

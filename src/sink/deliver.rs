@@ -11,7 +11,7 @@
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::task::JoinHandle;
@@ -125,7 +125,7 @@ impl<U: Upstream> Sender<U> {
                         "url": self.upstream.shown(),
                         "reason": format!("the batch is encoded as {}, the output now sends {}", segment.encoding.as_str(), self.upstream.encoding().as_str()),
                         "records": segment.records,
-                        "at": Stamp::from_system_time(SystemTime::now()).to_string(),
+                        "at": Stamp::now().to_string(),
                     });
                     self.dead_letter(&spool, sealed, &why);
                     continue;
@@ -226,7 +226,7 @@ impl<U: Upstream> Sender<U> {
                         "status": status,
                         "response_body": body,
                         "records": sealed.records,
-                        "at": Stamp::from_system_time(SystemTime::now()).to_string(),
+                        "at": Stamp::now().to_string(),
                     });
                     self.dead_letter(spool, sealed, &why);
                     backoff.reset();

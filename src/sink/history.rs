@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use foldhash::{HashMap, HashMapExt};
 use tokio::time::Instant;
@@ -254,7 +254,7 @@ fn write_loop(
     let mut newest: Option<Stamp> = None;
     let prune = |store: &mut Writer, warned: &mut bool, newest: Option<Stamp>| {
         let before = match age_from {
-            AgeFrom::Now => Stamp::from_system_time(SystemTime::now()).minus(max_age),
+            AgeFrom::Now => Stamp::now().minus(max_age),
             // Nothing written yet: nothing is old.
             AgeFrom::NewestRecord => newest.map_or(Stamp(i64::MIN), |at| at.minus(max_age)),
         };
@@ -335,7 +335,7 @@ mod tests {
 
     fn missing(f: &RecordFactory, jid: &str, minion: &str) -> Record {
         // Now: the writer's last prune keeps a day.
-        missing_at(f, jid, minion, Stamp::from_system_time(SystemTime::now()))
+        missing_at(f, jid, minion, Stamp::now())
     }
 
     fn missing_at(f: &RecordFactory, jid: &str, minion: &str, now: Stamp) -> Record {
@@ -378,7 +378,7 @@ mod tests {
     #[test]
     fn a_replayed_recording_ages_from_its_newest_record_not_the_clock() {
         let day = Duration::from_secs(86_400);
-        let newest = Stamp::from_system_time(SystemTime::now()).minus(7 * day);
+        let newest = Stamp::now().minus(7 * day);
         let (older, old) = ("20261120000000000001", "20261122000000000001");
         for (age_from, kept) in [
             (AgeFrom::NewestRecord, [false, true]),

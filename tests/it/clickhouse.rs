@@ -654,7 +654,7 @@ fn judgement_row(
 }
 
 fn row_of(master: &str, key: &[&str], body: RecordBody) -> Value {
-    let now = Stamp::from_system_time(std::time::SystemTime::now());
+    let now = Stamp::now();
     let record = RecordFactory::new(master.to_owned()).make(now, key, body);
     encode_row(&record)
 }
@@ -669,7 +669,7 @@ fn encode_row(record: &Record) -> Value {
 
 #[test]
 fn the_drift_views_answer_the_two_drift_queries_and_duplicates_change_nothing() {
-    let now = Stamp::from_system_time(std::time::SystemTime::now());
+    let now = Stamp::now();
     let earlier = Stamp(now.0 - 3_600_000_000);
     let rows = vec![
         drift_row(

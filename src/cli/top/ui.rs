@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use ratatui::DefaultTerminal;
 use ratatui::Frame;
@@ -196,7 +196,7 @@ impl Screen {
     }
 
     fn draw(&self, frame: &mut Frame<'_>) {
-        let now = Stamp::from_system_time(SystemTime::now());
+        let now = Stamp::now();
         let [top, body] =
             Layout::vertical([Constraint::Length(2), Constraint::Min(0)]).areas(frame.area());
         frame.render_widget(

@@ -13,7 +13,7 @@ pub mod spans;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use bytes::Bytes;
 use prost::Message;
@@ -321,7 +321,7 @@ impl Upstream for OtlpUpstream {
     fn prepare(&self, batch: &[u8]) -> Bytes {
         let (body, skipped) = match self.signal {
             Signal::Logs => {
-                let observed = Stamp::from_system_time(SystemTime::now());
+                let observed = Stamp::now();
                 let (request, skipped) = logs::request(batch, &self.sender, observed);
                 (request.encode_to_vec(), skipped)
             }

@@ -33,8 +33,7 @@ pub struct Subscriber {
 /// Salt's frame for `tag` and `data`, with a `_stamp` of now when it has none.
 pub fn frame(tag: &str, mut data: Value) -> Vec<u8> {
     if data.get("_stamp").is_none() {
-        data["_stamp"] =
-            Value::String(Stamp::from_system_time(std::time::SystemTime::now()).to_string());
+        data["_stamp"] = Value::String(Stamp::now().to_string());
     }
     encode_frame(tag, &rmp_serde::to_vec_named(&data).expect("encode"), false)
 }
