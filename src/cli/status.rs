@@ -92,13 +92,9 @@ pub struct StatusArgs {
     pub query: QueryArgs,
 }
 
-fn now() -> Stamp {
-    Stamp::now()
-}
-
 pub fn run(args: &StatusArgs, config: &Config, out: &mut dyn Write) -> Result<Outcome, Failure> {
     let store = open_history(config)?;
-    let now = now();
+    let now = Stamp::now();
     let found = status(&store, now).map_err(|e| Failure::runtime(e.to_string()))?;
     let outputs = spools(config);
     let agent = super::live::address(config).map(super::live::ask);
