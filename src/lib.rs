@@ -49,6 +49,7 @@ pub mod master_connections;
 pub mod master_keys;
 pub mod master_processes;
 pub mod metrics;
+pub mod minion_states;
 pub mod pipeline;
 pub mod plain;
 pub mod pressure;

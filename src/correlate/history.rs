@@ -4,15 +4,40 @@
 //! between the two are the suspects.
 //!
 //! Bounded: at most `max_entries` (minion, state) pairs; past that new pairs are
-//! not remembered (counted), known ones still update. Commits and minions are
-//! interned to 4-byte indices, so an entry costs about 40 bytes.
+//! not remembered (counted), known ones still update. Kept per minion
+//! ([`MinionStates`]), commits interned to 4-byte indices, so an entry costs
+//! about 20 bytes.
 
 use foldhash::HashMap;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+use crate::minion_states::{MinionStates, Sorted};
+
+/// No commit: the sentinel of [`Entry`]'s halves.
+const NONE: u32 = u32::MAX;
+
+/// The HEADs a state last passed and first failed under since (commit
+/// indices; [`NONE`] for none): 8 bytes, not the 16 of two `Option<u32>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Entry {
-    last_ok: Option<u32>,
-    failing_since: Option<u32>,
+    last_ok: u32,
+    failing_since: u32,
+}
+
+impl Entry {
+    fn of(last_ok: Option<u32>, failing_since: Option<u32>) -> Self {
+        Self {
+            last_ok: last_ok.unwrap_or(NONE),
+            failing_since: failing_since.unwrap_or(NONE),
+        }
+    }
+
+    fn last_ok(self) -> Option<u32> {
+        (self.last_ok != NONE).then_some(self.last_ok)
+    }
+
+    fn failing_since(self) -> Option<u32> {
+        (self.failing_since != NONE).then_some(self.failing_since)
+    }
 }
 
 /// What the memory says of a failing state.
@@ -26,11 +51,9 @@ pub struct Flip {
     pub first_failing_now: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct History {
-    max_entries: usize,
-    entries: HashMap<(u32, u64), Entry>,
-    minions: HashMap<Box<str>, u32>,
+    entries: MinionStates<Entry>,
     commits: Vec<Box<str>>,
     commit_ids: HashMap<Box<str>, u32>,
     /// New (minion, state) pairs not remembered because the memory was full.
@@ -40,8 +63,10 @@ pub struct History {
 impl History {
     pub fn new(max_entries: usize) -> Self {
         Self {
-            max_entries,
-            ..Self::default()
+            entries: MinionStates::new(max_entries),
+            commits: Vec::new(),
+            commit_ids: HashMap::default(),
+            refused: 0,
         }
     }
 
@@ -57,41 +82,32 @@ impl History {
         if let Some(&i) = self.commit_ids.get(head) {
             return i;
         }
-        let i = u32::try_from(self.commits.len()).unwrap_or(u32::MAX);
+        // The last index is the sentinel: commits past it share the one before.
+        let i = u32::try_from(self.commits.len())
+            .unwrap_or(NONE - 1)
+            .min(NONE - 1);
         self.commits.push(head.into());
         self.commit_ids.insert(head.into(), i);
         i
     }
 
-    fn intern_minion(&mut self, minion: &str) -> u32 {
-        if let Some(&i) = self.minions.get(minion) {
-            return i;
-        }
-        let i = u32::try_from(self.minions.len()).unwrap_or(u32::MAX);
-        self.minions.insert(minion.into(), i);
-        i
-    }
-
     /// Records a run's outcomes (state hash, passed) under `head`.
     pub fn record(&mut self, minion: &str, head: &str, outcomes: &[(u64, bool)]) {
-        let (minion, head) = (self.intern_minion(minion), self.intern_commit(head));
+        let Ok(minion) = self.entries.minion(minion) else {
+            self.refused += outcomes.len() as u64;
+            return;
+        };
+        let head = self.intern_commit(head);
         for &(state, ok) in outcomes {
-            let full = self.entries.len() >= self.max_entries;
-            let entry = match self.entries.get_mut(&(minion, state)) {
-                Some(entry) => entry,
-                None if full => {
-                    self.refused += 1;
-                    continue;
-                }
-                None => self.entries.entry((minion, state)).or_default(),
+            let before = self.entries.get(minion, state);
+            let after = match before {
+                _ if ok => Entry::of(Some(head), None),
+                Some(entry) if entry.failing_since().is_some() => continue,
+                Some(entry) => Entry::of(entry.last_ok(), Some(head)),
+                None => Entry::of(None, Some(head)),
             };
-            if ok {
-                *entry = Entry {
-                    last_ok: Some(head),
-                    failing_since: None,
-                };
-            } else if entry.failing_since.is_none() {
-                entry.failing_since = Some(head);
+            if self.entries.insert(minion, state, after).is_err() {
+                self.refused += 1;
             }
         }
     }
@@ -99,9 +115,9 @@ impl History {
     /// For a failing state (after [`record`](Self::record) of its run under
     /// `head`): the flip, when it passed before under another HEAD.
     pub fn flip(&self, minion: &str, state: u64, head: &str) -> Option<Flip> {
-        let minion = *self.minions.get(minion)?;
-        let entry = self.entries.get(&(minion, state))?;
-        let (ok, failed) = (entry.last_ok?, entry.failing_since?);
+        let minion = self.entries.known(minion)?;
+        let entry = self.entries.get(minion, state)?;
+        let (ok, failed) = (entry.last_ok()?, entry.failing_since()?);
         if ok == failed {
             return None; // it failed under the same HEAD it passed: not a commit
         }
@@ -120,65 +136,59 @@ impl History {
 pub struct SavingHistory<'a> {
     minions: Vec<&'a str>,
     commits: Vec<&'a str>,
-    entries: Vec<(u32, u64, Option<u32>, Option<u32>)>,
+    entries: Sorted<'a, Entry, SavedEntry>,
 }
+
+/// (minion, state, last_ok, failing_since), as a checkpoint keeps an entry.
+type SavedEntry = (u32, u64, Option<u32>, Option<u32>);
 
 /// The memory as a checkpoint reads it back.
 #[derive(Debug, serde::Deserialize)]
 pub struct SavedHistory {
     minions: Vec<Box<str>>,
     commits: Vec<Box<str>>,
-    entries: Vec<(u32, u64, Option<u32>, Option<u32>)>,
+    entries: Vec<SavedEntry>,
 }
 
 impl History {
     pub fn saving(&self) -> SavingHistory<'_> {
-        let mut minions = vec![""; self.minions.len()];
-        for (name, &i) in &self.minions {
-            if let Some(slot) = minions.get_mut(i as usize) {
-                *slot = name;
+        let mut minions = Vec::new();
+        for (name, i) in self.entries.names() {
+            let i = i as usize;
+            if minions.len() <= i {
+                minions.resize(i + 1, "");
             }
+            minions[i] = name;
         }
         SavingHistory {
             minions,
             commits: self.commits.iter().map(|c| &**c).collect(),
             entries: self
                 .entries
-                .iter()
-                .map(|(&(minion, state), e)| (minion, state, e.last_ok, e.failing_since))
-                .collect(),
+                .sorted(|minion, state, e| (minion, state, e.last_ok(), e.failing_since())),
         }
     }
 
     /// Takes back a saved memory (at most `max_entries` entries; an entry whose
     /// indices point nowhere is dropped).
     pub fn restore(&mut self, saved: SavedHistory) {
-        let (minions, commits) = (saved.minions.len(), saved.commits.len());
+        let commits = saved.commits.len().min(NONE as usize);
         let valid = |i: Option<u32>| i.is_none_or(|i| (i as usize) < commits);
-        self.entries = saved
-            .entries
-            .into_iter()
-            .filter(|&(m, _, ok, failing)| (m as usize) < minions && valid(ok) && valid(failing))
-            .take(self.max_entries)
-            .map(|(minion, state, last_ok, failing_since)| {
-                (
-                    (minion, state),
-                    Entry {
-                        last_ok,
-                        failing_since,
-                    },
-                )
-            })
-            .collect();
-        self.minions = saved
+        let names = saved
             .minions
             .into_iter()
             .enumerate()
-            .map(|(i, m)| (m, i as u32))
-            .collect();
+            .map(|(i, m)| (m, u32::try_from(i).unwrap_or(NONE)));
+        let entries = saved
+            .entries
+            .into_iter()
+            .filter(|&(_, _, ok, failing)| valid(ok) && valid(failing))
+            .map(|(minion, state, ok, failing)| (minion, state, Entry::of(ok, failing)));
+        self.entries.restore(names, entries);
         self.commit_ids = saved
             .commits
             .iter()
+            .take(commits)
             .enumerate()
             .map(|(i, c)| (c.clone(), i as u32))
             .collect();

@@ -23,6 +23,7 @@ use foldhash::{HashMap, HashMapExt};
 use crate::config::drift::DriftConfig;
 use crate::event::changes::{Changed, changed, state_run};
 use crate::event::states::{States, trimmed};
+use crate::minion_states::MinionStates;
 use crate::record::drift::hint_for;
 use crate::record::{
     ChangeKind, Drift, DriftedState, JobContext, NonIdempotent, Record, RecordBody, RecordFactory,
@@ -135,8 +136,7 @@ pub struct OpenJob {
 pub struct DriftStage {
     config: DriftConfig,
     records: RecordFactory,
-    memory: HashMap<(u32, u64), Prior>,
-    minions: HashMap<Box<str>, u32>,
+    memory: MinionStates<Prior>,
     commits: HashMap<u64, Box<str>>,
     judged: HashMap<u64, Judged>,
     open: HashMap<Box<str>, OpenJob>,
@@ -171,10 +171,9 @@ fn commit_hash(commit: &str) -> u64 {
 impl DriftStage {
     pub fn new(config: DriftConfig, records: RecordFactory) -> Self {
         Self {
+            memory: MinionStates::new(config.max_remembered),
             config,
             records,
-            memory: HashMap::new(),
-            minions: HashMap::new(),
             commits: HashMap::new(),
             judged: HashMap::new(),
             open: HashMap::new(),
@@ -235,7 +234,7 @@ impl DriftStage {
                 continue;
             }
             let key = minion.map(|m| (m, state));
-            let prior = key.and_then(|k| self.memory.get(&k).copied());
+            let prior = key.and_then(|(m, state)| self.memory.get(m, state));
             let judgement = this.map(|c| {
                 let judged = self.judged.contains_key(&state);
                 let commits = &self.commits;
@@ -405,11 +404,15 @@ impl DriftStage {
         let Some(key) = key else {
             return;
         };
-        if prior.is_none() && self.memory.len() >= self.config.max_remembered {
+        let (minion, state) = key;
+        if self
+            .memory
+            .insert(minion, state, after_run(prior, now, j))
+            .is_err()
+        {
             self.stats.remembered_refused.inc();
             return;
         }
-        self.memory.insert(key, after_run(prior, now, j));
         self.stats.remembered.set(self.memory.len() as u64);
     }
 
@@ -460,8 +463,8 @@ impl DriftStage {
         }
         let minions = u32::try_from(
             self.memory
-                .iter()
-                .filter(|((_, s), p)| *s == state && p.streak >= 2)
+                .of_state(state)
+                .filter(|p| p.streak >= 2)
                 .count(),
         )
         .unwrap_or(u32::MAX);
@@ -492,16 +495,11 @@ impl DriftStage {
 
     /// The minion's index (`None`: the memory is full and it is new).
     fn minion_id(&mut self, minion: &str) -> Option<u32> {
-        if let Some(&id) = self.minions.get(minion) {
-            return Some(id);
-        }
-        if self.minions.len() >= self.config.max_remembered {
+        let id = self.memory.minion(minion).ok();
+        if id.is_none() {
             self.stats.remembered_refused.inc();
-            return None;
         }
-        let id = u32::try_from(self.minions.len()).ok()?;
-        self.minions.insert(minion.into(), id);
-        Some(id)
+        id
     }
 
     /// The job `jid`'s held runs; the oldest job decided first past

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::classify::Prior;
 use super::{DriftStage, Judged, OpenJob};
+use crate::minion_states::Sorted;
 use crate::record::NonIdempotent;
 use crate::time::Stamp;
 
@@ -17,7 +18,7 @@ type Entry = (u32, u64, u64, bool, bool, u32);
 #[derive(Serialize)]
 pub struct SavingDrift<'a> {
     minions: Vec<(&'a str, u32)>,
-    memory: Vec<Entry>,
+    memory: Sorted<'a, Prior, Entry>,
     commits: Vec<(u64, &'a str)>,
     judged: Vec<(u64, &'a NonIdempotent, u32)>,
     drifted: Vec<(&'a str, Stamp)>,
@@ -38,23 +39,18 @@ impl DriftStage {
     /// In a stable order (the maps' own is not): the same memory writes the
     /// same checkpoint.
     pub fn saving(&self) -> SavingDrift<'_> {
-        let mut minions: Vec<(&str, u32)> = self.minions.iter().map(|(m, i)| (&**m, *i)).collect();
+        let mut minions: Vec<(&str, u32)> = self.memory.names().collect();
         minions.sort_unstable();
-        let mut memory: Vec<Entry> = self
-            .memory
-            .iter()
-            .map(|(&(minion, state), p)| {
-                (
-                    minion,
-                    state,
-                    p.commit,
-                    p.changed,
-                    p.changed_applied,
-                    p.streak,
-                )
-            })
-            .collect();
-        memory.sort_unstable();
+        let memory = self.memory.sorted(|minion, state, p| {
+            (
+                minion,
+                state,
+                p.commit,
+                p.changed,
+                p.changed_applied,
+                p.streak,
+            )
+        });
         let mut commits: Vec<(u64, &str)> = self.commits.iter().map(|(h, c)| (*h, &**c)).collect();
         commits.sort_unstable();
         let mut judged: Vec<(u64, &NonIdempotent, u32)> = self
@@ -83,27 +79,23 @@ impl DriftStage {
     /// Takes back saved memory in place of its own; past today's bounds the
     /// rest is left (counted as refused).
     pub fn restore(&mut self, saved: SavedDrift) {
-        let bound = self.config.max_remembered;
-        self.minions = saved
+        let names = saved
             .minions
             .into_iter()
-            .filter(|(_, i)| (*i as usize) < bound)
-            .map(|(m, i)| (m.into_boxed_str(), i))
-            .collect();
-        self.memory.clear();
-        for (minion, state, commit, changed, changed_applied, streak) in saved.memory {
-            if self.memory.len() >= bound || minion as usize >= bound {
-                self.stats.remembered_refused.inc();
-                continue;
-            }
-            let prior = Prior {
-                commit,
-                changed,
-                changed_applied,
-                streak,
-            };
-            self.memory.insert((minion, state), prior);
-        }
+            .map(|(m, i)| (m.into_boxed_str(), i));
+        let memory = saved.memory.into_iter().map(
+            |(minion, state, commit, changed, changed_applied, streak)| {
+                let prior = Prior {
+                    commit,
+                    changed,
+                    changed_applied,
+                    streak,
+                };
+                (minion, state, prior)
+            },
+        );
+        let left = self.memory.restore(names, memory);
+        self.stats.remembered_refused.add(left);
         self.stats.remembered.set(self.memory.len() as u64);
         self.commits = saved
             .commits
