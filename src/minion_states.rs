@@ -12,6 +12,8 @@
 //! Bounded: at most `max_len` pairs and as many minions; past that a new pair
 //! or minion is refused (the caller counts it), known ones still update.
 
+use std::collections::hash_map::Entry;
+
 use foldhash::{HashMap, HashMapExt};
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 
@@ -78,15 +80,16 @@ impl<V: Copy> MinionStates<V> {
     pub fn insert(&mut self, minion: u32, state: u64, value: V) -> Result<(), Full> {
         let full = self.len >= self.max_len;
         let states = self.states.get_mut(minion as usize).ok_or(Full)?;
-        if let Some(slot) = states.get_mut(&state) {
-            *slot = value;
-            return Ok(());
+        match states.entry(state) {
+            Entry::Occupied(mut slot) => {
+                slot.insert(value);
+            }
+            Entry::Vacant(_) if full => return Err(Full),
+            Entry::Vacant(slot) => {
+                slot.insert(value);
+                self.len += 1;
+            }
         }
-        if full {
-            return Err(Full);
-        }
-        states.insert(state, value);
-        self.len += 1;
         Ok(())
     }
 

@@ -99,14 +99,20 @@ impl History {
         };
         let head = self.intern_commit(head);
         for &(state, ok) in outcomes {
-            let before = self.entries.get(minion, state);
-            let after = match before {
-                _ if ok => Entry::of(Some(head), None),
-                Some(entry) if entry.failing_since().is_some() => continue,
-                Some(entry) => Entry::of(entry.last_ok(), Some(head)),
-                None => Entry::of(None, Some(head)),
+            if let Some(entry) = self.entries.get_mut(minion, state) {
+                if ok {
+                    *entry = Entry::of(Some(head), None);
+                } else if entry.failing_since().is_none() {
+                    entry.failing_since = head;
+                }
+                continue;
+            }
+            let new = if ok {
+                Entry::of(Some(head), None)
+            } else {
+                Entry::of(None, Some(head))
             };
-            if self.entries.insert(minion, state, after).is_err() {
+            if self.entries.insert(minion, state, new).is_err() {
                 self.refused += 1;
             }
         }
