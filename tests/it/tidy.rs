@@ -15,6 +15,7 @@ const ORDER: &[&str] = &[
     "time",
     "ratelimit",
     "fifo",
+    "minion_states",
     "plain",
     "bus",
     "master_processes",
