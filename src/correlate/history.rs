@@ -6,7 +6,7 @@
 //! Bounded: at most `max_entries` (minion, state) pairs; past that new pairs are
 //! not remembered (counted), known ones still update. Kept per minion
 //! ([`MinionStates`]), commits interned to 4-byte indices, so an entry costs
-//! about 20 bytes.
+//! 20–40 bytes (a 17-byte slot, at a hash table's load of 44–88%).
 
 use foldhash::HashMap;
 
