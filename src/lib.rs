@@ -8,7 +8,7 @@
 //!   → record (redacted) → sink | metrics | history | reactor (opt-in)
 //! ```
 //!
-//! - [`label`], [`counter`], [`time`], [`ratelimit`], [`fifo`], [`plain`]: leaves: closed label sets, a stage's counts, `Stamp`, log rate limits, a map bounded by count that forgets its oldest first, how a duration, a time, a list or a cut text is said to a person.
+//! - [`label`], [`counter`], [`time`], [`ratelimit`], [`fifo`], [`minion_states`], [`plain`]: leaves: closed label sets, a stage's counts, `Stamp`, log rate limits, a map bounded by count that forgets its oldest first, what a stage remembers per (minion, state), how a duration, a time, a list or a cut text is said to a person.
 //! - [`bus`]: the publisher endpoint, the sans-IO frame splitter, the reader task, recordings.
 //! - [`event`]: frame → [`event::Event`], borrowed and selective; no IO, no clock.
 //! - [`jobs`]: job lifecycles and missing-return verdicts; a state machine fed events and time.
