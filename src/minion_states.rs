@@ -105,7 +105,9 @@ impl<V: Copy> MinionStates<V> {
         self.ids.iter().map(|(name, &id)| (&**name, id))
     }
 
-    /// Every pair, in no order.
+    /// Every pair, in no order (the tests' view; a checkpoint walks
+    /// [`sorted`](Self::sorted)).
+    #[cfg(test)]
     pub fn entries(&self) -> impl Iterator<Item = (u32, u64, V)> + '_ {
         self.states.iter().enumerate().flat_map(|(id, states)| {
             states
