@@ -6,6 +6,7 @@ pub mod framing;
 pub mod message;
 pub mod msgpack;
 mod outbox;
+pub mod pace;
 pub mod reader;
 pub mod recording;
 

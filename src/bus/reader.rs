@@ -1,9 +1,10 @@
 //! The reader task: connect, drain the socket as fast as it delivers, hand frames to
 //! a bounded queue without ever waiting on it, and reconnect with backoff. Each
 //! connection is read on a blocking thread of its own (`spawn_blocking`): while
-//! it pauses between reads under sustained traffic, what the master writes
-//! wakes nothing (the runtime's poller would wake at every write), and a read
-//! takes everything that arrived meanwhile.
+//! it pauses between reads under sustained traffic (as long as `pace` says the
+//! connection can hold), what the master writes wakes nothing (the runtime's
+//! poller would wake at every write), and a read takes everything that arrived
+//! meanwhile.
 //!
 //! Invariants:
 //! - it only reads: it never writes to the socket, shuts down only its own read
@@ -31,6 +32,7 @@ use super::endpoint::{BlockingBusStream, BusStream, Endpoint};
 use super::framing::{FrameSplitter, Split};
 pub use super::message::{BusGap, BusMessage, Frame, GapReason, Lost, ReaderStats};
 use super::outbox::Outbox;
+use super::pace::{Pace, READ_CHUNK};
 use crate::ratelimit::LogLimiter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,24 +59,6 @@ pub struct ReaderConfig {
     pub stall_timeout: Duration,
     pub delivery: Delivery,
 }
-
-/// How much is asked of the socket per read; frames larger than this are assembled
-/// over several reads.
-const READ_CHUNK: usize = 256 * 1024;
-
-/// Under sustained traffic (a read within twice this of the one before), the
-/// reader pauses this long after a read, so the next one takes what arrived
-/// meanwhile: at most a hundred reads (and consumer wake-ups) a second at the
-/// master's full rate, not one per event (at 2 ms, the wake-ups of the reader
-/// and the consumer were two thirds of a context switch per small return, the
-/// largest cost left in the load test). The master holds what it writes
-/// meanwhile (its write buffer is unbounded by default, `ipc_write_buffer: 0`;
-/// 10 ms of its fastest publishing is well under the socket's own buffer); a
-/// read that comes back at least half full is followed by the next at once, so
-/// a burst is never left waiting in the socket; a lone event is read at once;
-/// an idle bus costs nothing. The price is at most this much latency while the
-/// bus is busy.
-const READ_PACE: Duration = Duration::from_millis(10);
 
 enum ConnectionEnd {
     Cancelled,
@@ -312,6 +296,7 @@ impl BusReader {
         // Set while inside a frame: when its next bytes are due at the latest.
         let mut stall_at: Option<Instant> = None;
         let mut last_read_at: Option<Instant> = None;
+        let pace = Pace::for_endpoint(&self.config.endpoint);
         loop {
             // A timer only while one is needed: an idle, healthy bus costs no wake-ups.
             let healthy_at = open_gap.is_some().then(|| connected_at + HEALTHY_AFTER);
@@ -394,7 +379,7 @@ impl BusReader {
             let now = Instant::now();
             // The pipeline's clock is tokio's (paused in tests).
             let received_mono = Some(tokio::time::Instant::now());
-            let sustained = last_read_at.is_some_and(|t| now.duration_since(t) < 2 * READ_PACE);
+            let since_last_read = last_read_at.map(|t| now.duration_since(t));
             last_read_at = Some(now);
             if self.config.delivery == Delivery::RawChunks {
                 let chunk = Frame {
@@ -412,9 +397,11 @@ impl BusReader {
                 continue;
             }
             let detected_before = splitter.framing();
+            let mut frames = 0;
             loop {
                 match splitter.next(&mut buf) {
                     Ok(Some(Split::Frame(bytes))) => {
+                        frames += 1;
                         ReaderStats::add(&self.stats.frames, 1);
                         self.healthy(open_gap, &mut drained);
                         drained.last_frame_at = Some(received_at);
@@ -452,8 +439,10 @@ impl BusReader {
                     info!(framing = framing.as_str(), "Detected the bus framing.");
                 }
             }
-            if sustained && n < READ_CHUNK / 2 {
-                std::thread::sleep(READ_PACE);
+            // Under sustained traffic, what arrives meanwhile is the next read's batch.
+            let pause = pace.after(n, frames, since_last_read);
+            if !pause.is_zero() {
+                std::thread::sleep(pause);
             }
         }
     }
