@@ -226,8 +226,14 @@ impl<R: Read> RecordingReader<R> {
                 what: "record longer than 64 MiB",
             });
         }
-        let mut payload = vec![0u8; len];
-        if read_exact_or_eof(&mut self.input, &mut payload)? < len {
+        // Read straight into its own buffer (not zeroed first), which becomes the
+        // frames' when nothing is left over from the record before.
+        let mut payload = Vec::with_capacity(len);
+        if (&mut self.input)
+            .take(len as u64)
+            .read_to_end(&mut payload)?
+            < len
+        {
             return Err(RecordingError::Corrupt {
                 offset: self.offset,
                 what: "truncated record payload",
@@ -236,7 +242,11 @@ impl<R: Read> RecordingReader<R> {
         self.offset += (HEADER_LEN + len) as u64;
         match kind {
             KIND_BYTES => {
-                self.buf.extend_from_slice(&payload);
+                if self.buf.is_empty() {
+                    self.buf = BytesMut::from(Bytes::from(payload));
+                } else {
+                    self.buf.extend_from_slice(&payload);
+                }
                 self.split(Some(at), out);
             }
             KIND_CONNECTED => {
