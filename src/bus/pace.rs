@@ -54,8 +54,8 @@ pub struct Pace {
 pub const READ_CHUNK: usize = 256 * 1024;
 
 impl Pace {
-    /// A Unix socket: at most 40 events or 48 KiB a read (43–52% of what it
-    /// holds for 1 KB and 2.3 KB writes, 24–29% for the rest, in the table above).
+    /// A Unix socket: at most 40 events or 48 KiB a read (43–44% of what it
+    /// holds for 1 KB and 2.3 KB writes, 22–29% for the rest, in the table above).
     pub const UNIX: Pace = Pace {
         target_bytes: 48 * 1024,
         target_frames: 40,
