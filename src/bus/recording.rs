@@ -18,7 +18,7 @@
 //! A file that does not start with `MAGIC` is taken as a raw dump: one connection's
 //! bytes with no times.
 
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
@@ -192,13 +192,15 @@ impl<R: Read> RecordingReader<R> {
     }
 
     fn next_raw(&mut self, out: &mut Vec<BusMessage>) -> Result<bool, RecordingError> {
-        let mut chunk = vec![0u8; RAW_CHUNK];
-        let n = self.input.read(&mut chunk)?;
+        // One read, taken from the input's own buffer (not into a zeroed chunk first).
+        let chunk = self.input.fill_buf()?;
+        let n = chunk.len();
         if n == 0 && self.buf.is_empty() {
             return Ok(false);
         }
+        self.buf.extend_from_slice(chunk);
+        self.input.consume(n);
         self.offset += n as u64;
-        self.buf.extend_from_slice(&chunk[..n]);
         self.split(None, out);
         Ok(n > 0)
     }
