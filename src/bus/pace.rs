@@ -53,22 +53,25 @@ pub struct Pace {
 /// backlog, and the next follows at once.
 pub const READ_CHUNK: usize = 256 * 1024;
 
+/// The longest pause on either transport: the latency pacing may add.
+const MAX_PAUSE: Duration = Duration::from_millis(20);
+
 impl Pace {
     /// A Unix socket: at most 40 events or 48 KiB a read (43–44% of what it
     /// holds for 1 KB and 2.3 KB writes, 22–29% for the rest, in the table above).
     pub const UNIX: Pace = Pace {
         target_bytes: 48 * 1024,
         target_frames: 40,
-        max_pause: Duration::from_millis(20),
+        max_pause: MAX_PAUSE,
     };
 
     /// TCP: the connection holds megabytes, so the pause is the longest at
     /// every rate this machine's master reaches (a read of half of
     /// [`READ_CHUNK`] is a backlog).
     pub const TCP: Pace = Pace {
-        target_bytes: 128 * 1024,
+        target_bytes: READ_CHUNK / 2,
         target_frames: 1024,
-        max_pause: Duration::from_millis(20),
+        max_pause: MAX_PAUSE,
     };
 
     pub fn for_endpoint(endpoint: &Endpoint) -> Pace {
@@ -108,9 +111,8 @@ mod tests {
     /// What a Unix socket pair holds for writes of `size` bytes: written
     /// without reading until the kernel refuses.
     fn unix_holds(size: usize) -> usize {
-        let (writer, _reader) = UnixStream::pair().expect("a socket pair");
+        let (mut writer, _reader) = UnixStream::pair().expect("a socket pair");
         writer.set_nonblocking(true).expect("non-blocking");
-        let mut writer = writer;
         let write = vec![7u8; size];
         let mut held = 0;
         loop {
