@@ -12,6 +12,7 @@
 
 pub mod classify;
 pub mod saved;
+pub mod tally;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -34,8 +35,6 @@ use crate::time::Stamp;
 /// Commits whose ids are kept to ask git about (an older one is "unknown":
 /// its states' next changes are taken as intentional).
 const MAX_COMMITS: usize = 4_096;
-/// States one job tallies for the share of its minions that changed them.
-const MAX_JOB_STATES: usize = 10_000;
 /// How far back "minions drifted in the last day" looks.
 const DAY: Duration = Duration::from_secs(86_400);
 
@@ -126,11 +125,14 @@ struct RunChanges {
 }
 
 /// A job's runs with drift, and per state how many of its minions ran it and
-/// changed it again.
+/// changed it again (`tally.rs`): runs counted by their shape, and per state
+/// what is not (candidates; a checkpoint written before shapes has only these).
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct OpenJob {
     runs: Vec<Held>,
     tally: BTreeMap<u64, (u32, u32)>,
+    #[serde(default)]
+    shapes: Vec<tally::ShapeRuns>,
 }
 
 pub struct DriftStage {
@@ -143,9 +145,11 @@ pub struct DriftStage {
     open_order: VecDeque<Box<str>>,
     /// Minion → its last drift, for the last day's count.
     drifted: HashMap<Box<str>, Stamp>,
-    /// A run's states to count against its job: the room kept from run to
-    /// run, up to [`SPARE_TALLY`] states.
-    spare_tally: Vec<(u64, bool)>,
+    /// A run's states and its candidates to count against its job: the room
+    /// kept from run to run, up to [`SPARE_TALLY`] states.
+    spare_tally: (Vec<u64>, Vec<u64>),
+    /// The states runs are made of, shared by the jobs that count them.
+    shapes: tally::Shapes,
     pub stats: Arc<DriftStats>,
 }
 
@@ -179,7 +183,8 @@ impl DriftStage {
             open: HashMap::new(),
             open_order: VecDeque::new(),
             drifted: HashMap::new(),
-            spare_tally: Vec::new(),
+            spare_tally: (Vec::new(), Vec::new()),
+            shapes: tally::Shapes::default(),
             stats: Arc::default(),
         }
     }
@@ -225,7 +230,7 @@ impl DriftStage {
         let minion = self.minion_id(run.minion);
         let mut changes = RunChanges::default();
         let mut read = states.changed.iter().peekable();
-        let mut tally = std::mem::take(&mut self.spare_tally);
+        let (mut ran, mut candidates) = std::mem::take(&mut self.spare_tally);
         for (index, entry) in walked.entries().iter().enumerate() {
             let state = walked.key_hash(index);
             let this: Option<&Changed> = read.next_if(|c| c.index == index);
@@ -254,29 +259,18 @@ impl DriftStage {
             if let (Some(c), Some(j)) = (this, judgement) {
                 self.take(&mut changes, state, c, j);
                 if j.candidate {
-                    tally.push((state, true));
+                    candidates.push(state);
                 }
             }
-            tally.push((state, false));
+            ran.push(state);
             if !run.test {
                 self.remember(key, prior, now, judgement);
                 self.watch_settling(state, prior, now, this, judgement, run, repo, commit, out);
             }
         }
+        let mut shapes = std::mem::take(&mut self.shapes);
         let job = self.open_job(run.jid, out);
-        let mut refused = 0;
-        for (state, candidate) in tally.drain(..) {
-            if job.tally.len() >= MAX_JOB_STATES && !job.tally.contains_key(&state) {
-                refused += 1;
-                continue;
-            }
-            let entry = job.tally.entry(state).or_default();
-            if candidate {
-                entry.1 += 1;
-            } else {
-                entry.0 += 1;
-            }
-        }
+        let refused = job.count_run(&ran, &candidates, &mut shapes);
         if changes.states.is_empty() {
             self.count_others(
                 changes.intentional,
@@ -299,9 +293,12 @@ impl DriftStage {
                 trimmed: trimmed(run.ret),
             });
         }
+        self.shapes = shapes;
         self.stats.tally_refused.add(refused);
-        if tally.capacity() <= SPARE_TALLY {
-            self.spare_tally = tally;
+        if ran.capacity() <= SPARE_TALLY {
+            ran.clear();
+            candidates.clear();
+            self.spare_tally = (ran, candidates);
         }
     }
 
@@ -317,11 +314,11 @@ impl DriftStage {
         self.decide(jid, job, out);
     }
 
-    fn decide(&mut self, jid: &str, job: OpenJob, out: &mut Vec<Record>) {
-        for mut run in job.runs {
+    fn decide(&mut self, jid: &str, mut job: OpenJob, out: &mut Vec<Record>) {
+        for mut run in std::mem::take(&mut job.runs) {
             let mut states = Vec::new();
             for (state, drifted, candidate) in run.states.drain(..) {
-                let (ran, candidates) = job.tally.get(&state).copied().unwrap_or((1, 1));
+                let (ran, candidates) = job.tally_of(state).unwrap_or((1, 1));
                 if candidate && unsettled_in_job(candidates, ran, self.config.fleet_share) {
                     run.unsettled += 1;
                 } else {

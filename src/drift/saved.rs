@@ -117,7 +117,8 @@ impl DriftStage {
         self.open.clear();
         self.open_order.clear();
         let skip = saved.open.len().saturating_sub(self.config.max_open_jobs);
-        for (jid, job) in saved.open.into_iter().skip(skip) {
+        for (jid, mut job) in saved.open.into_iter().skip(skip) {
+            self.shapes.adopt(&mut job);
             self.open_order.push_back(jid.clone().into_boxed_str());
             self.open.insert(jid.into_boxed_str(), job);
         }
