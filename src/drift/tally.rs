@@ -7,10 +7,11 @@
 //! once for every job that runs them ([`Shapes`]), and per job how many runs
 //! had each shape. A run adds one to a count, not one to each of its states, and
 //! an open job holds a few counts, not a map of its states (the load test's
-//! highstate mix: 440 jobs open at once, 8.7 KB each in a `BTreeMap` of 301
-//! states). Candidates, few, are counted per state. A job with more shapes than
-//! [`MAX_JOB_SHAPES`] counts its further runs per state, as a checkpoint written
-//! before shapes (its `tally` only) is read.
+//! highstate mix: about 490 jobs open at once, 8.7 KB each in a `BTreeMap` of
+//! 301 states). Candidates, few, are counted per state. A job past
+//! [`MAX_JOB_SHAPES`] shapes, or [`MAX_JOB_STATES`] states in them, counts its
+//! further runs per state, as a checkpoint written before shapes (its `tally`
+//! only) is read. Every bound is in state keys or counts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,11 +22,12 @@ use super::OpenJob;
 
 /// States one job tallies one by one (candidates, and runs past its shapes).
 pub const MAX_JOB_STATES: usize = 10_000;
-/// Distinct shapes one job counts; a run of another shape is counted per state.
+/// Distinct shapes one job counts, and the states they hold in all; a run of
+/// another shape, or one past that, is counted per state.
 pub const MAX_JOB_SHAPES: usize = 16;
-/// Distinct shapes kept to share between jobs; past it the table starts again
-/// (jobs keep their own).
-const MAX_SHAPES: usize = 1_024;
+/// State keys the shapes kept to share between jobs hold in all (2 MiB); past
+/// it the table starts again (jobs keep their own).
+const MAX_SHARED_STATES: usize = 262_144;
 
 /// A run's states as a set, told apart by their count, sum and mixed xor: the
 /// state keys are already hashes, so a collision (two sets counted as one)
@@ -62,6 +64,8 @@ impl ShapeRuns {
 #[derive(Debug, Default)]
 pub struct Shapes {
     known: HashMap<ShapeKey, Arc<[u64]>>,
+    /// The state keys `known` holds.
+    states: usize,
 }
 
 impl Shapes {
@@ -69,14 +73,22 @@ impl Shapes {
         if let Some(known) = self.known.get(&key) {
             return known.clone();
         }
-        if self.known.len() >= MAX_SHAPES {
-            self.known = HashMap::new();
-        }
         let mut sorted = states.to_vec();
         sorted.sort_unstable();
         let shape: Arc<[u64]> = sorted.into();
-        self.known.insert(key, shape.clone());
+        self.keep(key, &shape);
         shape
+    }
+
+    fn keep(&mut self, key: ShapeKey, shape: &Arc<[u64]>) {
+        if self.states + shape.len() > MAX_SHARED_STATES {
+            self.known = HashMap::new();
+            self.states = 0;
+        }
+        if shape.len() <= MAX_SHARED_STATES {
+            self.states += shape.len();
+            self.known.insert(key, shape.clone());
+        }
     }
 
     /// A job read back from a checkpoint shares the shapes known.
@@ -85,10 +97,7 @@ impl Shapes {
             let key = shape.key();
             match self.known.get(&key) {
                 Some(known) => shape.states = known.clone(),
-                None if self.known.len() < MAX_SHAPES => {
-                    self.known.insert(key, shape.states.clone());
-                }
-                None => {}
+                None => self.keep(key, &shape.states),
             }
         }
     }
@@ -107,7 +116,10 @@ impl OpenJob {
         let key = shape_key(ran);
         if let Some(i) = self.shapes.iter_mut().position(|s| s.key() == key) {
             self.shapes[i].runs += 1;
-        } else if self.shapes.len() < MAX_JOB_SHAPES {
+        } else if self.shapes.len() < MAX_JOB_SHAPES
+            && self.shapes.iter().map(|s| s.states.len()).sum::<usize>() + ran.len()
+                <= MAX_JOB_STATES
+        {
             self.shapes.push(ShapeRuns {
                 states: shapes.get(key, ran),
                 runs: 1,
@@ -201,6 +213,29 @@ mod tests {
         assert_eq!(job.tally_of(7), Some((1, 1)));
         let many: Vec<u64> = (1_000..1_000 + MAX_JOB_STATES as u64).collect();
         assert_eq!(job.count_run(&many, &[], &mut shapes), 2);
+    }
+
+    #[test]
+    fn shapes_hold_at_most_their_bounds_in_states() {
+        let mut shapes = Shapes::default();
+        // A job's shapes hold at most MAX_JOB_STATES states: the rest per state.
+        let mut job = OpenJob::default();
+        let half: Vec<u64> = (0..MAX_JOB_STATES as u64 / 2 + 1).collect();
+        job.count_run(&half, &[], &mut shapes);
+        let other: Vec<u64> = (1..MAX_JOB_STATES as u64 / 2 + 2).collect();
+        job.count_run(&other, &[], &mut shapes);
+        assert_eq!((job.shapes.len(), job.tally.len()), (1, other.len()));
+        assert_eq!(job.tally_of(1), Some((2, 0)));
+        // The shared table holds at most MAX_SHARED_STATES, then starts again.
+        let mut shapes = Shapes::default();
+        let per_shape = 8_192;
+        let fit = (MAX_SHARED_STATES / per_shape) as u64;
+        for n in 0..=fit {
+            let states: Vec<u64> = (0..per_shape as u64).map(|s| s * 8 + n).collect();
+            OpenJob::default().count_run(&states, &[], &mut shapes);
+            assert!(shapes.states <= MAX_SHARED_STATES);
+        }
+        assert_eq!(shapes.states, per_shape);
     }
 
     #[test]
