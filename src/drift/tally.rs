@@ -139,8 +139,9 @@ impl OpenJob {
     /// (minions that ran `state`, minions for which it was a candidate); `None`
     /// when it was not tallied.
     pub(super) fn tally_of(&self, state: u64) -> Option<(u32, u32)> {
-        let (mut ran, candidates) = self.tally.get(&state).copied().unwrap_or_default();
-        let mut seen = self.tally.contains_key(&state);
+        let tallied = self.tally.get(&state).copied();
+        let (mut ran, candidates) = tallied.unwrap_or_default();
+        let mut seen = tallied.is_some();
         for shape in &self.shapes {
             if shape.states.binary_search(&state).is_ok() {
                 ran += shape.runs;
