@@ -4,7 +4,7 @@
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -184,6 +184,26 @@ pub struct Lost {
     pub received_at: SystemTime,
 }
 
+/// Where the consumer wakes a reader holding for it to take a burst
+/// (`hold.rs`, which waits on it).
+#[derive(Debug, Default)]
+pub struct HoldSignal {
+    pub(super) holding: AtomicBool,
+    pub(super) lock: Mutex<()>,
+    pub(super) taken: Condvar,
+}
+
+impl HoldSignal {
+    /// The consumer took frames: wakes the reader if it is holding (one load
+    /// otherwise).
+    fn taken(&self) {
+        if self.holding.load(Ordering::SeqCst) {
+            let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.taken.notify_one();
+        }
+    }
+}
+
 /// Counters shared with whoever reports on the reader (metrics, `tail` at exit).
 #[derive(Debug, Default)]
 pub struct ReaderStats {
@@ -205,6 +225,14 @@ pub struct ReaderStats {
     /// queue's bound in frames (`bus.queue_frames`), now that a message carries
     /// a read's worth of them.
     pub queued_frames: AtomicU64,
+    /// Times the reader stopped reading for the consumer to take a burst
+    /// (`hold.rs`), the microseconds it waited, and the holds that ended
+    /// because their time was spent, not because the queue was taken.
+    pub holds: AtomicU64,
+    pub held_micros: AtomicU64,
+    pub holds_spent: AtomicU64,
+    /// Where the consumer wakes a holding reader.
+    pub(super) hold: HoldSignal,
     /// Woken after each connection attempt, whatever its outcome, and when a
     /// connection is lost.
     pub(super) changed: tokio::sync::Notify,
@@ -219,7 +247,9 @@ impl ReaderStats {
     pub fn consumed(&self, frames: usize, bytes: usize) {
         self.queued_frames
             .fetch_sub(frames as u64, Ordering::Relaxed);
-        self.queued_bytes.fetch_sub(bytes as u64, Ordering::Relaxed);
+        // Before the hold's flag is read: a reader that set it sees this take.
+        self.queued_bytes.fetch_sub(bytes as u64, Ordering::SeqCst);
+        self.hold.taken();
     }
 
     /// Returns once the reader has tried to connect at least once (connected, or

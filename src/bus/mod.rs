@@ -3,6 +3,7 @@
 
 pub mod endpoint;
 pub mod framing;
+mod hold;
 pub mod message;
 pub mod msgpack;
 mod outbox;

@@ -1,5 +1,6 @@
 //! The reader task: connect, drain the socket as fast as it delivers, hand frames to
-//! a bounded queue without ever waiting on it, and reconnect with backoff. Each
+//! a bounded queue without waiting on it (but for a bounded hold past a burst's
+//! worth of queued bytes), and reconnect with backoff. Each
 //! connection is read on a blocking thread of its own (`spawn_blocking`): while
 //! it pauses between reads under sustained traffic (as long as `pace` says the
 //! connection can hold), what the master writes wakes nothing (the runtime's
@@ -13,8 +14,13 @@
 //! - it never awaits the queue while connected: the frames one read splits go
 //!   downstream as one message (one wake-up of the consumer per read); when the
 //!   queue is full (in frames or bytes) a frame is dropped, counted, and the loss
-//!   becomes a [`BusGap`] delivered before the next frames that fit (the master drops a subscriber with 10,000 writes pending, so a
-//!   blocked reader would lose more, and cost the master memory first);
+//!   becomes a [`BusGap`] delivered before the next frames that fit (the master
+//!   drops a subscriber with 10,000 writes pending, so a blocked reader would
+//!   lose more, and cost the master memory first);
+//! - it waits for the consumer in one case only, bounded: past 1 MiB queued it
+//!   stops reading until the consumer has taken the burst, for at most 100 ms a
+//!   stretch (`hold.rs`), so a burst read while the consumer waits for a core
+//!   stays in the socket and the master's queue, not in saltsight's memory;
 //! - every stretch of time in which events may have been missed after the first
 //!   connection (disconnect, desync, queue full) is delivered as one [`BusGap`].
 
@@ -30,6 +36,7 @@ use tracing::{debug, info, warn};
 
 use super::endpoint::{BlockingBusStream, BusStream, Endpoint};
 use super::framing::{FrameSplitter, Split};
+use super::hold::Hold;
 pub use super::message::{BusGap, BusMessage, Frame, GapReason, Lost, ReaderStats};
 use super::outbox::Outbox;
 use super::pace::{Pace, READ_CHUNK};
@@ -297,6 +304,7 @@ impl BusReader {
         let mut stall_at: Option<Instant> = None;
         let mut last_read_at: Option<Instant> = None;
         let pace = Pace::for_endpoint(&self.config.endpoint);
+        let mut hold = Hold::new();
         loop {
             // A timer only while one is needed: an idle, healthy bus costs no wake-ups.
             let healthy_at = open_gap.is_some().then(|| connected_at + HEALTHY_AFTER);
@@ -438,6 +446,11 @@ impl BusReader {
                 if let Some(framing) = splitter.framing() {
                     info!(framing = framing.as_str(), "Detected the bus framing.");
                 }
+            }
+            // A burst the consumer has not taken: wait for it (bounded), then
+            // read the backlog at once.
+            if hold.after_read(&self.stats) {
+                continue;
             }
             // Under sustained traffic, what arrives meanwhile is the next read's batch.
             let pause = pace.after(n, frames, since_last_read);

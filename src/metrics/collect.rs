@@ -80,7 +80,10 @@ fn load(a: &AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
 }
 
-fn counter(e: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> fmt::Result {
+fn counter<N>(e: &mut DescriptorEncoder, name: &str, help: &str, value: N) -> fmt::Result
+where
+    ConstCounter<N>: EncodeMetric,
+{
     let metric = ConstCounter::new(value);
     metric.encode(e.encode_descriptor(name, help, None, metric.metric_type())?)
 }
@@ -185,6 +188,24 @@ impl SelfCollector {
                 ("queue_full", load(&r.dropped_queue_full)),
                 ("too_large", load(&r.skipped_too_large)),
             ],
+        )?;
+        counter(
+            e,
+            "saltsight_bus_holds",
+            "Times the reader stopped reading for the consumer to take a burst (over 1 MiB queued)",
+            load(&r.holds),
+        )?;
+        counter(
+            e,
+            "saltsight_bus_holds_spent",
+            "Holds that ended after 100 ms with the burst not taken (the reader read on)",
+            load(&r.holds_spent),
+        )?;
+        counter(
+            e,
+            "saltsight_bus_held_seconds",
+            "Time the reader has spent holding, in all",
+            load(&r.held_micros) as f64 / 1e6,
         )?;
         gauge(
             e,

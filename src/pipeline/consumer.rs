@@ -2,7 +2,8 @@
 //! frame and hands the event to a [`Handler`] synchronously (so the event may
 //! borrow from its frame), and drains in order on shutdown.
 //!
-//! The reader never waits on the queue (see `bus::reader`); a recording does, since
+//! The reader never waits on the queue (see `bus::reader`; it holds, bounded, past
+//! a burst's worth of queued bytes); a recording does, since
 //! a file can wait. What is queued always comes before the wall clock: a handler's
 //! wake-up (`tick`) is taken only when the queue is empty.
 
