@@ -332,6 +332,9 @@ struct Figures {
 #[derive(Debug, Clone, Default)]
 struct AgentFigures {
     dropped: u64,
+    /// Times the reader held for the consumer past a burst, and for how long.
+    holds: u64,
+    held_ms: f64,
     gaps: u64,
     disconnects: u64,
     records: u64,
@@ -614,6 +617,8 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     let agent_received = (job_events(&after) - job_events(&before)) as u64;
     let mut figures = AgentFigures {
         dropped: sum(&after, "saltsight_events_dropped_total{"),
+        holds: count(&after, "saltsight_bus_holds_total") as u64,
+        held_ms: count(&after, "saltsight_bus_held_seconds_total") * 1e3,
         gaps: sum(&after, "saltsight_bus_gaps_total{"),
         disconnects: (count(&after, "saltsight_bus_connects_total") as u64).saturating_sub(1),
         records: sum(&after, "saltsight_records_total{"),
@@ -857,8 +862,10 @@ impl Run {
         }
         let a = &self.agent;
         s += &format!(
-            "\n  saltsight: dropped {} gaps {} disconnects {} records {} posts {} | idle before: {:.1} wake-ups/s, RSS {:.1} MB | peak RSS {:.1} MB | idle after: {:.1} wake-ups/s, {:.1} ms CPU, RSS {:.1} MB | exit on SIGTERM: {}",
+            "\n  saltsight: dropped {} holds {} ({:.0} ms) gaps {} disconnects {} records {} posts {} | idle before: {:.1} wake-ups/s, RSS {:.1} MB | peak RSS {:.1} MB | idle after: {:.1} wake-ups/s, {:.1} ms CPU, RSS {:.1} MB | exit on SIGTERM: {}",
             a.dropped,
+            a.holds,
+            a.held_ms,
             a.gaps,
             a.disconnects,
             a.records,
@@ -894,7 +901,7 @@ impl Run {
             "bytes": self.bytes, "secs": self.secs, "load_before": self.load_before,
             "load_after": self.load_after, "master_cpu_s": self.master.cpu,
             "subscribers": subscribers, "bare_mode": self.bare_mode(),
-            "saltsight": {"dropped": a.dropped, "gaps": a.gaps, "disconnects": a.disconnects,
+            "saltsight": {"dropped": a.dropped, "holds": a.holds, "held_ms": a.held_ms, "gaps": a.gaps, "disconnects": a.disconnects,
                 "records": a.records, "posts": a.posts, "peak_rss": a.peak_rss,
                 "fresh_wakeups_per_s": a.fresh_wakeups, "fresh_rss": a.fresh_rss,
                 "idle_rss": a.idle_rss, "idle_wakeups_per_s": a.idle_wakeups,
