@@ -34,14 +34,15 @@ pub const RESUME_BELOW_BYTES: u64 = HOLD_AT_BYTES / 2;
 /// The longest the reader waits for the consumer in one stretch.
 pub const MAX_HOLD: Duration = Duration::from_millis(100);
 
-/// The reader's side: how much of this stretch's hold is spent.
+/// The reader's side: whether this stretch's hold is spent.
 #[derive(Debug)]
 pub(super) struct Hold {
     at_bytes: u64,
     resume_below: u64,
     max: Duration,
-    /// Spent in holds since the queue was last below `resume_below`.
-    spent: Duration,
+    /// A hold ran out since the queue was last below `resume_below`: no other
+    /// until it is.
+    spent: bool,
 }
 
 impl Hold {
@@ -54,7 +55,7 @@ impl Hold {
             at_bytes,
             resume_below,
             max,
-            spent: Duration::ZERO,
+            spent: false,
         }
     }
 
@@ -64,16 +65,17 @@ impl Hold {
     /// holds a backlog: read it at once).
     pub(super) fn after_read(&mut self, stats: &ReaderStats) -> bool {
         let queued = || stats.queued_bytes.load(Ordering::SeqCst);
-        if queued() < self.resume_below {
-            self.spent = Duration::ZERO;
+        let queued_now = queued();
+        if queued_now < self.resume_below {
+            self.spent = false;
             return false;
         }
-        if queued() < self.at_bytes || self.spent >= self.max {
+        if queued_now < self.at_bytes || self.spent {
             return false;
         }
         let signal = &stats.hold;
         let started = Instant::now();
-        let ends = started + (self.max - self.spent);
+        let ends = started + self.max;
         let mut guard = signal.lock.lock().unwrap_or_else(PoisonError::into_inner);
         // Set under the lock, before the check: the consumer's wake-up after
         // its next take cannot come between the check and the wait.
@@ -99,10 +101,8 @@ impl Hold {
         let held = started.elapsed();
         ReaderStats::add(&stats.holds, 1);
         ReaderStats::add(&stats.held_micros, held.as_micros() as u64);
-        if drained {
-            self.spent = Duration::ZERO;
-        } else {
-            self.spent = self.max;
+        self.spent = !drained;
+        if self.spent {
             ReaderStats::add(&stats.holds_spent, 1);
         }
         true
@@ -158,11 +158,7 @@ mod tests {
         assert_eq!(stats.queued_bytes.load(Ordering::SeqCst), 400);
         assert_eq!(stats.holds.load(Ordering::SeqCst), 1);
         assert_eq!(stats.holds_spent.load(Ordering::SeqCst), 0);
-        assert_eq!(
-            hold.spent,
-            Duration::ZERO,
-            "drained: a later burst may hold again"
-        );
+        assert!(!hold.spent, "drained: a later burst may hold again");
     }
 
     #[test]
