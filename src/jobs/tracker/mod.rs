@@ -26,7 +26,7 @@ use std::time::Duration;
 use compact_str::CompactString;
 use foldhash::{HashMap, HashMapExt};
 
-use self::minions::JobMinions;
+use self::minions::{JobMinions, SharedLists};
 use super::context::ContextRules;
 pub use super::context::context_of_return;
 use super::deadlines::{Deadlines, prune};
@@ -99,6 +99,8 @@ pub struct JobTracker {
     records: RecordFactory,
     /// By jid, shared with their returns' `minion_return` records.
     open: HashMap<Arc<str>, Job>,
+    /// The open jobs' lists of expected minions, each kept once.
+    lists: SharedLists,
     deadlines: Deadlines,
     expected_total: usize,
     closed: HashMap<Box<str>, ClosedJob>,
@@ -161,6 +163,7 @@ impl JobTracker {
             config,
             records,
             open: HashMap::new(),
+            lists: SharedLists::default(),
             deadlines: Deadlines::default(),
             expected_total: 0,
             closed: HashMap::new(),
@@ -411,7 +414,7 @@ impl JobTracker {
                 commits: commits(jid, at),
             })),
         ));
-        let minions = JobMinions::pending(expected.iter().copied());
+        let minions = JobMinions::pending_shared(&mut self.lists, expected.iter().copied());
         let mut job = Job {
             fun: fun.into(),
             tgt,
