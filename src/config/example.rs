@@ -95,8 +95,8 @@ git = "git"
 git_timeout = "{}s"
 # Commits listed in a config_change or suspect range at most.
 max_commits = {}
-# (minion, state) pairs remembered to find the first failing run (about 40
-# bytes each).
+# (minion, state) pairs remembered to find the first failing run (8 to 16
+# bytes each: a minion's states are kept in blocks of 32).
 max_history = {}
 # A commit whose message names its pull or merge request ("Merge pull request
 # #12", a squash merge's "(#12)", GitLab's "See merge request group/project!12")
@@ -200,7 +200,8 @@ fleet_share = 0.5
 max_states_listed = 20
 max_changed_read = 200
 summary_bytes = 400
-# (minion, state) pairs remembered; jobs whose drift waits for their close.
+# (minion, state) pairs remembered (16 to 32 bytes each: a minion's states are
+# kept in blocks of 32); jobs whose drift waits for their close.
 max_remembered = 500000
 max_open_jobs = 1000
 

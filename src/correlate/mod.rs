@@ -54,7 +54,7 @@ crate::counts! {
         /// Wall time spent in git calls, microseconds.
         internal git_micros;
         counter history_refused = "saltsight_history_refused",
-            "(minion, state) pairs not remembered: correlate.max_history is reached";
+            "(minion, state) pairs not remembered: correlate.max_history (or its blocks' room, twice that) is reached";
     }
 }
 

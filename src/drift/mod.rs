@@ -52,7 +52,7 @@ crate::counts! {
         counter runs_unjudged = "saltsight_drift_runs_unjudged",
             "State runs not judged for drift: no watched state tree said which commit they ran under";
         counter remembered_refused = "saltsight_drift_remembered_refused",
-            "New (minion, state) pairs not remembered: drift.max_remembered reached (their changes stay intentional)";
+            "New (minion, state) pairs not remembered: drift.max_remembered (or its blocks' room, twice that) reached (their changes stay intentional)";
         counter commits_forgotten = "saltsight_drift_commits_forgotten",
             "Commit ids forgotten past 4,096 commits: a state last run under one of them changes as intentional next";
         counter tally_refused = "saltsight_drift_tally_refused",
