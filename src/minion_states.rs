@@ -20,7 +20,7 @@ use foldhash::{HashMap, HashMapExt};
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 
 /// States a block holds: consecutive numbers, one bit each in its `set`.
-pub const BLOCK: usize = 32;
+const BLOCK: usize = 32;
 
 /// One minion's values for the states numbered `number * BLOCK ..
 /// (number + 1) * BLOCK`, the block's number kept beside it. Each block is
@@ -132,7 +132,7 @@ impl<V: Copy> MinionStates<V> {
     /// Sets the pair's value; a new pair past the bound is refused.
     pub fn insert(&mut self, minion: u32, state: u64, value: V) -> Result<(), Full> {
         let full = self.len >= self.max_len;
-        let Some(blocks) = self.minions.get(minion as usize) else {
+        let Some(blocks) = self.minions.get_mut(minion as usize) else {
             return Err(Full);
         };
         let known = self.numbers.get(&state).copied();
@@ -145,11 +145,7 @@ impl<V: Copy> MinionStates<V> {
             None => u32::try_from(self.states.len()).map_err(|_| Full)?,
         };
         let (block, at) = split(number);
-        let place = Self::place(blocks, block);
-        let Some(blocks) = self.minions.get_mut(minion as usize) else {
-            return Err(Full);
-        };
-        let found = match place {
+        let found = match Self::place(blocks, block) {
             Ok(found) => found,
             Err(_) if full || self.blocks >= self.max_blocks => return Err(Full),
             Err(place) => {
