@@ -8,7 +8,9 @@
 //!
 //! 1. starts `saltsight run` (its default outputs: records to stdout, into a
 //!    file, and the history; `--outputs durable`: a file output and an http
-//!    output to a local sink beside the history; metrics on, checkpoints on,
+//!    output to a local sink beside the history; `--outputs none`: no output
+//!    and no history, what reading, decoding and the stages cost alone, its
+//!    end seen in its count of job events; metrics on, checkpoints on,
 //!    deadlines of 10 s), Salt's own subscriber
 //!    (`salt.utils.event.get_event`, the way engines and the reactor read) and a
 //!    bare Python reader (a socket and `msgpack.Unpacker`), each attached to the
@@ -43,7 +45,7 @@
 //! replaced, stopped by SIGINT: `'perf record -g -o /tmp/{run}.data -p {pid}'`,
 //! `'strace -c -f -o /tmp/{run}.txt -p {pid}'`; it costs saltsight CPU, so not
 //! with figures that count), `--saltsight PATH` (another build, for A/B),
-//! `--outputs default|durable` (default: saltsight's own defaults). It
+//! `--outputs default|durable|none` (default: saltsight's own defaults). It
 //! prints one
 //! line per run and a table of medians (min–max) at the end, a row group per
 //! ipc mode, mix and the bare reader's mode (`waking` or `quiet`: over tcp it
@@ -85,9 +87,20 @@ struct Options {
     attach: Option<String>,
     /// The saltsight binary (default: this build's).
     saltsight: PathBuf,
-    /// The outputs: saltsight's defaults (records to stdout, the history) or
-    /// durable ones beside the history (a file and an http output).
-    durable: bool,
+    /// Where saltsight's records go.
+    outputs: Outputs,
+}
+
+/// Where saltsight's records go in a run (`--outputs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outputs {
+    /// saltsight's defaults: records to stdout (into a file), the history.
+    Default,
+    /// A file output and an http output to a local sink, beside the history.
+    Durable,
+    /// None at all, and no history: what reading, decoding and the stages
+    /// cost alone (`run --output none`, `[history] enabled = false`).
+    None,
 }
 
 fn options() -> anyhow::Result<Option<Options>> {
@@ -108,7 +121,7 @@ fn options() -> anyhow::Result<Option<Options>> {
         json: None,
         attach: None,
         saltsight: PathBuf::from(env!("CARGO_BIN_EXE_saltsight")),
-        durable: false,
+        outputs: Outputs::Default,
     };
     let mut args = args.into_iter();
     while let Some(flag) = args.next() {
@@ -139,10 +152,11 @@ fn options() -> anyhow::Result<Option<Options>> {
             "--attach" => o.attach = Some(value),
             "--saltsight" => o.saltsight = value.into(),
             "--outputs" => {
-                o.durable = match value.as_str() {
-                    "default" => false,
-                    "durable" => true,
-                    _ => bail!("--outputs takes default or durable"),
+                o.outputs = match value.as_str() {
+                    "default" => Outputs::Default,
+                    "durable" => Outputs::Durable,
+                    "none" => Outputs::None,
+                    _ => bail!("--outputs takes default, durable or none"),
                 }
             }
             _ => bail!("unknown option {flag}"),
@@ -412,23 +426,22 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
             lab.master_config().display().to_string(),
             dir.path().join("spool").display().to_string(),
             dir.path().join("state").display().to_string(),
-            if options.durable {
-                format!(
+            match options.outputs {
+                Outputs::Durable => format!(
                     "[[output]]\ntype = \"file\"\npath = {:?}\nmax_bytes = 100000000000\n\
                      [[output]]\ntype = \"http\"\nname = \"sink\"\nurl = {:?}\n",
                     records.display().to_string(),
                     sink.url,
-                )
-            } else {
-                String::new()
+                ),
+                Outputs::None => "[history]\nenabled = false\n".into(),
+                Outputs::Default => String::new(),
             },
         ),
     )?;
     // The defaults write records to stdout (JSON lines, not a terminal).
-    let stdout = if options.durable {
-        Stdio::null()
-    } else {
-        Stdio::from(std::fs::File::create(&records)?)
+    let stdout = match options.outputs {
+        Outputs::Default => Stdio::from(std::fs::File::create(&records)?),
+        Outputs::Durable | Outputs::None => Stdio::null(),
     };
     let log = std::fs::File::create(dir.path().join("saltsight.log"))?;
     let mut agent = Proc {
@@ -436,6 +449,10 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
             .arg("--config")
             .arg(&config)
             .args(["run", "--allow-root"])
+            .args(match options.outputs {
+                Outputs::None => &["--output", "none"][..],
+                Outputs::Default | Outputs::Durable => &[],
+            })
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(log)
@@ -521,6 +538,8 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     let started = Instant::now();
     let events = options.events;
     let end = end_jid.clone();
+    // What the generator wrote, once it has written it all.
+    let (written_tx, written) = mpsc::channel::<u64>();
     let generator = std::thread::spawn(move || -> anyhow::Result<(u64, u64, String)> {
         let mut traffic = Traffic::new(mix);
         let mut out = std::io::BufWriter::with_capacity(256 * 1024, pull);
@@ -545,6 +564,7 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
         }
         sent += frames.len() as u64;
         out.flush()?;
+        let _ = written_tx.send(sent);
         Ok((sent, bytes, last_jid))
     });
 
@@ -553,10 +573,29 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     let mut tail = Tail::new(&records);
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut generated = None;
+    // With no outputs, the end is in the agent's count of job events, asked
+    // for only once the generator is done and then every 50 ms (a scrape
+    // costs the agent CPU too).
+    let (mut all_written, mut asked) = (None, Instant::now());
+    let end_line = format!("\"jid\":\"{end_jid}\"");
     while agent_done.is_none() || subscribers.iter().any(|s| s.done.is_none()) {
         std::thread::sleep(Duration::from_millis(10));
-        let end_line = format!("\"jid\":\"{end_jid}\"");
-        if agent_done.is_none() && tail.find(|l| l.contains(&end_line))? {
+        if all_written.is_none() {
+            all_written = written.try_recv().ok();
+        }
+        let has_end = agent_done.is_none()
+            && match options.outputs {
+                Outputs::None => match all_written {
+                    Some(all) if asked.elapsed() >= Duration::from_millis(50) => {
+                        asked = Instant::now();
+                        let now = scrape(metrics)?;
+                        job_events(&now) - job_events(&before) >= all as f64
+                    }
+                    _ => false,
+                },
+                Outputs::Default | Outputs::Durable => tail.find(|l| l.contains(&end_line))?,
+            };
+        if has_end {
             agent_done = Some(
                 Usage::of(agent.pid())
                     .unwrap_or_default()
@@ -608,12 +647,6 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
 
     let after = scrape(metrics)?;
     let count = |m: &str, series: &str| sample(m, series);
-    let job_events = |m: &str| {
-        ["job_new", "job_publish", "job_return"]
-            .iter()
-            .map(|c| count(m, &format!("saltsight_events_total{{class=\"{c}\"}}")))
-            .sum::<f64>()
-    };
     let agent_received = (job_events(&after) - job_events(&before)) as u64;
     let mut figures = AgentFigures {
         dropped: sum(&after, "saltsight_events_dropped_total{"),
@@ -631,7 +664,9 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     // Idle: once the last job's verdicts are out and its batch sealed.
     let settle = Instant::now() + Duration::from_secs(60);
     let last = format!("\"jid\":\"{last_jid}\"");
-    while !tail.find(|l| l.starts_with("{\"kind\":\"job_completed\"") && l.contains(&last))? {
+    while options.outputs != Outputs::None
+        && !tail.find(|l| l.starts_with("{\"kind\":\"job_completed\"") && l.contains(&last))?
+    {
         if Instant::now() > settle {
             break;
         }
@@ -787,6 +822,19 @@ fn scrape(addr: std::net::SocketAddr) -> anyhow::Result<String> {
 }
 
 /// The value of the series named exactly `series`.
+/// The job events (new, publish, return) an exposition counts.
+fn job_events(exposition: &str) -> f64 {
+    ["job_new", "job_publish", "job_return"]
+        .iter()
+        .map(|c| {
+            sample(
+                exposition,
+                &format!("saltsight_events_total{{class=\"{c}\"}}"),
+            )
+        })
+        .sum()
+}
+
 fn sample(exposition: &str, series: &str) -> f64 {
     exposition
         .lines()
