@@ -538,8 +538,6 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     let started = Instant::now();
     let events = options.events;
     let end = end_jid.clone();
-    // What the generator wrote, once it has written it all.
-    let (written_tx, written) = mpsc::channel::<u64>();
     let generator = std::thread::spawn(move || -> anyhow::Result<(u64, u64, String)> {
         let mut traffic = Traffic::new(mix);
         let mut out = std::io::BufWriter::with_capacity(256 * 1024, pull);
@@ -564,32 +562,34 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
         }
         sent += frames.len() as u64;
         out.flush()?;
-        let _ = written_tx.send(sent);
         Ok((sent, bytes, last_jid))
     });
+    let mut generator = Some(generator);
 
     // Each subscriber measured when it has the end.
     let mut agent_done: Option<Usage> = None;
     let mut tail = Tail::new(&records);
     let deadline = Instant::now() + Duration::from_secs(600);
-    let mut generated = None;
+    // When the generator was done, and what it wrote.
+    let (mut generated, mut written) = (None, None);
     // With no outputs, the end is in the agent's count of job events, asked
     // for only once the generator is done and then every 50 ms (a scrape
     // costs the agent CPU too).
-    let (mut all_written, mut asked) = (None, Instant::now());
+    let mut asked = Instant::now();
     let end_line = format!("\"jid\":\"{end_jid}\"");
     while agent_done.is_none() || subscribers.iter().any(|s| s.done.is_none()) {
         std::thread::sleep(Duration::from_millis(10));
-        if all_written.is_none() {
-            all_written = written.try_recv().ok();
+        if let Some(done) = generator.take_if(|g| g.is_finished()) {
+            generated = Some(started.elapsed());
+            written = Some(joined(done));
         }
         let has_end = agent_done.is_none()
             && match options.outputs {
-                Outputs::None => match all_written {
-                    Some(all) if asked.elapsed() >= Duration::from_millis(50) => {
+                Outputs::None => match &written {
+                    Some(Ok((all, ..))) if asked.elapsed() >= Duration::from_millis(50) => {
                         asked = Instant::now();
                         let now = scrape(metrics)?;
-                        job_events(&now) - job_events(&before) >= all as f64
+                        job_events(&now) - job_events(&before) >= *all as f64
                     }
                     _ => false,
                 },
@@ -608,9 +608,6 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
         }
         for (s, start) in subscribers.iter_mut().zip(&starts) {
             s.poll(*start);
-        }
-        if generated.is_none() && generator.is_finished() {
-            generated = Some(started.elapsed());
         }
         if Instant::now() > deadline {
             // Whoever never had the end says what it had (SIGTERM).
@@ -641,9 +638,11 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     let master = Usage::of_group(master_pgid).since(master_start);
     let load_after = procfs::loadavg();
     let secs = generated.unwrap_or_else(|| started.elapsed()).as_secs_f64();
-    let (sent, bytes, last_jid) = generator
-        .join()
-        .map_err(|_| anyhow::anyhow!("the generator panicked"))??;
+    let (sent, bytes, last_jid) = match (written, generator) {
+        (Some(written), _) => written?,
+        (None, Some(generator)) => joined(generator)?,
+        (None, None) => unreachable!("the generator is joined once"),
+    };
 
     let after = scrape(metrics)?;
     let count = |m: &str, series: &str| sample(m, series);
@@ -821,7 +820,15 @@ fn scrape(addr: std::net::SocketAddr) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// The value of the series named exactly `series`.
+/// What the generator thread wrote: events, bytes, the last job's jid.
+fn joined(
+    generator: std::thread::JoinHandle<anyhow::Result<(u64, u64, String)>>,
+) -> anyhow::Result<(u64, u64, String)> {
+    generator
+        .join()
+        .map_err(|_| anyhow::anyhow!("the generator panicked"))?
+}
+
 /// The job events (new, publish, return) an exposition counts.
 fn job_events(exposition: &str) -> f64 {
     ["job_new", "job_publish", "job_return"]
@@ -835,6 +842,7 @@ fn job_events(exposition: &str) -> f64 {
         .sum()
 }
 
+/// The value of the series named exactly `series`.
 fn sample(exposition: &str, series: &str) -> f64 {
     exposition
         .lines()
