@@ -576,7 +576,12 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     // for only once the generator is done and then every 50 ms (a scrape
     // costs the agent CPU too).
     let mut asked = Instant::now();
+    // With outputs, the end is a record of the end job's return, as the
+    // Python subscribers end at that return: its `job_published` comes from
+    // the `new` event before it, and taken as the end it could leave the
+    // return uncounted at the scrape.
     let end_line = format!("\"jid\":\"{end_jid}\"");
+    let is_end = |l: &str| l.contains(&end_line) && !l.starts_with("{\"kind\":\"job_published\"");
     while agent_done.is_none() || subscribers.iter().any(|s| s.done.is_none()) {
         std::thread::sleep(Duration::from_millis(10));
         if let Some(done) = generator.take_if(|g| g.is_finished()) {
@@ -593,7 +598,7 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
                     }
                     _ => false,
                 },
-                Outputs::Default | Outputs::Durable => tail.find(|l| l.contains(&end_line))?,
+                Outputs::Default | Outputs::Durable => tail.find(is_end)?,
             };
         if has_end {
             agent_done = Some(
