@@ -20,7 +20,8 @@
 //!    or its TCP port) the way `fire_event` does, as fast as the master takes
 //!    them, then one last job whose return marks the end;
 //! 4. takes each subscriber's CPU time and context switches from /proc when it
-//!    has the end (saltsight: when the end job's record is in its file), so
+//!    has the end (saltsight: when a record of the end job's return is in its
+//!    file; with no outputs, when its count of job events has them all), so
 //!    each is measured over the same traffic;
 //! 5. reads saltsight's counters from /metrics (events, drops, gaps,
 //!    reconnects), its peak RSS, then, once it has settled (no wake-up for
@@ -46,12 +47,12 @@
 //! `'strace -c -f -o /tmp/{run}.txt -p {pid}'`; it costs saltsight CPU, so not
 //! with figures that count), `--saltsight PATH` (another build, for A/B),
 //! `--outputs default|durable|none` (default: saltsight's own defaults). It
-//! prints one
-//! line per run and a table of medians (min–max) at the end, a row group per
-//! ipc mode, mix and the bare reader's mode (`waking` or `quiet`: over tcp it
-//! runs in one of two, see [`BARE_WAKING_SWITCHES`]); the README's figures
-//! are that table. Everything it starts is stopped by pid, and it
-//! stops by itself: every wait has a deadline.
+//! prints one line per run and a table of medians (min–max) at the end, a
+//! row group per ipc mode, mix and the bare reader's mode (`waking` or
+//! `quiet`: it runs in one of two, see [`BARE_WAKING_SWITCHES`]). The
+//! README's table is its lines, one round each; docs/performance.md keeps
+//! the earlier figures. Everything it starts is stopped by pid, and it stops
+//! by itself: every wait has a deadline.
 
 mod procfs;
 mod sink;
