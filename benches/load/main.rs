@@ -49,7 +49,7 @@
 //! `--outputs default|durable|none` (default: saltsight's own defaults). It
 //! prints one line per run and a table of medians (min–max) at the end, a
 //! row group per ipc mode, mix and the bare reader's mode (`waking` or
-//! `quiet`: it runs in one of two, see [`BARE_WAKING_SWITCHES`]). The
+//! `quiet`: over tcp it runs in one of two, see [`BARE_WAKING_SWITCHES`]). The
 //! README's table is its lines, one round each; docs/performance.md keeps
 //! the earlier figures. Everything it starts is stopped by pid, and it stops
 //! by itself: every wait has a deadline.
