@@ -14,13 +14,6 @@ use crate::record::Record;
 /// `type = "stdout"`.
 pub struct Stdout;
 
-/// What stdout holds before it writes, when it is not flushed at each read:
-/// a replay, which hands on a captured read of an event or two at a time.
-/// The kernel takes a file's bytes in 64 KiB writes for a third of the CPU
-/// it spends on std's 8 KiB ones. Live, each read's lines are written at
-/// once, as one write.
-const WRITE_BYTES: usize = 64 * 1024;
-
 pub use super::output::StdoutFormat;
 
 /// No keys besides `type` and `name`.
@@ -53,7 +46,12 @@ impl OutputKind for Stdout {
             .unwrap_or_else(|| Box::new(std::io::sink()));
         Ok(Box::new(StdoutOutput {
             name: name.to_owned(),
-            out: BufWriter::with_capacity(WRITE_BYTES, out),
+            // Held up to the size the outputs write in (not std's 8 KiB) when
+            // not flushed at each read: a replay hands on an event at a time,
+            // and the kernel takes a file's bytes in 64 KiB writes for a
+            // third of the CPU it spends on 8 KiB ones. Live, each read's
+            // lines are one write.
+            out: BufWriter::with_capacity(super::WRITE_EVERY_BYTES, out),
             lines: Vec::new(),
             flush_each: context.flush_each,
             format: context.stdout_format,
