@@ -16,6 +16,10 @@ pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 pub const DEFAULT_LATE_WINDOW: Duration = Duration::from_secs(3600);
+/// Salt before 3008.2: how long after a sub-batch's returns the next one of
+/// the same batch may come (Salt's CLI sends it at once, or after its
+/// `--batch-wait`).
+pub const DEFAULT_BATCH_GAP: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_JOBS: usize = 10_000;
 pub const DEFAULT_MAX_EXPECTED: usize = 1_000_000;
 /// Minions followed one by one (missing streaks; the fleet a rollout is measured against).

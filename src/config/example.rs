@@ -70,6 +70,10 @@ max_expected = {DEFAULT_MAX_EXPECTED}
 max_minions = {DEFAULT_MAX_MINIONS}
 # How long a job with missing minions waits for late returns (late_return).
 late_window = "{}s"
+# Salt before 3008.2 gives each sub-batch of a `salt -b` run a jid of its own:
+# a sub-batch whose minions all returned is held open this long for the
+# batch's next one (raise it above your --batch-wait).
+batch_gap = "{}s"
 
 # Users whose jobs come through salt-api: their jobs are `run_kind = "api"`.
 # api_users = ["saltapi"]
@@ -375,6 +379,7 @@ format = "text"
         DEFAULT_STALL_TIMEOUT.as_secs(),
         DEFAULT_DEADLINE.as_secs(),
         DEFAULT_LATE_WINDOW.as_secs(),
+        DEFAULT_BATCH_GAP.as_secs(),
         DEFAULT_COMMENT_MAX_BYTES,
         DEFAULT_EXAMPLE_MINIONS,
         DEFAULT_GIT_TIMEOUT.as_secs(),

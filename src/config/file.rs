@@ -118,6 +118,8 @@ pub struct JobsSection {
     pub max_minions: Option<u64>,
     /// How long a job with missing minions waits for late returns.
     pub late_window: Option<String>,
+    /// Salt before 3008.2: how long a batch's next sub-batch may take.
+    pub batch_gap: Option<String>,
     /// Users whose jobs come through salt-api (`run_kind: api`).
     pub api_users: Option<Vec<String>>,
 }

@@ -60,6 +60,7 @@ pub struct JobsConfig {
     pub max_expected: usize,
     pub max_minions: usize,
     pub late_window: Duration,
+    pub batch_gap: Duration,
     pub api_users: Vec<String>,
 }
 

@@ -342,6 +342,7 @@ fn resolve_jobs(file: &FileConfig, errors: &mut Vec<String>) -> JobsConfig {
         DEFAULT_DEADLINE,
     );
     let late_window = duration("late_window", j.late_window.as_ref(), DEFAULT_LATE_WINDOW);
+    let batch_gap = duration("batch_gap", j.batch_gap.as_ref(), DEFAULT_BATCH_GAP);
     let mut deadlines = Vec::new();
     for (pattern, text) in j.deadlines.iter().flatten() {
         let d = duration(
@@ -371,6 +372,7 @@ fn resolve_jobs(file: &FileConfig, errors: &mut Vec<String>) -> JobsConfig {
         max_expected,
         max_minions,
         late_window,
+        batch_gap,
         api_users: j.api_users.clone().unwrap_or_default(),
     }
 }

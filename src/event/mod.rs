@@ -6,6 +6,7 @@
 //! common case (3008 writes every string as str, and those are borrowed).
 
 pub mod args;
+pub mod batch;
 pub mod changes;
 pub mod cursor;
 pub mod json;
@@ -52,6 +53,8 @@ pub enum Body<'a> {
     RunReturn(RunJob<'a>),
     /// `salt/run/<jid>/args`: an orchestration step about to publish a job.
     RunArgs(RunArgs<'a>),
+    /// `salt/batch/<jid>/{new,progress,complete,halted}` (3008.2+).
+    Batch(batch::BatchEvent<'a>),
     /// `salt/minion/<id>/start` or `minion_start`.
     MinionStart(MinionStart<'a>),
     /// `salt/auth`.
@@ -64,6 +67,32 @@ pub enum Body<'a> {
     Beacon(Beacon<'a>),
     /// Any other tag; the tag and raw data are on the [`Event`].
     Other,
+}
+
+impl<'a> Event<'a> {
+    /// The job a return, a progress event or a `publish` belongs to.
+    pub fn job_jid(&self) -> Option<&str> {
+        match &self.body {
+            Body::JobReturn(r) => Some(r.jid.as_str()),
+            Body::JobProgress(p) => Some(p.jid.as_str()),
+            Body::JobPublish(p) => Some(p.jid.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The same event, of job `jid` (a sub-batch Salt gave a jid of its own,
+    /// read as its batch's).
+    pub fn of_job(&self, jid: &str) -> Event<'a> {
+        let mut event = self.clone();
+        let owned = || Text(std::borrow::Cow::Owned(jid.to_owned()));
+        match &mut event.body {
+            Body::JobReturn(r) => r.jid = owned(),
+            Body::JobProgress(p) => p.jid = owned(),
+            Body::JobPublish(p) => p.jid = owned(),
+            _ => {}
+        }
+        event
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -312,8 +341,8 @@ pub fn decode(frame: &[u8]) -> Result<Event<'_>, DecodeError> {
         tag: tag.to_owned(),
     })?;
     let stamp = fields.stamp.as_ref().and_then(|s| Stamp::parse(s.as_str()));
-    let malformed_field = fields.malformed;
-    let body = build_body(tag, &parsed, fields)?;
+    let mut malformed_field = fields.malformed;
+    let body = build_body(tag, &parsed, fields, &mut malformed_field)?;
     Ok(Event {
         tag,
         class: parsed.class,
@@ -328,6 +357,7 @@ fn build_body<'a>(
     tag: &'a str,
     parsed: &tag::ParsedTag<'a>,
     f: Fields<'a>,
+    malformed: &mut Option<&'static str>,
 ) -> Result<Body<'a>, DecodeError> {
     let missing = |field| DecodeError::MissingField {
         tag: tag.to_owned(),
@@ -408,6 +438,32 @@ fn build_body<'a>(
             jid: jid()?,
             tgt: f.tgt,
         }),
+        TagClass::Batch => {
+            let state = f
+                .batch_state
+                .map(|raw| batch::StateFields::read(raw.0))
+                .unwrap_or_default();
+            if malformed.is_none() {
+                *malformed = state.malformed;
+            }
+            Body::Batch(batch::BatchEvent {
+                jid: jid()?,
+                step: parsed
+                    .detail
+                    .and_then(batch::BatchStep::of)
+                    .unwrap_or_default(),
+                fun: f.fun,
+                tgt: f.tgt,
+                tgt_type: f.tgt_type,
+                user: f.user,
+                minions: state.minions,
+                size: state.size.or(f.batch_size.map(|Int(n)| n)),
+                total: f.total_minions.map(|Int(n)| n),
+                halted: state.halted,
+                halted_reason: state.halted_reason.or(f.reason),
+                abandoned: f.abandoned_pending,
+            })
+        }
         TagClass::MinionStart => {
             let minion = match parsed.minion {
                 Some(id) => Text::borrowed(id),

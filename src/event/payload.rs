@@ -190,6 +190,14 @@ pub struct Fields<'a> {
     pub lost: Option<TextList<'a>>,
     /// The nested `data` of minion events (`prog`, `minion_start`).
     pub inner_data: Option<Raw<'a>>,
+    /// A batch event's `state` (`salt/batch/...`), read by `batch`.
+    pub batch_state: Option<Raw<'a>>,
+    /// A batch the master runs (`salt --async -b`): its size, how many it
+    /// runs on, why it halted and whom it never sent to.
+    pub batch_size: Option<Int>,
+    pub total_minions: Option<Int>,
+    pub reason: Option<Text<'a>>,
+    pub abandoned_pending: Option<TextList<'a>>,
     /// The first field whose value had an unexpected type, if any.
     pub malformed: Option<&'static str>,
     /// How many map keys were not strings (skipped).
@@ -257,6 +265,11 @@ impl<'a> Fields<'a> {
             b"new" => self.new = typed(raw, "new", m),
             b"lost" => self.lost = typed(raw, "lost", m),
             b"data" => self.inner_data = Some(Raw(raw)),
+            b"state" => self.batch_state = Some(Raw(raw)),
+            b"batch_size" => self.batch_size = typed(raw, "batch_size", m),
+            b"total_minions" => self.total_minions = typed(raw, "total_minions", m),
+            b"reason" => self.reason = typed(raw, "reason", m),
+            b"abandoned_pending" => self.abandoned_pending = typed(raw, "abandoned_pending", m),
             _ => return false,
         }
         true
@@ -304,7 +317,7 @@ impl<'a> FastField<'a> for Int {
 impl<'a> FastField<'a> for TextList<'a> {}
 
 /// Decodes one field; nil is "absent", a type mismatch is noted and left absent.
-fn typed<'a, T: FastField<'a>>(
+pub(super) fn typed<'a, T: FastField<'a>>(
     raw: &'a [u8],
     name: &'static str,
     malformed: &mut Option<&'static str>,

@@ -2,6 +2,7 @@
 //!
 //! Tags seen on real masters (../shared/captures): `salt/job/<jid>/{new,publish}`,
 //! `salt/job/<jid>/ret/<id>`, `salt/job/<jid>/prog/<id>/<n>`, `salt/run/<jid>/{new,ret,args}`,
+//! `salt/batch/<jid>/{new,progress,complete,halted}` (3008.2+),
 //! `salt/minion/<id>/start`, `minion_start`, `salt/auth`, `salt/key`, `key`,
 //! `salt/presence/{present,change}`, `salt/beacon/<id>/<name>/...`, `minion/refresh/<id>`,
 //! `resource/refresh/<id>`, and bare `<jid>` (3006/3007, data `{minions}`).
@@ -18,6 +19,9 @@ crate::label_set! {
         RunNew = "run_new",
         RunReturn = "run_return",
         RunArgs = "run_args",
+        /// `salt/batch/<jid>/{new,progress,complete,halted}`: a `salt -b` run
+        /// (3008.2+), its whole state in each.
+        Batch = "batch",
         MinionStart = "minion_start",
         Auth = "auth",
         Key = "key",
@@ -70,6 +74,18 @@ pub fn parse(tag: &str) -> ParsedTag<'_> {
                 ..ParsedTag::new(class)
             }
         }
+        ("salt", Some("batch")) => match (parts.next(), parts.next(), parts.next()) {
+            (Some(jid), Some(kind @ ("new" | "progress" | "complete" | "halted")), None)
+                if !jid.is_empty() =>
+            {
+                ParsedTag {
+                    jid: Some(jid),
+                    detail: Some(kind),
+                    ..ParsedTag::new(TagClass::Batch)
+                }
+            }
+            _ => ParsedTag::new(TagClass::Other),
+        },
         ("salt", Some("minion")) => match (parts.next(), parts.next(), parts.next()) {
             (Some(id), Some("start"), None) if !id.is_empty() => ParsedTag {
                 minion: Some(id),
@@ -261,6 +277,25 @@ mod tests {
                 None,
                 Some("web1"),
             ),
+            (
+                "salt/batch/20261207043319530601/progress",
+                TagClass::Batch,
+                Some("20261207043319530601"),
+                None,
+            ),
+            (
+                "salt/batch/20261207043319530601/complete",
+                TagClass::Batch,
+                Some("20261207043319530601"),
+                None,
+            ),
+            (
+                "salt/batch/20261207043319530601/stop",
+                TagClass::Other,
+                None,
+                None,
+            ),
+            ("salt/batch//new", TagClass::Other, None, None),
             ("minion/refresh/web1", TagClass::Other, None, None),
             ("resource/refresh/db1", TagClass::Other, None, None),
             ("salt/job//new", TagClass::Other, None, None),

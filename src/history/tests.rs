@@ -101,6 +101,7 @@ fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
                 deadline: Stamp((t + 60) * S),
                 context: Default::default(),
                 commits: BTreeMap::new(),
+                batch: None,
             })),
         ),
         ret("a", true),
@@ -144,6 +145,7 @@ fn a_job(f: &RecordFactory, jid: &str, t: i64) -> Vec<Record> {
                 evicted: false,
                 during_master_pressure: None,
                 context: Default::default(),
+                batch: None,
             }),
         ),
     ]

@@ -18,6 +18,9 @@ pub struct TrackerConfig {
     /// How long a closed job with missing minions waits for late returns.
     pub late_window: Duration,
     pub restart_grace: Duration,
+    /// Salt before 3008.2: how long after a sub-batch's returns the next
+    /// sub-batch of a batch may come.
+    pub batch_gap: Duration,
     /// Users whose jobs came through salt-api (`run_kind: api`).
     pub api_users: Vec<String>,
 }
@@ -31,6 +34,7 @@ impl From<&crate::config::JobsConfig> for TrackerConfig {
             max_expected: c.max_expected,
             max_minions: c.max_minions,
             late_window: c.late_window,
+            batch_gap: c.batch_gap,
             api_users: c.api_users.clone(),
             ..Self::default()
         }
@@ -48,6 +52,7 @@ impl Default for TrackerConfig {
             max_minions: defaults::DEFAULT_MAX_MINIONS,
             late_window: defaults::DEFAULT_LATE_WINDOW,
             restart_grace: defaults::DEFAULT_RESTART_GRACE,
+            batch_gap: defaults::DEFAULT_BATCH_GAP,
             api_users: Vec::new(),
         }
     }
@@ -68,6 +73,12 @@ crate::counts! {
             "Returns of salt-call runs on a minion (no new event): each a job of its own";
         counter duplicate_returns = "saltsight_duplicate_returns",
             "A minion's second return to the same job";
+        counter unplaced_returns = "saltsight_unplaced_returns",
+            "Returns saltsight could not count in their job (a minion the job did not target, or a job closed without waiting for it): each is a minion_return record all the same";
+        counter batch_events = "saltsight_batch_events",
+            "salt/batch/<jid>/... events read (Salt 3008.2+ batches)";
+        counter batch_sub_batches = "saltsight_batch_sub_batches",
+            "Sub-batches of salt -b runs seen published, each counted in its batch's one job";
         counter evicted_jobs = "saltsight_jobs_evicted",
             "Jobs dropped before their deadline to respect jobs.max_jobs / max_expected";
         internal restarts_ignored_after_gap;

@@ -34,6 +34,23 @@ pub enum MinionState {
     /// Not connected when the job was published: judged `not_connected` at
     /// once (a publish reaches only connected minions), not waited for.
     NotConnected,
+    /// Targeted by a `salt -b` batch whose sub-batch for it has not been
+    /// sent yet: not waited for until it is.
+    Queued,
+    /// Never sent by its batch: it did not answer the batch's `test.ping`
+    /// (judged `not_sent` when the batch is known), or the batch ended first.
+    NotSent,
+}
+
+impl MinionState {
+    /// Sent the job, nothing known yet.
+    pub const fn pending() -> Self {
+        MinionState::Pending {
+            restarted: false,
+            evidence: Evidence::Nothing,
+            asked_at: None,
+        }
+    }
 }
 
 /// A reason, the fact that decided it, when presence saw the minion go, and
@@ -73,8 +90,12 @@ pub fn verdict(
         asked_at,
     } = state
     else {
-        if state == MinionState::NotConnected {
-            return Verdict::new(R::NotConnected, E::PresenceAbsent);
+        match state {
+            MinionState::NotConnected => return Verdict::new(R::NotConnected, E::PresenceAbsent),
+            MinionState::Queued | MinionState::NotSent => {
+                return Verdict::new(R::NotSent, E::BatchEnded);
+            }
+            _ => {}
         }
         return if overlaps_gap {
             Verdict::new(R::UnknownGap, E::BusGap)

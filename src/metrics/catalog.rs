@@ -536,6 +536,7 @@ mod tests {
                 ..Default::default()
             }
             .into(),
+            batch: None,
         };
         crate::record::RecordFactory::new("m").make(
             crate::time::Stamp(0),

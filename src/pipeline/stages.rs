@@ -207,6 +207,16 @@ impl Stages {
     /// One event, at event time `now`: its records, in order, onto `out` (a
     /// caller's vector, kept from event to event).
     pub fn on_event(&mut self, event: &Event<'_>, now: Stamp, out: &mut Vec<Record>) {
+        // A sub-batch Salt gave a jid of its own (before 3008.2) is its
+        // batch's job: every stage takes its events as the batch's.
+        let renamed;
+        let event = match event.job_jid().and_then(|jid| self.tracker.batch_of(jid)) {
+            Some(batch) => {
+                renamed = event.of_job(&batch.clone());
+                &renamed
+            }
+            None => event,
+        };
         // Verdicts due before this event first, on event time, live as in replay.
         self.advance_onto(now, out);
         let at = event.stamp.unwrap_or(now);
@@ -305,6 +315,8 @@ impl Stages {
     /// verdict is `unknown_gap`.
     pub fn on_unreadable_return(&mut self, jid: &str, minion: &str, at: Stamp) -> Vec<Record> {
         let mut out = Vec::new();
+        let batch = self.tracker.batch_of(jid).cloned();
+        let jid = batch.as_deref().unwrap_or(jid);
         self.synced_tracker()
             .on_unreadable_return(jid, minion, at, &mut out);
         self.after_tracker(0, None, &mut out);

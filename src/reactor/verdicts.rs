@@ -427,6 +427,7 @@ mod tests {
                 deadline: Stamp(60 * S),
                 context: context.clone().into(),
                 commits: BTreeMap::new(),
+                batch: None,
             })),
         )];
         for minion in failed {

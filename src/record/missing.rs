@@ -17,6 +17,9 @@ crate::label_set! {
         NoResponse = "no_response",
         /// The job's life overlaps a bus gap: saltsight cannot know.
         UnknownGap = "unknown_gap",
+        /// Targeted by a `salt -b` batch that never sent it the job: it did not
+        /// answer the batch's `test.ping`, or the batch ended before its turn.
+        NotSent = "not_sent",
     }
 }
 
@@ -46,5 +49,13 @@ crate::label_set! {
         ConnectedSilent = "connected_silent",
         /// Nothing at all: no return, no answer, no presence to tell.
         Nothing = "nothing",
+        /// It did not answer the `test.ping` a batch starts with (Salt: "did
+        /// not respond. No job will be sent.").
+        BatchPingUnanswered = "batch_ping_unanswered",
+        /// The batch halted (`--failhard`, `salt-run batch.stop`) before its turn.
+        BatchHalted = "batch_halted",
+        /// The batch ended, or stopped sending until saltsight's deadline,
+        /// before its turn.
+        BatchEnded = "batch_ended",
     }
 }

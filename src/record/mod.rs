@@ -3,6 +3,7 @@
 //! at-least-once delivery collapse upstream. [`redact`] is the gate every record
 //! passes before any output.
 
+pub mod batch;
 pub mod drift;
 pub mod episodes;
 mod ids;
@@ -14,6 +15,7 @@ pub mod redact;
 pub mod shared;
 pub mod text;
 pub mod trace;
+pub use batch::{BatchEnd, BatchInfo};
 pub use drift::{ChangeKind, Drift, DriftedState, NonIdempotent, SettleStatus};
 pub use ids::{RecordFactory, RecordId, stable_hash};
 pub use missing::{MissingEvidence, MissingReason};
@@ -201,6 +203,9 @@ pub struct JobPublished {
     /// HEAD of each watched git checkout when the job was published.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub commits: std::collections::BTreeMap<String, String>,
+    /// A `salt -b` run: what was known of the batch when it began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchInfo>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -309,6 +314,9 @@ pub struct JobCompleted {
     /// Ran (in part) while the master was saturated: that `master_pressure`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub during_master_pressure: Option<String>,
+    /// A `salt -b` run: its sub-batches and how it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<Box<BatchInfo>>,
     #[serde(flatten)]
     pub context: Shared<JobContext>,
 }

@@ -79,7 +79,7 @@ fn every_capture_replays_to_exactly_its_listed_events() {
         }
         checked += 1;
     }
-    assert_eq!(checked, 27, "captures checked");
+    assert_eq!(checked, 37, "captures checked");
 }
 
 #[test]

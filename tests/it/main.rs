@@ -2,6 +2,7 @@
 //! and saltsight against a real Salt master (see `support::lab`).
 
 mod alerts;
+mod batches;
 mod captures;
 mod cli;
 mod clickhouse;

@@ -10,7 +10,7 @@ use foldhash::HashMap;
 use super::minions::JobMinions;
 use super::{ClosedJob, Job, JobClosed, JobTracker, millis_between};
 use crate::jobs::verdict::{MinionState, Verdict, verdict};
-use crate::record::{JobCompleted, MissingReason, Record, RecordBody};
+use crate::record::{BatchEnd, JobCompleted, MissingReason, Record, RecordBody};
 use crate::time::Stamp;
 
 /// Verdict records one call gives at most.
@@ -24,8 +24,9 @@ pub(super) struct Closing {
     evicted: bool,
     expected: usize,
     verdicts: Vec<(Box<str>, Verdict)>,
-    /// Minions judged `not_connected` at publish (their records are out).
-    judged_at_publish: Vec<Box<str>>,
+    /// Minions judged at publish, `not_connected` or `not_sent` (their
+    /// records are out).
+    judged_at_publish: Vec<(Box<str>, MissingReason)>,
     next: usize,
 }
 
@@ -41,15 +42,38 @@ impl JobTracker {
         evicted: bool,
         out: &mut Vec<Record>,
     ) {
-        let expected = job.minions.len();
+        let mut expected = job.minions.len();
         let (overlaps_gap, deadline) = (job.overlaps_gap, job.deadline);
         let presence = &self.presence;
         let mut judged_at_publish = Vec::new();
         let mut verdicts: Vec<(Box<str>, Verdict)> = Vec::new();
+        // A batch's minions still queued were never sent the job; an
+        // inferred batch with no second sub-batch was an ordinary job, and
+        // its queue is forgotten.
+        let unsent = Self::unsent_verdict(&job);
+        if let Some(batch) = job.batch.as_mut() {
+            if batch.info.ended.is_none() {
+                batch.info.ended = Some(if batch.queued > 0 {
+                    BatchEnd::Deadline
+                } else {
+                    BatchEnd::Complete
+                });
+            }
+        }
         // In name order: the verdicts come out sorted.
         for (minion, state) in job.minions.iter() {
             match state {
-                MinionState::NotConnected => judged_at_publish.push(minion.into()),
+                MinionState::NotConnected => {
+                    judged_at_publish.push((minion.into(), MissingReason::NotConnected))
+                }
+                MinionState::NotSent => {
+                    judged_at_publish.push((minion.into(), MissingReason::NotSent))
+                }
+                MinionState::Queued => match unsent {
+                    Some(verdict) if !evicted => verdicts.push((minion.into(), verdict)),
+                    Some(_) => {}
+                    None => expected -= 1,
+                },
                 MinionState::Pending { .. } | MinionState::Unreadable if !evicted => {
                     let connection = presence.connection(minion, job.published_at, at);
                     let verdict = Verdict {
@@ -62,6 +86,23 @@ impl JobTracker {
             }
         }
         job.minions = JobMinions::default();
+        if unsent.is_none() && job.batch.as_ref().is_some_and(|b| !b.from_events) {
+            job.batch = None;
+        }
+        if let Some(batch) = job.batch.as_mut() {
+            batch.queued = 0;
+            batch.info.unsent = u32::try_from(
+                verdicts
+                    .iter()
+                    .filter(|(_, v)| v.reason == MissingReason::NotSent)
+                    .count()
+                    + judged_at_publish
+                        .iter()
+                        .filter(|(_, r)| *r == MissingReason::NotSent)
+                        .count(),
+            )
+            .unwrap_or(u32::MAX);
+        }
         self.expected_total -= job.pending;
         for (_, verdict) in &verdicts {
             *job.missing.entry(verdict.reason).or_default() += 1;
@@ -143,6 +184,7 @@ impl JobTracker {
             evicted,
             during_master_pressure: None,
             context: std::mem::take(&mut job.context),
+            batch: job.batch.take().map(|b| Box::new(b.info)),
         };
         out.push(
             self.records
@@ -157,11 +199,7 @@ impl JobTracker {
         let missing: HashMap<Box<str>, MissingReason> = verdicts
             .into_iter()
             .map(|(minion, verdict)| (minion, verdict.reason))
-            .chain(
-                judged_at_publish
-                    .into_iter()
-                    .map(|minion| (minion, MissingReason::NotConnected)),
-            )
+            .chain(judged_at_publish)
             .collect();
         self.closed_missing += missing.len();
         // Kept for the late window even with nothing missing: a repeated `new`

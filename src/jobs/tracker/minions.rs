@@ -33,6 +33,9 @@ const NOT_CONNECTED: u8 = 3;
 const RESTARTED: u8 = 0b100;
 /// A pending minion's evidence, two bits from here.
 const EVIDENCE_SHIFT: u8 = 3;
+/// With `PENDING`: queued by a batch, not sent yet; with `NOT_CONNECTED`:
+/// never sent by its batch.
+const BATCH: u8 = 0b10_0000;
 /// Lists of expected minions a new job's is compared with: the last made.
 const SHARED_LISTS: usize = 16;
 
@@ -196,6 +199,42 @@ impl JobMinions {
         }
     }
 
+    /// Adds the minions it does not expect yet, each in `state` (a batch's
+    /// sub-batch naming minions the batch did not announce); says how many.
+    /// The list is made again, so this is for the rare case, not per return.
+    pub fn add<'a>(
+        &mut self,
+        lists: &mut SharedLists,
+        names: impl IntoIterator<Item = &'a str>,
+        state: MinionState,
+    ) -> usize {
+        let new: Vec<&str> = sorted(names)
+            .into_iter()
+            .filter(|name| !self.contains(name))
+            .collect();
+        if new.is_empty() {
+            return 0;
+        }
+        let old: Vec<(String, MinionState)> = self
+            .iter()
+            .map(|(name, state)| (name.to_owned(), state))
+            .collect();
+        let all = sorted(
+            old.iter()
+                .map(|(name, _)| name.as_str())
+                .chain(new.iter().copied()),
+        );
+        let mut grown = JobMinions::of(lists.share(&all));
+        for (name, state) in &old {
+            grown.update(name, |s| *s = *state);
+        }
+        for name in &new {
+            grown.update(name, |s| *s = state);
+        }
+        *self = grown;
+        new.len()
+    }
+
     /// Every minion with its state, in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, MinionState)> {
         (0..self.len()).map(|at| (self.name(at), self.state(at)))
@@ -224,11 +263,15 @@ fn pack(state: MinionState) -> (u8, Option<Stamp>) {
         MinionState::Returned => (RETURNED, None),
         MinionState::Unreadable => (UNREADABLE, None),
         MinionState::NotConnected => (NOT_CONNECTED, None),
+        MinionState::Queued => (PENDING | BATCH, None),
+        MinionState::NotSent => (NOT_CONNECTED | BATCH, None),
     }
 }
 
 fn unpack(byte: u8, asked_at: Option<Stamp>) -> MinionState {
     match byte & KIND {
+        PENDING if byte & BATCH != 0 => MinionState::Queued,
+        NOT_CONNECTED if byte & BATCH != 0 => MinionState::NotSent,
         PENDING => MinionState::Pending {
             restarted: byte & RESTARTED != 0,
             evidence: match byte >> EVIDENCE_SHIFT {
@@ -298,6 +341,8 @@ mod tests {
             MinionState::Returned,
             MinionState::Unreadable,
             MinionState::NotConnected,
+            MinionState::Queued,
+            MinionState::NotSent,
         ];
         for restarted in [false, true] {
             for evidence in [
@@ -377,6 +422,47 @@ mod tests {
         let read_back: BTreeMap<String, MinionState> =
             rmp_serde::from_slice(&written).expect("decodes");
         assert_eq!(read_back, before);
+    }
+
+    #[test]
+    fn minions_added_later_keep_every_state_and_find_their_place() {
+        let mut lists = SharedLists::default();
+        let mut minions = JobMinions::pending_shared(&mut lists, ["web-2", "db-1"]);
+        let asked = Some(Stamp(1_700_000_000_000_000));
+        let at = minions.position("web-2").expect("expected");
+        minions.set(
+            at,
+            MinionState::Pending {
+                restarted: true,
+                evidence: Evidence::StillRunning,
+                asked_at: asked,
+            },
+        );
+        minions.update("db-1", |s| *s = MinionState::Returned);
+        let added = minions.add(
+            &mut lists,
+            ["web-1", "db-1", "app-1", "web-1"],
+            MinionState::Queued,
+        );
+        assert_eq!(added, 2, "db-1 is there already, web-1 is one");
+        let order: Vec<(&str, MinionState)> = minions.iter().collect();
+        assert_eq!(
+            order,
+            [
+                ("app-1", MinionState::Queued),
+                ("db-1", MinionState::Returned),
+                ("web-1", MinionState::Queued),
+                (
+                    "web-2",
+                    MinionState::Pending {
+                        restarted: true,
+                        evidence: Evidence::StillRunning,
+                        asked_at: asked
+                    }
+                ),
+            ]
+        );
+        assert_eq!(minions.add(&mut lists, ["web-2"], MinionState::Queued), 0);
     }
 
     #[test]

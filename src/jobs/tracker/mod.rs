@@ -35,12 +35,12 @@ pub use super::settings::{TrackerConfig, TrackerStats};
 use super::streaks::Streaks;
 use super::verdict::{Evidence, MinionState, Verdict};
 use crate::config::glob::Glob;
-use crate::event::args::{first_arg, is_internal, raw_to_json, text_refs, texts, timeout_kwarg};
-use crate::event::{Body, Event, JobPublication, JobReturn, Raw, Text};
+use crate::event::args::{raw_to_json, timeout_kwarg};
+use crate::event::{Body, Event, JobReturn, Raw, Text};
 use crate::record::episodes::{EpisodeWindow, episode_during};
 use crate::record::{
-    BusGapRecord, JobCompleted, JobContext, JobPublished, MAX_LISTED_MINIONS, MinionMissing,
-    MissingEvidence, MissingReason, Record, RecordBody, RecordFactory, Shared,
+    BusGapRecord, JobCompleted, JobContext, MAX_LISTED_MINIONS, MinionMissing, MissingReason,
+    Record, RecordBody, RecordFactory, Shared,
 };
 use crate::time::Stamp;
 
@@ -61,6 +61,21 @@ struct Job {
     first_return: Option<Stamp>,
     last_return: Option<Stamp>,
     overlaps_gap: bool,
+    /// A `salt -b` run: its sub-batches, and who it has not sent to yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    batch: Option<Box<batch::BatchRun>>,
+}
+
+impl Job {
+    /// Nothing left to wait for: every minion sent the job has answered (or
+    /// been judged), and its batch, if any, has nobody queued or has ended.
+    fn done(&self) -> bool {
+        self.pending == 0
+            && self
+                .batch
+                .as_ref()
+                .is_none_or(|b| b.queued == 0 || b.info.ended.is_some())
+    }
 }
 
 /// A job the tracker completed (its `job_completed` of `revision` was emitted at
@@ -128,6 +143,15 @@ pub struct JobTracker {
     pressure: Vec<EpisodeWindow>,
     /// The return the last event was, as judged here.
     last_return: Option<ReturnSeen>,
+    /// The last event was a return kept as a record but not counted.
+    unplaced: bool,
+    /// Recent `test.ping` jobs, which a batch chooses its minions with.
+    pings: batch::Pings,
+    /// A sub-batch's own jid → its batch's (Salt before 3008.2).
+    sub_jids: crate::fifo::FifoMap<Arc<str>>,
+    /// The master fires the bare `<jid>` event (3006, 3007): its batches
+    /// give each sub-batch a jid of its own.
+    legacy_batches: bool,
     pub stats: std::sync::Arc<TrackerStats>,
 }
 
@@ -153,6 +177,7 @@ impl JobTracker {
         config
             .deadlines
             .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        let max_jobs = config.max_jobs;
         let deadline_globs = config
             .deadlines
             .iter()
@@ -181,6 +206,10 @@ impl JobTracker {
             closed_missing: 0,
             pressure: Vec::new(),
             last_return: None,
+            unplaced: false,
+            pings: batch::Pings::new(),
+            sub_jids: crate::fifo::FifoMap::new(max_jobs.max(1)),
+            legacy_batches: false,
             stats: std::sync::Arc::default(),
         }
     }
@@ -266,14 +295,19 @@ impl JobTracker {
         out: &mut Vec<Record>,
     ) {
         let start = out.len();
+        self.unplaced = false;
         self.take_event(event, now, commits, out);
-        self.last_return = out[start..].iter().rev().find_map(|r| match &r.body {
-            RecordBody::MinionReturn(m) | RecordBody::LateReturn(m) => Some(ReturnSeen {
-                succeeded: m.succeeded,
-                test: m.context.test,
-            }),
-            _ => None,
-        });
+        self.last_return = out[start..]
+            .iter()
+            .rev()
+            .filter(|_| !self.unplaced)
+            .find_map(|r| match &r.body {
+                RecordBody::MinionReturn(m) | RecordBody::LateReturn(m) => Some(ReturnSeen {
+                    succeeded: m.succeeded,
+                    test: m.context.test,
+                }),
+                _ => None,
+            });
         self.mark_pressure(&mut out[start..]);
         self.stats.open_jobs.set(self.open.len() as u64);
     }
@@ -350,127 +384,9 @@ impl JobTracker {
             }
             Body::RunArgs(r) => self.contexts.on_orchestration_step(r, at),
             Body::Presence(p) => self.on_presence(p, at),
+            Body::Batch(b) => self.on_batch(b, at, commits, out),
+            Body::JobMinions(_) => self.legacy_batches = true,
             _ => {}
-        }
-    }
-
-    fn on_new(
-        &mut self,
-        p: &JobPublication<'_>,
-        at: Stamp,
-        commits: &mut dyn FnMut(&str, Stamp) -> Commits,
-        out: &mut Vec<Record>,
-    ) {
-        let jid = p.jid.as_str();
-        let fun = p.fun.as_ref().map_or("", Text::as_str);
-        if is_internal(fun) {
-            self.stats.internal_jobs.inc();
-            if let Some(watched) = first_arg(p.arg) {
-                // Who is asked: an answer clears it, silence is evidence too.
-                if let Some(job) = self.open.get_mut(watched.as_str()) {
-                    for minion in text_refs(p.minions.as_ref()) {
-                        job.minions.update(minion, |state| {
-                            if let MinionState::Pending { asked_at, .. } = state {
-                                *asked_at = Some(at);
-                            }
-                        });
-                    }
-                }
-                self.remember_find_job(jid, watched, at);
-            }
-            return;
-        }
-        if self.open.contains_key(jid) || self.closed.contains_key(jid) {
-            return; // seen already (a repeated `new`)
-        }
-        let expected = text_refs(p.minions.as_ref());
-        let not_connected = text_refs(p.missing.as_ref());
-        // A job larger than the cap on its own is not tracked minion by minion (it
-        // would empty the tracker and still exceed the cap): published, then
-        // closed as evicted. A job expecting nobody needs no room.
-        let oversized = expected.len() > self.config.max_expected;
-        if !oversized && !expected.is_empty() {
-            self.make_room(expected.len(), at, out);
-        }
-        let deadline = at.plus(self.deadline_for(fun, p.arg));
-        let tgt = texts(p.tgt.as_ref());
-        let context = Shared::new(self.contexts.for_publication(p, &tgt, at));
-        self.stats.jobs_published.inc();
-        out.push(self.records.make(
-            at,
-            &[jid],
-            RecordBody::JobPublished(Box::new(JobPublished {
-                jid: jid.to_owned(),
-                fun: fun.to_owned(),
-                arg: raw_to_json(p.arg),
-                tgt: tgt.clone(),
-                tgt_type: p.tgt_type.as_ref().map(|t| t.as_str().to_owned()),
-                user: p.user.as_ref().map(|t| t.as_str().to_owned()),
-                expected: listed(&expected),
-                expected_count: u32::try_from(expected.len()).unwrap_or(u32::MAX),
-                not_connected: listed(&not_connected),
-                deadline,
-                context: context.clone(),
-                commits: commits(jid, at),
-            })),
-        ));
-        let minions = JobMinions::pending_shared(&mut self.lists, expected.iter().copied());
-        let mut job = Job {
-            fun: fun.into(),
-            tgt,
-            context,
-            published_at: at,
-            deadline,
-            pending: minions.len(),
-            minions,
-            returned: 0,
-            succeeded: 0,
-            failed: 0,
-            missing: BTreeMap::new(),
-            first_return: None,
-            last_return: None,
-            overlaps_gap: self.gap_open,
-        };
-        // Expected, but presence has it not connected now: the publish did
-        // not reach it, and nothing will come (its verdict is given now).
-        let absent: Vec<(Box<str>, Option<Stamp>)> = job
-            .minions
-            .iter()
-            .filter_map(|(m, _)| {
-                let since = self.presence.absent_now(m)?;
-                Some((Box::from(m), since))
-            })
-            .collect();
-        for (minion, since) in absent {
-            if let Some(position) = job.minions.position(&minion) {
-                job.minions.set(position, MinionState::NotConnected);
-            }
-            job.pending -= 1;
-            *job.missing.entry(MissingReason::NotConnected).or_default() += 1;
-            let verdict = Verdict {
-                disconnected_at: since,
-                ..Verdict::new(MissingReason::NotConnected, MissingEvidence::PresenceAbsent)
-            };
-            let record = self.missing_record(jid, &job, &minion, verdict, true);
-            out.push(record);
-        }
-        for &minion in not_connected.iter().filter(|&&m| !job.minions.contains(m)) {
-            *job.missing.entry(MissingReason::NotConnected).or_default() += 1;
-            let verdict = Verdict::new(
-                MissingReason::NotConnected,
-                MissingEvidence::NewEventMissing,
-            );
-            out.push(self.missing_record(jid, &job, minion, verdict, true));
-        }
-        self.expected_total += job.pending;
-        if oversized {
-            self.stats.evicted_jobs.inc();
-            self.close(jid.into(), job, at, true, out);
-        } else if job.pending == 0 {
-            self.close(jid.into(), job, at, false, out);
-        } else {
-            self.deadlines.insert(deadline, jid);
-            self.open.insert(jid.into(), job);
         }
     }
 
@@ -689,8 +605,10 @@ impl JobTracker {
     }
 }
 
+mod batch;
 mod closing;
 mod minions;
+mod publish;
 mod returns;
 mod runners;
 pub mod saved;

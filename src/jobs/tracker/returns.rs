@@ -81,16 +81,38 @@ impl JobTracker {
             let late = match position.map(|at| (at, job.minions.state(at))) {
                 Some((
                     position,
-                    state @ (MinionState::Pending { .. } | MinionState::NotConnected),
+                    state @ (MinionState::Pending { .. }
+                    | MinionState::NotConnected
+                    | MinionState::Queued
+                    | MinionState::NotSent),
                 )) => {
-                    let late = state == MinionState::NotConnected;
                     job.minions.set(position, MinionState::Returned);
-                    if late {
-                        take_back(&mut job.missing, MissingReason::NotConnected);
-                    } else {
-                        job.pending -= 1;
-                        self.expected_total -= 1;
-                    }
+                    let late = match state {
+                        MinionState::NotConnected => {
+                            take_back(&mut job.missing, MissingReason::NotConnected);
+                            true
+                        }
+                        MinionState::NotSent => {
+                            take_back(&mut job.missing, MissingReason::NotSent);
+                            if let Some(batch) = job.batch.as_mut() {
+                                batch.info.unsent = batch.info.unsent.saturating_sub(1);
+                            }
+                            true
+                        }
+                        // Its sub-batch's `new` was not seen: sent all the same.
+                        MinionState::Queued => {
+                            if let Some(batch) = job.batch.as_mut() {
+                                batch.queued = batch.queued.saturating_sub(1);
+                                batch.info.unsent = batch.info.unsent.saturating_sub(1);
+                            }
+                            false
+                        }
+                        _ => {
+                            job.pending -= 1;
+                            self.expected_total -= 1;
+                            false
+                        }
+                    };
                     job.returned += 1;
                     if succeeded {
                         job.succeeded += 1
@@ -105,7 +127,16 @@ impl JobTracker {
                     self.stats.duplicate_returns.inc();
                     return;
                 }
-                None => false, // not targeted: reported, not counted
+                None => {
+                    // Not targeted: reported, not counted.
+                    self.stats.unplaced_returns.inc();
+                    tracing::debug!(
+                        jid,
+                        minion,
+                        "A return from a minion its job did not target."
+                    );
+                    false
+                }
             };
             if late {
                 out.push(
@@ -114,22 +145,36 @@ impl JobTracker {
                 );
                 return;
             }
-            let done = job.pending == 0;
             out.push(
                 self.records
                     .make(at, &[jid, minion], RecordBody::MinionReturn(record)),
             );
-            if done {
+            if job.done() {
                 if let Some(job) = self.open.remove(jid) {
                     self.deadlines.remove(job.deadline, jid);
                     self.close(jid.into(), job, at, false, out);
                 }
+            } else if job.pending == 0 {
+                self.between_sub_batches(jid, at);
             }
             return;
         }
         if let Some(closed) = self.closed.get_mut(jid) {
             let Some(reason) = closed.missing.remove(minion) else {
-                self.stats.duplicate_returns.inc();
+                // Closed without waiting for it: a second return, or one
+                // from a minion it did not target. Kept as a record all
+                // the same, never dropped unsaid.
+                self.stats.unplaced_returns.inc();
+                self.unplaced = true;
+                tracing::debug!(
+                    jid,
+                    minion,
+                    "A return to a closed job that did not wait for it."
+                );
+                out.push(
+                    self.records
+                        .make(at, &[jid, minion], RecordBody::MinionReturn(record)),
+                );
                 return;
             };
             self.closed_missing -= 1;
@@ -199,11 +244,13 @@ impl JobTracker {
         job.pending -= 1;
         job.last_return = Some(at);
         self.expected_total -= 1;
-        if job.pending == 0 {
+        if job.done() {
             if let Some(job) = self.open.remove(jid) {
                 self.deadlines.remove(job.deadline, jid);
                 self.close(jid.into(), job, at, false, out);
             }
+        } else if job.pending == 0 {
+            self.between_sub_batches(jid, at);
         }
         self.stats.open_jobs.set(self.open.len() as u64);
     }

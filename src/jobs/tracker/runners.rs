@@ -51,6 +51,7 @@ impl JobTracker {
                     ..JobContext::default()
                 }),
                 commits: commits(jid, at),
+                batch: None,
             })),
         ));
     }
@@ -98,6 +99,7 @@ impl JobTracker {
                 evicted: false,
                 during_master_pressure: None,
                 context,
+                batch: None,
             }),
         ));
     }

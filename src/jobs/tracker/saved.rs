@@ -90,7 +90,13 @@ impl JobTracker {
         for (jid, job) in saved.open {
             self.deadlines.insert(job.deadline, &jid);
             self.expected_total += job.pending;
-            self.open.insert(jid.into(), job);
+            let jid: std::sync::Arc<str> = jid.into();
+            // A batch's sub-batches with jids of their own name it again.
+            for sub in job.batch.iter().flat_map(|b| &b.info.sub_jids) {
+                self.sub_jids
+                    .insert(sub.as_str(), std::sync::Arc::clone(&jid));
+            }
+            self.open.insert(jid, job);
         }
         self.closed.clear();
         self.closed_order = VecDeque::new();

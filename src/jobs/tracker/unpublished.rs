@@ -50,6 +50,7 @@ impl JobTracker {
             evicted: false,
             during_master_pressure: None,
             context: record.context.clone(),
+            batch: None,
         };
         out.push(
             self.records

@@ -106,6 +106,12 @@ impl<T: Scrub> Scrub for Option<T> {
     }
 }
 
+impl<T: Scrub> Scrub for Box<T> {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        (**self).scrub(r, fired);
+    }
+}
+
 impl<T: Scrub> Scrub for Vec<T> {
     fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
         for v in self {
@@ -189,8 +195,9 @@ impl Scrub for JobPublished {
             deadline: _,
             context,
             commits,
+            batch,
         } = self;
-        scrub_all!(r, fired; jid, fun, arg, tgt, tgt_type, user, expected, not_connected, context, commits);
+        scrub_all!(r, fired; jid, fun, arg, tgt, tgt_type, user, expected, not_connected, context, commits, batch);
     }
 }
 
@@ -253,9 +260,25 @@ impl Scrub for JobCompleted {
             revision: _,
             evicted: _,
             during_master_pressure,
+            batch,
             context,
         } = self;
-        scrub_all!(r, fired; jid, fun, tgt, during_master_pressure, context);
+        scrub_all!(r, fired; jid, fun, tgt, during_master_pressure, batch, context);
+    }
+}
+
+impl Scrub for crate::record::BatchInfo {
+    fn scrub(&mut self, r: &Inner, fired: &mut Fired) {
+        let crate::record::BatchInfo {
+            size: _,
+            sub_batches: _,
+            unsent: _,
+            sub_jids,
+            ping_jid,
+            ended: _,
+            halted_reason,
+        } = self;
+        scrub_all!(r, fired; sub_jids, ping_jid, halted_reason);
     }
 }
 

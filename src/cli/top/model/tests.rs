@@ -31,6 +31,7 @@ fn published(jid: &str, minions: &[&str]) -> RecordBody {
         deadline: at(8),
         context: Default::default(),
         commits: BTreeMap::new(),
+        batch: None,
     }))
 }
 
@@ -90,6 +91,7 @@ fn completed(jid: &str, returned: u32, failed: u32, missing: u32) -> RecordBody 
         evicted: false,
         during_master_pressure: None,
         context: Default::default(),
+        batch: None,
     })
 }
 
