@@ -84,6 +84,26 @@ impl Stamp {
     }
 
     /// The wall clock's time now.
+    /// The time a Salt jid was made (`%Y%m%d%H%M%S%f`, 20 digits), read as
+    /// UTC: the master's own clock, so only a rough bound.
+    pub fn of_jid(jid: &str) -> Option<Stamp> {
+        let d = jid.as_bytes();
+        if d.len() != 20 || !d.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let part = |r: std::ops::Range<usize>| &jid[r];
+        Stamp::parse(&format!(
+            "{}-{}-{}T{}:{}:{}.{}",
+            part(0..4),
+            part(4..6),
+            part(6..8),
+            part(8..10),
+            part(10..12),
+            part(12..14),
+            part(14..20)
+        ))
+    }
+
     pub fn now() -> Stamp {
         Stamp::from_system_time(SystemTime::now())
     }

@@ -27,6 +27,7 @@ pub struct JobArgs {
 }
 
 pub fn run(args: &JobArgs, config: &Config, out: &mut dyn Write) -> Result<Outcome, Failure> {
+    super::wait::check_jid(&args.jid)?;
     if args.wait {
         return super::wait::wait_for(&args.jid, &args.until, args.query.json, config, out);
     }

@@ -17,6 +17,45 @@ pub fn answer(r: &JobRecap, json: bool, out: &mut dyn Write) -> Result<(), super
     written.map_err(|e| super::Failure::runtime(format!("writing the answer: {e}")))
 }
 
+/// A batch as one line: its size, sub-batches, how it ended.
+fn batch_line(b: &crate::record::BatchInfo, open: bool) -> String {
+    let size = b
+        .size
+        .map_or_else(String::new, |s| format!(" of {s} at a time"));
+    let subs = format!(
+        "{} sub-batch{}",
+        b.sub_batches,
+        if b.sub_batches == 1 { "" } else { "es" }
+    );
+    let end = match (b.ended, open) {
+        (Some(crate::record::BatchEnd::Halted), _) => format!(
+            ", halted ({})",
+            b.halted_reason.as_deref().unwrap_or("no reason given")
+        ),
+        (Some(crate::record::BatchEnd::Deadline), _) => ", stopped sending before its end".into(),
+        (Some(crate::record::BatchEnd::Complete), _) => ", complete".into(),
+        (None, true) => ", running".into(),
+        (None, false) => String::new(),
+    };
+    let unsent = match (b.unsent, open) {
+        (0, _) => String::new(),
+        (n, true) => format!(", {n} not sent yet"),
+        (n, false) => format!(", {n} never sent"),
+    };
+    format!("batch{size}: {subs}{end}{unsent}")
+}
+
+/// Who an open job still waits for: the first names and how many.
+pub fn outstanding(r: &JobRecap) -> String {
+    let shown: Vec<&str> = r.outstanding.iter().take(20).map(String::as_str).collect();
+    let more = r.outstanding_count.saturating_sub(shown.len() as u64);
+    match (shown.is_empty(), more) {
+        (_, 0) => shown.join(", "),
+        (true, more) => format!("{more} minions"),
+        (false, more) => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
 /// The recap as a person reads it.
 pub fn show(r: &JobRecap, style: Style, out: &mut dyn Write) -> std::io::Result<()> {
     let b = |t: &str| style.paint(Tone::Bold, t);
@@ -74,6 +113,17 @@ pub fn show(r: &JobRecap, style: Style, out: &mut dyn Write) -> std::io::Result<
             &format!("{gone} missing")
         ),
     )?;
+    if let Some(batch) = &r.batch {
+        writeln!(out, "  {}", batch_line(batch, r.open))?;
+    }
+    if r.open && r.outstanding_count > 0 {
+        writeln!(
+            out,
+            "  {} {}",
+            style.paint(Tone::Warn, &format!("waiting on {}:", r.outstanding_count)),
+            outstanding(r)
+        )?;
+    }
     if r.incomplete > 0 {
         let lacks = format!(
             "incomplete: the history lacks {} of this job's records (its writer was behind; the outputs have them)",

@@ -190,7 +190,12 @@ fn show(
         }
     }
     if !s.failing.is_empty() {
-        writeln!(out, "{}", bad("Failing in the last hour"))?;
+        writeln!(
+            out,
+            "{} (failed since {}, not run successfully since)",
+            bad("Failing now"),
+            when(&s.failing_since)
+        )?;
         let mut t = Table::new(&["  MINIONS", "JOBS", "CATEGORY", "STATE", "LAST"]);
         for f in &s.failing {
             t.row(vec![

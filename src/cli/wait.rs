@@ -56,6 +56,7 @@ pub fn wait_for(
 ) -> Result<Outcome, Failure> {
     let timeout = parse_duration(&until.timeout)
         .map_err(|e| Failure::new(exit::USAGE, format!("--timeout {:?}: {e}", until.timeout)))?;
+    check_jid(jid)?;
     let store = open_history(config)?;
     let started = Instant::now();
     let recap = loop {
@@ -68,10 +69,11 @@ pub fn wait_for(
                 return Err(Failure::new(
                     exit::TIMED_OUT,
                     format!(
-                        "job {jid} had not finished after {}: {} of {} minions returned",
+                        "job {jid} had not finished after {}: {} of {} minions returned; waiting on {}",
                         until.timeout,
                         recap.succeeded.len() + recap.failed.len(),
-                        recap.expected
+                        recap.expected,
+                        super::recap::outstanding(&recap)
                     ),
                 ));
             }
@@ -90,6 +92,18 @@ pub fn wait_for(
     };
     answer(&recap, json, out)?;
     verdict(&recap)
+}
+
+/// A job id as Salt makes them (digits, `%Y%m%d%H%M%S%f`), or a usage error
+/// at once: no history holds anything else.
+pub fn check_jid(jid: &str) -> Result<(), Failure> {
+    if crate::event::tag::looks_like_jid(jid) {
+        return Ok(());
+    }
+    Err(Failure::new(
+        exit::USAGE,
+        format!("{jid:?} is not a job id (Salt's are 20 digits, as `salt --show-jid` prints them)"),
+    ))
 }
 
 /// How a closed job ended: a failed return first, then a minion missing (or
@@ -150,6 +164,9 @@ mod tests {
             duration_ms: Some(1),
             expected: succeeded.len() as u64,
             open: false,
+            outstanding: vec![],
+            outstanding_count: 0,
+            batch: None,
             incomplete,
             succeeded: succeeded.iter().map(|s| s.to_string()).collect(),
             failed: vec![],
@@ -170,5 +187,16 @@ mod tests {
             panic!("a success");
         };
         assert_eq!(lacking.status, exit::JOB_INCOMPLETE);
+    }
+
+    #[test]
+    fn a_malformed_jid_is_a_usage_error_at_once() {
+        for bad in ["", "foo", "notajid", "2026120704", "20261207043319530601x"] {
+            let Err(refused) = check_jid(bad) else {
+                panic!("{bad:?} taken for a jid");
+            };
+            assert_eq!(refused.status, exit::USAGE, "{bad:?}");
+        }
+        assert!(check_jid("20261207043319530601").is_ok());
     }
 }

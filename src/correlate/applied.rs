@@ -221,6 +221,13 @@ impl Correlator {
         following.rollouts.advance(now, &following.fleet, out);
     }
 
+    /// A job closed: the rollouts its runs changed go out now.
+    pub fn flush_rollouts(&mut self, now: Stamp, out: &mut Vec<Record>) {
+        if let Some(following) = &mut self.rollouts {
+            following.rollouts.flush(now, &following.fleet, out);
+        }
+    }
+
     /// When [`Correlator::advance_rollouts`] next has something to do.
     pub fn next_rollout_due(&self) -> Option<Stamp> {
         self.rollouts.as_ref()?.rollouts.next_due()

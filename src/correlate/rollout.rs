@@ -23,6 +23,10 @@ use crate::time::Stamp;
 pub const SAMPLES: usize = 10;
 /// SLS names a rollout lists.
 pub const MAX_CHANGED_SLS: usize = 50;
+/// A rollout a closed job changed goes out at once, or this long after its
+/// last revision: one count of the fleet per second at most, however many
+/// jobs close (a fleet's scheduled highstates close one job per return).
+pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 /// What a state run covers: everything (a highstate, `state.apply` without
 /// SLS), or these SLS.
@@ -62,11 +66,17 @@ impl Open {
 
     /// Whether a run covering `coverage` covers this commit's change.
     pub fn covered_by(&self, coverage: &Coverage) -> bool {
-        match coverage {
+        coverage.covers(&self.record.changed_sls)
+    }
+}
+
+impl Coverage {
+    /// Whether a run covering this covers a change of `changed_sls`: a
+    /// highstate covers every SLS of the minion's top file.
+    pub fn covers(&self, changed_sls: &[String]) -> bool {
+        match self {
             Coverage::All => true,
-            Coverage::Sls(sls) => self
-                .record
-                .changed_sls
+            Coverage::Sls(sls) => changed_sls
                 .iter()
                 .any(|changed| sls.iter().any(|s| s == changed)),
         }
@@ -129,6 +139,8 @@ pub struct Rollouts {
     max_open: usize,
     /// Per repo, oldest first.
     open: HashMap<String, Vec<Open>>,
+    /// A job closed: changed rollouts go out within [`FLUSH_EVERY`].
+    flush_asked: bool,
 }
 
 impl Rollouts {
@@ -144,6 +156,7 @@ impl Rollouts {
             stall_after,
             max_open: max_open.max(1),
             open: HashMap::new(),
+            flush_asked: false,
         }
     }
 
@@ -312,7 +325,12 @@ impl Rollouts {
                 let stalled = open.record.status == RolloutStatus::InProgress
                     && open.record.pending > 0
                     && open.record.last_progress.plus(self.stall_after) <= now;
-                let due = open.dirty && open.emitted_at.plus(self.update_every) <= now;
+                let every = if self.flush_asked {
+                    FLUSH_EVERY.min(self.update_every)
+                } else {
+                    self.update_every
+                };
+                let due = open.dirty && open.emitted_at.plus(every) <= now;
                 if stalled || due {
                     let listed = listed.get_or_insert_with(|| fleet.listed());
                     tally(&mut open.record, &open.minions, listed);
@@ -323,6 +341,22 @@ impl Rollouts {
                 }
             }
         }
+        if self.open.values().flatten().all(|o| !o.dirty) {
+            self.flush_asked = false;
+        }
+        let repos: Vec<String> = self.open.keys().cloned().collect();
+        for repo in repos {
+            self.close_finished(&repo);
+        }
+    }
+
+    /// A job closed: every rollout its runs changed goes out now (counted
+    /// against `fleet` first) if its last revision is [`FLUSH_EVERY`] old,
+    /// else that long after it, not at the next `update_every`: an answer
+    /// read right after a highstate has it.
+    pub fn flush(&mut self, now: Stamp, fleet: &(impl Members + ?Sized), out: &mut Vec<Record>) {
+        self.flush_asked = true;
+        self.advance(now, fleet, out);
     }
 
     /// When [`Rollouts::advance`] next has something to do.
@@ -333,7 +367,12 @@ impl Rollouts {
             .filter_map(|o| {
                 let stall = (o.record.status == RolloutStatus::InProgress && o.record.pending > 0)
                     .then(|| o.record.last_progress.plus(self.stall_after));
-                let update = o.dirty.then(|| o.emitted_at.plus(self.update_every));
+                let every = if self.flush_asked {
+                    FLUSH_EVERY.min(self.update_every)
+                } else {
+                    self.update_every
+                };
+                let update = o.dirty.then(|| o.emitted_at.plus(every));
                 stall.into_iter().chain(update).min()
             })
             .min()

@@ -187,7 +187,7 @@ fn parse_job<'a>(mut parts: Parts<'a>) -> ParsedTag<'a> {
 
 /// Salt's jids are 20 digits (`%Y%m%d%H%M%S%f`); older or custom ones may be
 /// shorter, but a bare tag is only taken for a jid when it is all digits.
-fn looks_like_jid(s: &str) -> bool {
+pub fn looks_like_jid(s: &str) -> bool {
     (14..=32).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit())
 }
 

@@ -13,6 +13,7 @@
 //! commands read. Bounded by age and by size: the oldest go first, counted.
 //! The file is 0640: readable by the agent's group (`salt`), not by the world.
 pub mod drift;
+pub mod failures;
 pub mod query;
 pub mod rollout;
 pub mod rows;

@@ -2,6 +2,8 @@
 //! jobs in a time range, failures across jobs, one minion's story. Each is a
 //! plain serialisable value (the `--json` form); `cli` draws the tables.
 //!
+//! Failures across jobs are `failures`'.
+//!
 //! Rows are read typed (`rows`); a kind's revisions (a job amended by late
 //! returns, a group re-emitted) are collapsed to the latest.
 
@@ -23,6 +25,8 @@ use crate::time::Stamp;
 
 /// Jobs a `jobs` listing shows at most.
 pub const MAX_JOBS: usize = 10_000;
+/// Outstanding minions a recap names at most (it counts them all).
+pub const MAX_OUTSTANDING: usize = 100;
 
 /// One minion that did not return, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -84,6 +88,13 @@ pub struct JobRecap {
     pub expected: u64,
     /// Still open (no `job_completed` yet).
     pub open: bool,
+    /// While it is open: the expected minions with no return or verdict
+    /// yet, the first [`MAX_OUTSTANDING`] of them (a batch's not yet sent
+    /// among them), and how many there are.
+    pub outstanding: Vec<String>,
+    pub outstanding_count: u64,
+    /// A `salt -b` run: its sub-batches and how it ended.
+    pub batch: Option<crate::record::BatchInfo>,
     /// Records of the job the history could not take (its writer was
     /// behind past its bound): the answer lacks as many. 0: it is whole.
     pub incomplete: u64,
@@ -180,15 +191,22 @@ pub struct MinionFailure {
 }
 
 /// `id subject` of the commit, the id cut to 10.
-fn introduced(by: Option<&IntroducedBy>) -> Option<String> {
+pub(super) fn introduced(by: Option<&IntroducedBy>) -> Option<String> {
     by.map(|i| {
         let id = &i.commit.id;
         format!("{} {}", id.get(..10).unwrap_or(id), i.commit.subject)
     })
 }
 
-fn target_of(published: Option<&Stored<JobPublished>>) -> String {
-    published.map(|p| p.body.tgt.join(",")).unwrap_or_default()
+/// The job's target: as completed (a batch's is its own, not its first
+/// sub-batch's), else as published.
+fn target_of(published: Option<&Stored<JobPublished>>, completed: Option<&JobCompleted>) -> String {
+    completed
+        .map(|c| &c.tgt)
+        .filter(|t| !t.is_empty())
+        .or(published.map(|p| &p.body.tgt))
+        .map(|t| t.join(","))
+        .unwrap_or_default()
 }
 
 /// The job's positional arguments as the recap shows them (kwargs left out).
@@ -206,7 +224,11 @@ fn positional(arg: Option<&Value>) -> Vec<String> {
 /// The job `jid` as the history has it (`None`: nothing of it).
 pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
     let Some(job_row) = store.job_row(jid)? else {
-        return Ok(None);
+        // A batch's sub-batch under a jid of its own (Salt before 3008.2).
+        return match store.batch_of_sub_jid(jid)? {
+            Some(batch) if batch != jid => job(store, &batch),
+            _ => Ok(None),
+        };
     };
     let rows = store.rows(
         "SELECT kind, record FROM records WHERE job = ?1 ORDER BY at, id",
@@ -308,6 +330,29 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
     .pop();
     let p = published.as_ref().map(|p| &p.body);
     let c = completed.as_ref().map(|c| &c.body);
+    // Who an open job still waits for: expected, neither returned nor judged.
+    let (outstanding, outstanding_count) = match (c, p) {
+        (None, Some(p)) => {
+            let judged: BTreeSet<&str> = missing.iter().map(|m| m.minion.as_str()).collect();
+            let waiting: Vec<&str> = p
+                .expected
+                .iter()
+                .map(|m| m.as_str())
+                .filter(|m| !succeeded.contains(*m) && !failed.contains(*m) && !judged.contains(m))
+                .collect();
+            let answered = (succeeded.len() + failed.len() + missing.len()) as u64;
+            let count = u64::from(p.expected_count)
+                .saturating_sub(answered)
+                .max(waiting.len() as u64);
+            let named = waiting
+                .into_iter()
+                .take(MAX_OUTSTANDING)
+                .map(str::to_owned)
+                .collect();
+            (named, count)
+        }
+        _ => (Vec::new(), 0),
+    };
     let context = p.map(|p| &p.context).or(c.map(|c| &c.context));
     let mut recap = JobRecap {
         jid: jid.to_owned(),
@@ -317,7 +362,7 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
             .or(job_row.fun)
             .unwrap_or_default(),
         args: positional(p.and_then(|p| p.arg.as_ref())),
-        target: target_of(published.as_ref()),
+        target: target_of(published.as_ref(), c),
         user: p.and_then(|p| p.user.clone()).unwrap_or_default(),
         run_kind: context.map(|x| x.run_kind.to_string()).unwrap_or_default(),
         test: context.is_some_and(|x| x.test),
@@ -332,6 +377,11 @@ pub fn job(store: &Store, jid: &str) -> Result<Option<JobRecap>, HistoryError> {
             .or(p.map(|p| p.expected_count))
             .map_or(0, u64::from),
         open: c.is_none(),
+        outstanding,
+        outstanding_count,
+        batch: c
+            .and_then(|c| c.batch.as_deref().cloned())
+            .or_else(|| p.and_then(|p| p.batch.clone())),
         incomplete: job_row.lost,
         succeeded: succeeded.iter().map(|m| m.to_string()).collect(),
         failed: failed.iter().map(|m| m.to_string()).collect(),
@@ -434,7 +484,7 @@ pub fn jobs(store: &Store, filter: &JobFilter) -> Result<Vec<JobLine>, HistoryEr
                 |p| p.fun.clone(),
             ),
             user: p.and_then(|p| p.user.clone()).unwrap_or_default(),
-            target: p.map(|p| p.tgt.join(",")).unwrap_or_default(),
+            target: target_of(stored, c),
             expected: c
                 .map(|c| c.expected)
                 .or(p.map(|p| p.expected_count))
@@ -454,59 +504,6 @@ pub fn jobs(store: &Store, filter: &JobFilter) -> Result<Vec<JobLine>, HistoryEr
             }
         }
     }
-    Ok(lines)
-}
-
-/// Failure groups since `since`, by fingerprint, most minions first.
-pub fn failures(store: &Store, since: Option<Stamp>) -> Result<Vec<FailureLine>, HistoryError> {
-    let since = since.map_or(i64::MIN, |s| s.0);
-    let rows = store.rows(
-        "SELECT kind, record FROM records WHERE kind = 'failure_group' AND at >= ?1 ORDER BY at, id",
-        &[&since],
-    )?;
-    let latest = latest_by(rows.of::<FailureGroup>(RecordKind::FailureGroup), |g| {
-        (g.body.jid.clone(), g.body.fingerprint.clone())
-    });
-    let mut by_fingerprint: BTreeMap<String, FailureLine> = BTreeMap::new();
-    let mut jobs: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for g in latest {
-        let at = g.at.to_string();
-        let g = g.body;
-        let line = by_fingerprint
-            .entry(g.fingerprint.clone())
-            .or_insert_with(|| FailureLine {
-                fingerprint: g.fingerprint.clone(),
-                category: g.cause.category.to_string(),
-                sls: g.sls.clone().unwrap_or_default(),
-                state_id: g.state_id.clone().unwrap_or_default(),
-                function: g.function.clone().unwrap_or_default(),
-                comment: g.comment.clone(),
-                minions: 0,
-                jobs: 0,
-                first_seen: at.clone(),
-                last_seen: at.clone(),
-                introduced_by: None,
-            });
-        line.minions += u64::from(g.count);
-        line.first_seen = line.first_seen.clone().min(at.clone());
-        line.last_seen = line.last_seen.clone().max(at);
-        if let Some(i) = introduced(g.correlation.introduced_by.as_ref()) {
-            line.introduced_by = Some(i);
-        }
-        jobs.entry(g.fingerprint).or_default().insert(g.jid);
-    }
-    let mut lines: Vec<FailureLine> = by_fingerprint
-        .into_values()
-        .map(|mut l| {
-            l.jobs = jobs.get(&l.fingerprint).map_or(0, |j| j.len() as u64);
-            l
-        })
-        .collect();
-    lines.sort_by(|a, b| {
-        b.minions
-            .cmp(&a.minions)
-            .then(b.last_seen.cmp(&a.last_seen))
-    });
     Ok(lines)
 }
 
@@ -583,3 +580,5 @@ pub fn minion(
     view.failures.sort_by(|a, b| b.last.cmp(&a.last));
     Ok(Some(view))
 }
+
+pub use super::failures::{Failed, FailedSince, failed_since, failure_lines, failures};

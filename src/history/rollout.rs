@@ -64,6 +64,9 @@ pub enum PendingWhy {
     MissingFromJobs,
     /// Targeted by a job under the commit that has not closed yet.
     AwaitingReturn,
+    /// Its run covering the change is in the history, and the rollout's
+    /// next revision (at most a second after the job closed) counts it.
+    RanNotCountedYet,
 }
 
 impl std::fmt::Display for PendingWhy {
@@ -75,6 +78,7 @@ impl std::fmt::Display for PendingWhy {
             PendingWhy::RanUnderAnotherCommit => "ran only jobs published under another commit",
             PendingWhy::MissingFromJobs => "did not return",
             PendingWhy::AwaitingReturn => "its return to a running job awaited",
+            PendingWhy::RanNotCountedYet => "ran it; the rollout's next count has it",
         })
     }
 }
@@ -133,6 +137,17 @@ fn sls_of(published: &JobPublished) -> Vec<String> {
         Some(Coverage::Sls(names)) => names,
         None => Vec::new(),
     }
+}
+
+/// Whether a job's run covers the commit's change, by the rule the rollout
+/// itself applies (`correlate::rollout::Open::covered_by`).
+fn covers_change(published: &JobPublished, rollout: &Rollout) -> bool {
+    let args = published
+        .arg
+        .as_ref()
+        .and_then(|a| a.as_array())
+        .map_or(&[][..], Vec::as_slice);
+    coverage_of(&published.fun, args, false).is_some_and(|c| c.covers(&rollout.changed_sls))
 }
 
 /// The rollout asked for, with its failed and pending minions explained.
@@ -276,11 +291,19 @@ fn pending(store: &Store, minion: &str, rollout: &Rollout) -> Result<PendingMini
             return Ok(view);
         }
         let (mut ran, mut other_commits) = (BTreeSet::new(), BTreeSet::new());
-        for (_, job) in since.iter().filter(|((_, r), _)| !r.test) {
+        for ((run, _), job) in since.iter().filter(|((_, r), _)| !r.test) {
             if let Some(p) = job {
                 match p.commits.get(&rollout.repo) {
                     Some(head) if *head != rollout.commit => {
                         other_commits.insert(head.get(..10).unwrap_or(head).to_owned());
+                    }
+                    // What the run covered decides, not its name: a
+                    // highstate covers every SLS of the minion's top file.
+                    _ if covers_change(p, rollout) => {
+                        view.why = PendingWhy::RanNotCountedYet;
+                        view.jid = Some(run.jid.clone());
+                        view.detail = p.fun.clone();
+                        return Ok(view);
                     }
                     _ => ran.extend(sls_of(p)),
                 }

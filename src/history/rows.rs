@@ -181,6 +181,13 @@ pub(super) struct JobFailure {
 /// Verdicts one query reads at most.
 pub const MAX_VERDICTS: usize = 5_000_000;
 
+/// Which jobs' failures a query reads.
+enum Failures {
+    Job(i64),
+    Since(i64),
+    All,
+}
+
 /// Which chunks a verdict query reads.
 enum Chunks<'a> {
     Job(i64),
@@ -210,6 +217,31 @@ impl Store {
                 path: self.path.clone(),
                 source,
             })
+    }
+
+    /// The batch whose later sub-batch Salt published under `jid` (before
+    /// 3008.2), from the batch's `job_completed` within a day of the jid's
+    /// time (the index on kind and time bounds the search).
+    pub(super) fn batch_of_sub_jid(&self, jid: &str) -> Result<Option<String>, HistoryError> {
+        let Some(at) = Stamp::of_jid(jid) else {
+            return Ok(None);
+        };
+        let day = std::time::Duration::from_secs(86_400);
+        let quoted = format!("\"{jid}\"");
+        let rows = self.rows(
+            "SELECT kind, record FROM records WHERE kind = 'job_completed' AND at >= ?1 AND at <= ?2 AND instr(record, ?3) > 0",
+            &[&at.minus(day).0, &at.plus(day).0, &quoted],
+        )?;
+        Ok(rows
+            .of::<crate::record::JobCompleted>(crate::record::RecordKind::JobCompleted)
+            .into_iter()
+            .find(|c| {
+                c.body
+                    .batch
+                    .as_ref()
+                    .is_some_and(|b| b.sub_jids.iter().any(|s| s == jid))
+            })
+            .map(|c| c.body.jid))
     }
 
     /// The verdicts of job number `job`, in the order written.
@@ -351,6 +383,12 @@ impl Store {
         }
     }
 
+    /// The failures of the jobs first seen at or after `since`, oldest job
+    /// first.
+    pub(super) fn failures_since(&self, since: i64) -> Result<Vec<JobFailure>, HistoryError> {
+        self.failures_where(Failures::Since(since), None)
+    }
+
     /// `minion`'s failures, newest first.
     pub(super) fn failures_of_minion(&self, minion: &str) -> Result<Vec<JobFailure>, HistoryError> {
         let Some(id) = self.minion_number(minion)? else {
@@ -369,17 +407,35 @@ impl Store {
         job: Option<i64>,
         only: Option<u32>,
     ) -> Result<Vec<JobFailure>, HistoryError> {
+        let of = match job {
+            Some(job) => Failures::Job(job),
+            None => Failures::All,
+        };
+        self.failures_where(of, only)
+    }
+
+    fn failures_where(
+        &self,
+        of: Failures,
+        only: Option<u32>,
+    ) -> Result<Vec<JobFailure>, HistoryError> {
         let sql_error = |source| HistoryError::Sql {
             path: self.path.clone(),
             source,
         };
         let select = "SELECT f.job, j.jid, f.causes FROM failures f JOIN jobs j ON j.id = f.job";
-        let (sql, args) = match job {
-            Some(job) => (
+        let (sql, args) = match of {
+            Failures::Job(job) => (
                 format!("{select} WHERE f.job = ?1 ORDER BY f.seq"),
                 vec![job],
             ),
-            None => (format!("{select} ORDER BY f.job, f.seq"), vec![]),
+            Failures::Since(at) => (
+                format!(
+                    "{select} WHERE f.job >= coalesce((SELECT min(id) FROM jobs WHERE at >= ?1), 1 << 62) ORDER BY f.job, f.seq"
+                ),
+                vec![at],
+            ),
+            Failures::All => (format!("{select} ORDER BY f.job, f.seq"), vec![]),
         };
         let mut statement = self.conn().prepare(&sql).map_err(sql_error)?;
         let mut rows = statement.query(params_from_iter(args)).map_err(sql_error)?;

@@ -7,11 +7,13 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::query::{FailureLine, failures};
+use super::query::{Failed, FailureLine, failed_since, failure_lines};
 use super::rows::JobVerdict;
 use super::rows::{Revised, latest_by};
 use super::verdicts::Answer;
 use super::{HistoryError, Store};
+use crate::correlate::applied::coverage_of;
+use crate::correlate::rollout::Coverage;
 use crate::record::{
     ChangeKind, Drift, EpisodeStatus, ExternalIncident, MasterPressure, RecordKind, Rollout,
     RolloutStatus,
@@ -46,8 +48,12 @@ pub struct Status {
     pub pressure: Option<MasterPressure>,
     /// The newest commit of each state tree still rolling out, stalled or not.
     pub rollouts: Vec<Rollout>,
-    /// Failures of the last hour, by fingerprint (as `saltsight failures`).
+    /// Failures of the last hour still wrong now, by fingerprint (as
+    /// `saltsight failures`): a minion that has since run the failing SLS
+    /// successfully (applied it, or a highstate) no longer counts.
     pub failing: Vec<FailureLine>,
+    /// Since when failures are looked at.
+    pub failing_since: String,
     pub absent: Vec<Absent>,
     /// `(minion, sls:id)` a test=True run saw drifted in the last day.
     pub drift_detected: Vec<(String, String)>,
@@ -82,7 +88,10 @@ impl Status {
                 .count(),
             "rollout(s) stalled",
         );
-        say(self.failing.len(), "failure(s) in the last hour");
+        say(
+            self.failing.len(),
+            "failure(s) of the last hour not fixed since",
+        );
         say(self.absent.len(), "minion(s) missing jobs in a row");
         say(
             self.drift_detected.len(),
@@ -156,8 +165,10 @@ pub fn status(store: &Store, now: Stamp) -> Result<Status, HistoryError> {
             .filter(|r| matches!(r.status, RolloutStatus::InProgress | RolloutStatus::Stalled))
             .collect()
     };
-    let failing = failures(store, Some(Stamp(hour_ago)))?;
     let verdicts = store.verdicts_since(day_ago)?;
+    let seen = failed_since(store, Some(Stamp(hour_ago)))?;
+    let fixed = Fixes::since(store, hour_ago, &verdicts)?;
+    let failing = failure_lines(&seen, |f| !fixed.fixed(f));
     let absent = absent(&verdicts);
     let drift_detected = detected_drift(store, day_ago, &verdicts)?;
     let gaps = store
@@ -180,6 +191,7 @@ pub fn status(store: &Store, now: Stamp) -> Result<Status, HistoryError> {
         pressure,
         rollouts,
         failing,
+        failing_since: Stamp(hour_ago).to_string(),
         absent,
         drift_detected,
         gaps,
@@ -188,6 +200,57 @@ pub fn status(store: &Store, now: Stamp) -> Result<Status, HistoryError> {
         oldest: figures.oldest.map(|t| t.to_string()),
         newest: newest.map(|t| t.to_string()),
     })
+}
+
+/// The successful state runs since a time, by minion: what fixed a failure.
+struct Fixes {
+    /// minion → (when, what the run covered).
+    runs: foldhash::HashMap<String, Vec<(Stamp, Coverage)>>,
+}
+
+impl Fixes {
+    fn since(store: &Store, since: i64, verdicts: &[JobVerdict]) -> Result<Fixes, HistoryError> {
+        let rows = store.rows(
+            "SELECT kind, record FROM records WHERE kind = 'job_published' AND at >= ?1",
+            &[&since],
+        )?;
+        let covers: foldhash::HashMap<String, Coverage> = rows
+            .of::<crate::record::JobPublished>(RecordKind::JobPublished)
+            .into_iter()
+            .filter_map(|p| {
+                let p = p.body;
+                let args = p
+                    .arg
+                    .as_ref()
+                    .and_then(|a| a.as_array())
+                    .map_or(&[][..], Vec::as_slice);
+                Some((p.jid.clone(), coverage_of(&p.fun, args, false)?))
+            })
+            .collect();
+        let mut runs: foldhash::HashMap<String, Vec<(Stamp, Coverage)>> = Default::default();
+        for v in verdicts {
+            let Answer::Returned(r) = &v.verdict.answer else {
+                continue;
+            };
+            if !r.succeeded || r.test || !r.state_run || v.verdict.at.0 < since {
+                continue;
+            }
+            if let Some(sls) = covers.get(&v.jid) {
+                runs.entry(v.verdict.minion.to_string())
+                    .or_default()
+                    .push((v.verdict.at, sls.clone()));
+            }
+        }
+        Ok(Fixes { runs })
+    }
+
+    /// The minion has run the failing SLS successfully since.
+    fn fixed(&self, f: &Failed) -> bool {
+        self.runs.get(&f.minion).is_some_and(|runs| {
+            runs.iter()
+                .any(|(at, covered)| *at > f.at && covered.covers(std::slice::from_ref(&f.sls)))
+        })
+    }
 }
 
 /// Minions whose latest verdict of the last day is a miss in a streak of 2

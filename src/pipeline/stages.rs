@@ -110,6 +110,8 @@ pub struct Stages {
     /// triage found in it (its room kept from event to event, up to
     /// [`KEPT_TRACKED`] records; empty between).
     tracked: Vec<Record>,
+    /// A job closed since the rollouts last went out.
+    closed_since_flush: bool,
 }
 
 /// The tracker's records of one event whose room [`Stages`] keeps for the
@@ -137,6 +139,7 @@ impl Stages {
             run_args: None,
             incidents_found: Vec::new(),
             tracked: Vec::new(),
+            closed_since_flush: false,
         }
     }
 
@@ -272,6 +275,7 @@ impl Stages {
                 }
             }
         }
+        self.flush_rollouts(at, out);
         if let Some(Triaged { jid, context, .. }) = triaged {
             if self.tracker.context(&jid).is_none() {
                 let groups = self.triage.close_job(&jid);
@@ -367,6 +371,7 @@ impl Stages {
         let start = out.len();
         self.synced_tracker().advance(now, out);
         self.after_tracker(start, None, out);
+        self.flush_rollouts(now, out);
         let tracker = &self.tracker;
         self.triage
             .forget_idle(now, tracker.late_window(), |jid| tracker.is_open(jid));
@@ -501,6 +506,14 @@ impl Stages {
             if drift_after_return != Some(jid.as_str()) {
                 self.drift.close_job(&jid, out);
             }
+            self.closed_since_flush = true;
+        }
+    }
+
+    /// The rollouts a closed job's runs changed go out at its close.
+    fn flush_rollouts(&mut self, at: Stamp, out: &mut Vec<Record>) {
+        if std::mem::take(&mut self.closed_since_flush) {
+            self.correlator.flush_rollouts(at, out);
         }
     }
 

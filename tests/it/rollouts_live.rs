@@ -40,6 +40,32 @@ fn rollout<'a>(seen: &'a [Received], commit: &str) -> Option<&'a Value> {
         .rfind(|r| r["kind"] == "rollout" && r["commit"] == commit)
 }
 
+/// The `--json` answer to `args` (whatever its exit code) once `done`
+/// holds (the history writes in batches of about a second; 10 s is a
+/// bound, not a wait).
+fn until(config: &Path, state: &Path, args: &[&str], done: &dyn Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let (_, text) = ask(config, state, &all);
+        let start = text.find(['{', '[']).expect("JSON");
+        let answer: Value = serde_json::Deserializer::from_str(&text[start..])
+            .into_iter()
+            .next()
+            .and_then(Result::ok)
+            .unwrap_or_else(|| panic!("no JSON answer: {text}"));
+        if done(&answer) {
+            return answer;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{args:?} never gave what was awaited: {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn highstate(lab: &Lab, test: bool) {
     let mut args = vec!["*", "state.highstate"];
     if test {
@@ -64,7 +90,7 @@ fn a_commit_is_followed_from_its_move_to_every_minion() {
             "master_id = \"lab\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndeadlines = {{ \"state.*\" = \"20s\" }}\n\
              [metrics]\nlisten_address = \"127.0.0.1:0\"\n\
              [correlate]\npull_request_url = \"https://git.example/{{repo}}/pull/{{number}}\"\n\
-             [rollouts]\nupdate_every = \"1s\"\nstall_after = \"8s\"\n",
+             [rollouts]\nstall_after = \"8s\"\n",
             lab.master_config().display().to_string()
         ),
     )
@@ -112,6 +138,13 @@ fn a_commit_is_followed_from_its_move_to_every_minion() {
     highstate(&lab, true);
     wait(&mut seen, "B opens", &|s| rollout(s, &b).is_some());
     highstate(&lab, false);
+    // The history has it as soon as the highstate's job closed, not at the
+    // next `update_every` (30 s), and no pending minion is given a reason
+    // its run contradicts (issue 68).
+    let head = until(&config, &state, &["rollout", "HEAD"], &|v| {
+        v["commit"] == b.as_str() && v["applied"] == 2 && v["failed"] == 1
+    });
+    assert_eq!(head["pending_minions"], serde_json::json!([]), "{head}");
     wait(&mut seen, "B: 2 applied, 1 failed", &|s| {
         rollout(s, &b).is_some_and(|r| r["applied"] == 2 && r["failed"] == 1)
     });
@@ -140,6 +173,20 @@ fn a_commit_is_followed_from_its_move_to_every_minion() {
         serde_json::json!({"number": 12, "url": "https://git.example/states/pull/12"}),
         "{fixed}"
     );
+    // Fixed everywhere: `status` has nothing failing now, and exits 0;
+    // `failures` still lists B's failure, counted once per minion.
+    let now = until(&config, &state, &["status"], &|v| {
+        v["failing"].as_array().is_some_and(Vec::is_empty)
+    });
+    assert!(now["failing_since"].is_string(), "{now}");
+    let (code, text) = ask(&config, &state, &["status"]);
+    assert_eq!(code, 0, "{text}");
+    let listed = json(&config, &state, &["failures", "--since", "1h"]);
+    let old = listed
+        .as_array()
+        .and_then(|l| l.iter().find(|f| f["fingerprint"] == fingerprint))
+        .unwrap_or_else(|| panic!("B's failure still listed: {listed}"));
+    assert_eq!(old["minions"], 1, "{old}");
     let superseded = rollout(&seen, &b).expect("B").clone();
     assert_eq!(
         (

@@ -252,3 +252,61 @@ fn a_run_is_counted_as_it_comes_and_the_fleet_walked_only_to_emit() {
     );
     assert_eq!(counts(&r), (41, 22, 9, 10));
 }
+
+/// A job that closes sends its changed rollouts out at once (issue 68: a
+/// rollout read right after the highstate that applied it said 0 applied
+/// until the 30 s tick), at most once a second however many close.
+#[test]
+fn a_closed_jobs_runs_go_out_at_its_close_not_at_the_tick() {
+    let mut r = Rollouts::new(
+        RecordFactory::new("m"),
+        Duration::from_secs(30),
+        Duration::from_secs(3600),
+        4,
+    );
+    let mut out = Vec::new();
+    r.head(facts("A", &["web"]), true, FLEET, Stamp(10 * S), &mut out);
+    out.clear();
+    for minion in ["web1", "web2"] {
+        r.outcome(
+            "states",
+            0,
+            &run(minion, true),
+            FLEET,
+            Stamp(12 * S),
+            &mut out,
+        );
+    }
+    assert!(rollouts(&out).is_empty(), "counted, not yet sent");
+    r.flush(Stamp(12 * S), FLEET, &mut out);
+    let sent = rollouts(&out);
+    assert_eq!(sent.len(), 1);
+    assert_eq!((sent[0].applied, sent[0].pending), (2, 1));
+
+    // Two jobs closing within a second: the second's count waits for it.
+    let mut out = Vec::new();
+    r.head(facts("B", &["web"]), true, FLEET, Stamp(20 * S), &mut out);
+    out.clear();
+    r.outcome(
+        "states",
+        0,
+        &run("web1", true),
+        FLEET,
+        Stamp(20 * S + 100_000),
+        &mut out,
+    );
+    r.flush(Stamp(20 * S + 100_000), FLEET, &mut out);
+    assert!(
+        rollouts(&out).is_empty(),
+        "opened 0.1 s ago: within a second"
+    );
+    assert_eq!(r.next_due(), Some(Stamp(21 * S)));
+    r.advance(Stamp(21 * S), FLEET, &mut out);
+    assert_eq!(rollouts(&out).len(), 1);
+    assert_eq!(rollouts(&out)[0].applied, 1);
+    assert_eq!(
+        r.next_due(),
+        Some(Stamp(3620 * S + 100_000)),
+        "only its stall check: nothing changed since"
+    );
+}

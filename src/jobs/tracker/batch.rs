@@ -50,6 +50,8 @@ pub(super) struct Ping {
     user: Option<Box<str>>,
     /// Its target and target type, as a batch event says them.
     target: Box<str>,
+    /// Its target as published: the batch's.
+    tgt: Vec<String>,
     at: Stamp,
     /// The minions it expected, all pending (only the names are read).
     expected: JobMinions,
@@ -141,6 +143,7 @@ impl JobTracker {
             jid: p.jid.as_str().into(),
             user: p.user.as_ref().map(|u| u.as_str().into()),
             target: target_key(&tgt, p.tgt_type.as_ref().map(Text::as_str)),
+            tgt,
             at,
             expected: JobMinions::pending(expected.iter().copied()),
         });
@@ -250,6 +253,11 @@ impl JobTracker {
             .as_ref()
             .is_some_and(|b| !b.from_events && b.info.sub_batches == 2);
         if just_confirmed {
+            // The batch's target is its ping's, not its first sub-batch's list.
+            let ping = job.batch.as_ref().and_then(|b| b.info.ping_jid.as_deref());
+            if let Some(ping) = self.pings.iter().find(|p| Some(&*p.jid) == ping) {
+                job.tgt = ping.tgt.clone();
+            }
             self.judge_unanswered(jid, &mut job, out);
         }
         let newly_sent: Vec<&str> = sent.iter().chain(&unknown).copied().collect();
