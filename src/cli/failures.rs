@@ -11,7 +11,7 @@ use super::present::{
 };
 use super::{Failure, Outcome};
 use crate::config::Config;
-use crate::history::query::failures;
+use crate::history::failures::failures;
 
 #[derive(Debug, Args)]
 pub struct FailuresArgs {

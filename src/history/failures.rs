@@ -6,11 +6,47 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use foldhash::{HashMap, HashMapExt, HashSet};
 
-use super::query::{FailureLine, introduced};
+use serde::Serialize;
+
 use super::rows::{Stored, latest_by};
 use super::{HistoryError, Store};
-use crate::record::{FailureGroup, RecordKind};
+use crate::record::{FailureGroup, IntroducedBy, RecordKind};
 use crate::time::Stamp;
+
+/// One fingerprint across jobs (`saltsight failures`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailureLine {
+    pub fingerprint: String,
+    pub category: String,
+    pub sls: String,
+    pub state_id: String,
+    pub function: String,
+    pub comment: String,
+    pub minions: u64,
+    pub jobs: u64,
+    pub first_seen: String,
+    pub last_seen: String,
+    pub introduced_by: Option<String>,
+}
+
+impl FailureLine {
+    /// `sls:id function`, or `sls (render)` for a render failure.
+    pub fn state(&self) -> String {
+        if self.state_id.is_empty() {
+            format!("{} (render)", self.sls)
+        } else {
+            format!("{}:{} {}", self.sls, self.state_id, self.function)
+        }
+    }
+}
+
+/// `id subject` of the commit, the id cut to 10.
+pub(super) fn introduced(by: Option<&IntroducedBy>) -> Option<String> {
+    by.map(|i| {
+        let id = &i.commit.id;
+        format!("{} {}", id.get(..10).unwrap_or(id), i.commit.subject)
+    })
+}
 
 /// Fingerprints failed since `since` (every job's when none), the most
 /// minions first: `minions` counts distinct minions, whatever the jobs.

@@ -2,8 +2,6 @@
 //! jobs in a time range, failures across jobs, one minion's story. Each is a
 //! plain serialisable value (the `--json` form); `cli` draws the tables.
 //!
-//! Failures across jobs are `failures`'.
-//!
 //! Rows are read typed (`rows`); a kind's revisions (a job amended by late
 //! returns, a group re-emitted) are collapsed to the latest.
 
@@ -14,12 +12,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use super::failures::FailureLine;
+use super::failures::introduced;
 use super::rows::{Revised, Stored, decode, latest_by};
 use super::verdicts::Answer;
 use super::{HistoryError, Store};
 use crate::record::{
-    ExternalIncident, FailureGroup, IntroducedBy, JobCompleted, JobPublished, MasterPressure,
-    RecordKind, RenderFailure,
+    ExternalIncident, FailureGroup, JobCompleted, JobPublished, MasterPressure, RecordKind,
+    RenderFailure,
 };
 use crate::time::Stamp;
 
@@ -128,33 +128,6 @@ pub struct JobLine {
     pub open: bool,
 }
 
-/// One fingerprint across jobs (`saltsight failures`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FailureLine {
-    pub fingerprint: String,
-    pub category: String,
-    pub sls: String,
-    pub state_id: String,
-    pub function: String,
-    pub comment: String,
-    pub minions: u64,
-    pub jobs: u64,
-    pub first_seen: String,
-    pub last_seen: String,
-    pub introduced_by: Option<String>,
-}
-
-impl FailureLine {
-    /// `sls:id function`, or `sls (render)` for a render failure.
-    pub fn state(&self) -> String {
-        if self.state_id.is_empty() {
-            format!("{} (render)", self.sls)
-        } else {
-            format!("{}:{} {}", self.sls, self.state_id, self.function)
-        }
-    }
-}
-
 /// One minion's recent story (`saltsight minion`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MinionView {
@@ -188,14 +161,6 @@ pub struct MinionFailure {
     pub category: String,
     pub times: u64,
     pub last: String,
-}
-
-/// `id subject` of the commit, the id cut to 10.
-pub(super) fn introduced(by: Option<&IntroducedBy>) -> Option<String> {
-    by.map(|i| {
-        let id = &i.commit.id;
-        format!("{} {}", id.get(..10).unwrap_or(id), i.commit.subject)
-    })
 }
 
 /// The job's target: as completed (a batch's is its own, not its first
@@ -580,5 +545,3 @@ pub fn minion(
     view.failures.sort_by(|a, b| b.last.cmp(&a.last));
     Ok(Some(view))
 }
-
-pub use super::failures::{Failed, FailedSince, failed_since, failure_lines, failures};

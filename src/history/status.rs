@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::query::{Failed, FailureLine, failed_since, failure_lines};
+use super::failures::{Failed, FailureLine, failed_since, failure_lines};
 use super::rows::JobVerdict;
 use super::rows::{Revised, latest_by};
 use super::verdicts::Answer;

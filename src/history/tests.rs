@@ -1,5 +1,6 @@
 //! Tests of the history store: write, read back, prune by age and size.
-use super::query::{JobFilter, failures, job, jobs, minion};
+use super::failures::failures;
+use super::query::{JobFilter, job, jobs, minion};
 use super::status::{incidents, status};
 use super::verdicts::FailedState;
 use super::write::{Batch, Writer};
