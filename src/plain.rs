@@ -14,6 +14,64 @@ pub fn duration_ms(ms: u64) -> String {
     }
 }
 
+/// An age in at most four characters, for a narrow column: `45s`, `12m`,
+/// `10h`, `3d`, `11w`.
+pub fn age(micros: i64) -> String {
+    let s = micros.max(0) / 1_000_000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        86_400..864_000 => format!("{}d", s / 86_400),
+        _ => format!("{}w", s / 604_800),
+    }
+}
+
+/// `text` in at most `width` characters: whole when it fits, else its start
+/// and end around a `…` (a jid keeps its day and its last digits).
+pub fn elide_middle(text: &str, width: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= width || width < 3 {
+        return chars.iter().take(width).collect();
+    }
+    let head = (width - 1) / 2 + (width - 1) % 2;
+    let tail = width - 1 - head;
+    let mut out: String = chars[..head].iter().collect();
+    out.push('…');
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
+/// Items joined by `, ` in at most `width` characters, whole items only:
+/// what does not fit is counted (`2 no_response, +1`).
+pub fn fitted(items: &[String], width: usize) -> String {
+    let mut out = String::new();
+    for (i, item) in items.iter().enumerate() {
+        let sep = if out.is_empty() { "" } else { ", " };
+        let rest = items.len() - i - 1;
+        let more = if rest > 0 {
+            format!(", +{rest}")
+        } else {
+            String::new()
+        };
+        let fits =
+            out.chars().count() + sep.len() + item.chars().count() + more.chars().count() <= width;
+        if !fits {
+            let left = items.len() - i;
+            let tail = if out.is_empty() {
+                format!("+{left}")
+            } else {
+                format!(", +{left}")
+            };
+            out.push_str(&tail);
+            return out;
+        }
+        out.push_str(sep);
+        out.push_str(item);
+    }
+    out
+}
+
 /// [`duration_ms`] of microseconds (a negative span reads `0ms`).
 pub fn duration_micros(micros: i64) -> String {
     duration_ms(u64::try_from(micros.max(0) / 1000).unwrap_or(0))
@@ -54,6 +112,32 @@ pub fn cut(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn narrow_columns_keep_what_matters() {
+        assert_eq!(age(45_000_000), "45s");
+        assert_eq!(age(641 * 60 * 1_000_000), "10h");
+        assert_eq!(age(3 * 86_400 * 1_000_000), "3d");
+        assert_eq!(
+            elide_middle("20261207043319530601", 20),
+            "20261207043319530601"
+        );
+        assert_eq!(elide_middle("20261207043319530601", 13), "202612…530601");
+        let reasons = vec!["2 no_response".to_string(), "1 not_sent".to_string()];
+        assert_eq!(fitted(&reasons, 40), "2 no_response, 1 not_sent");
+        assert_eq!(fitted(&reasons, 18), "2 no_response, +1");
+        assert_eq!(fitted(&reasons, 5), "+2");
+        for width in 2..30 {
+            let fit = fitted(&reasons, width);
+            assert!(fit.chars().count() <= width, "{width}: {fit:?}");
+            for part in fit.split(", ") {
+                assert!(
+                    part.starts_with('+') || reasons.iter().any(|r| r == part),
+                    "{part:?} cut"
+                );
+            }
+        }
+    }
 
     #[test]
     fn durations_read_at_a_glance() {

@@ -128,6 +128,7 @@ pub fn missing_evidence(
 ) -> String {
     match (evidence, disconnected_at, address) {
         ("presence_absent", Some(at), _) => format!("no connection since {}", when(at)),
+        ("presence_absent", None, _) => "no connection (never seen connected)".to_owned(),
         ("presence_lost", Some(at), _) => format!("connection gone at {}", when(at)),
         ("connected_silent", _, Some(address)) => format!("connected from {address}, no return"),
         (evidence, _, _) => evidence.to_owned(),

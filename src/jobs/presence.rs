@@ -113,9 +113,9 @@ impl Presence {
 
     /// What the master's connections to its publish port say at `at`: a
     /// minion with a connection of its own is connected (from its address),
-    /// one with none is not (since `at`, if it was never seen connected: "not
-    /// connected since at least then"), and one behind a shared address is
-    /// no longer followed: nothing is said of it.
+    /// one with none is not (lost at `at` if it was connected before; since
+    /// an unknown time if it was never seen connected), and one behind a
+    /// shared address is no longer followed: nothing is said of it.
     pub fn observe(&mut self, view: &ConnectionView, at: Stamp) {
         for (minion, seen) in &view.seen {
             if *seen != Seen::Unclear {
@@ -131,8 +131,10 @@ impl Presence {
                 Seen::NotConnected => {
                     if self.connected.contains(&**minion) {
                         self.disconnect(minion, at);
-                    } else if !self.followed.contains_key(&**minion) && self.follow(minion) {
-                        self.followed.insert(minion.clone(), Some(at));
+                    } else if !self.followed.contains_key(&**minion) {
+                        // Never seen connected: when it went is not known
+                        // (not when it was first seen gone).
+                        self.follow(minion);
                     }
                 }
                 // What the connections said before no longer holds; what the
@@ -349,7 +351,9 @@ mod tests {
             ]),
             Stamp(S),
         );
-        assert_eq!(p.absent_now("db1"), Some(Some(Stamp(S))));
+        // Absent, since a time not known: it was never seen connected, and
+        // when it was first seen gone is not when it went (issue 68).
+        assert_eq!(p.absent_now("db1"), Some(None));
         assert_eq!(p.absent_now("web1"), None);
         assert_eq!(p.address("web1"), Some(from));
         assert_eq!(p.absent_now("nat1"), None);
@@ -364,9 +368,10 @@ mod tests {
             Connection::Absent(Absence::During { at: Stamp(6 * S) })
         );
         assert_eq!(p.address("web1"), None);
-        // db1 stays absent since its first look, and a later look keeps that.
+        // db1 stays absent, since a time not known; web1 since it went.
         p.observe(&view(&[("db1", Seen::NotConnected)]), Stamp(7 * S));
-        assert_eq!(p.absent_now("db1"), Some(Some(Stamp(S))));
+        assert_eq!(p.absent_now("db1"), Some(None));
+        assert_eq!(p.absent_now("web1"), Some(Some(Stamp(6 * S))));
         // A minion that was followed and now shares its address: unknown.
         p.observe(&view(&[("web1", Seen::Unclear)]), Stamp(8 * S));
         assert_eq!(p.absent_now("web1"), None);

@@ -57,9 +57,10 @@ pub struct Agent {
 /// Records an event's vector keeps room for between events (408 bytes each).
 const KEPT_RECORDS: usize = 16;
 
-/// The master's connections, sampled when a job is published and before
-/// verdicts are given, at most once per [`CONNECTIONS_FRESH`]: nothing is
-/// read while no job is open.
+/// The master's connections, sampled when a job is published, before
+/// verdicts are given, and every [`CONNECTIONS_WHILE_OPEN`] while a job is
+/// open (so that a connection lost during a job is dated within that), at
+/// most once per [`CONNECTIONS_FRESH`]: nothing is read while no job is open.
 struct ConnectionsWatch {
     watch: ConnectionWatch,
     last: Option<Instant>,
@@ -69,6 +70,8 @@ struct ConnectionsWatch {
 
 /// A sample younger than this is fresh enough for a publish or a verdict.
 const CONNECTIONS_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
+/// While a job is open, the connections are read again this often.
+const CONNECTIONS_WHILE_OPEN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The master's processes, sampled on the agent's timer while there is
 /// something to judge: events since the last sample, jobs waiting for their
@@ -183,6 +186,12 @@ impl Agent {
         if self.master.as_ref().is_some_and(|m| m.next <= now) {
             self.watch_master(now)?;
         }
+        if self
+            .next_connections_sample()
+            .is_some_and(|next| next <= now)
+        {
+            self.sample_connections(now, None);
+        }
         if self.unsaved
             && self
                 .checkpoint
@@ -193,6 +202,18 @@ impl Agent {
             self.save(now);
         }
         Ok(())
+    }
+
+    /// When the connections are next read, while a job is open.
+    fn next_connections_sample(&self) -> Option<Instant> {
+        let c = self.connections.as_ref()?;
+        if self.stages.tracker().open_jobs() == 0 {
+            return None;
+        }
+        Some(
+            c.last
+                .map_or_else(Instant::now, |last| last + CONNECTIONS_WHILE_OPEN),
+        )
     }
 
     /// Something the checkpoint keeps changed at `now`. After an idle stretch
@@ -330,7 +351,12 @@ impl Agent {
                         .iter()
                         .map(|(reason, n)| format!("{reason}={n}"))
                         .collect();
-                    info!(jid = %c.jid, fun = %c.fun, expected = c.expected, returned = c.returned, missing = %missing.join(" "), "Job completed with minions missing.");
+                    // Once a job: a late return's amendment is a detail.
+                    if c.revision == 0 {
+                        info!(jid = %c.jid, fun = %c.fun, expected = c.expected, returned = c.returned, missing = %missing.join(" "), "Job completed with minions missing.");
+                    } else {
+                        debug!(jid = %c.jid, revision = c.revision, returned = c.returned, missing = %missing.join(" "), "Job amended by a late return.");
+                    }
                 }
                 _ => debug!(kind = record.kind.as_str(), "Record."),
             }
@@ -498,6 +524,7 @@ impl Handler for Agent {
             .chain(seal)
             .chain(checkpoint)
             .chain(master)
+            .chain(self.next_connections_sample())
             .min()
     }
 

@@ -408,4 +408,4 @@ impl Model {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

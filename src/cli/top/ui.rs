@@ -238,6 +238,7 @@ impl Screen {
             Layout::vertical([Constraint::Percentage(55), Constraint::Min(0)]).areas(area);
         let [verdicts, groups] =
             Layout::horizontal([Constraint::Percentage(55), Constraint::Min(0)]).areas(lower);
+        let widths = job_columns(jobs.width);
         let rows = self.model.jobs().map(|j| {
             let state = if j.is_open() { "running" } else { "done" };
             let look = match (j.failed, j.missing) {
@@ -245,29 +246,20 @@ impl Screen {
                 (0, _) => Look::new().fg(Color::Yellow),
                 _ => Look::new().fg(Color::Red),
             };
+            let w = |column: usize| usize::from(widths[column]);
             Row::new(vec![
-                j.jid.clone(),
-                j.fun.clone(),
-                j.target.clone(),
+                crate::plain::elide_middle(&j.jid, w(0)),
+                crate::plain::cut(&j.fun, w(1)),
+                crate::plain::cut(&j.target, w(2)),
                 returned(j),
                 j.failed.to_string(),
-                missing(j),
-                crate::plain::duration_micros(j.age_micros(now)),
+                missing(j, w(5)),
+                crate::plain::age(j.age_micros(now)),
                 state.to_owned(),
             ])
             .style(look)
         });
-        let widths = [
-            Constraint::Length(21),
-            Constraint::Length(22),
-            Constraint::Min(16),
-            Constraint::Length(9),
-            Constraint::Length(6),
-            Constraint::Length(32),
-            Constraint::Length(7),
-            Constraint::Length(7),
-        ];
-        let table = Table::new(rows, widths)
+        let table = Table::new(rows, widths.map(Constraint::Length))
             .header(
                 Row::new([
                     "JID", "FUNCTION", "TARGET", "RETURNED", "FAILED", "MISSING", "AGE", "STATE",
@@ -364,7 +356,8 @@ fn returned(job: &JobView) -> String {
     }
 }
 
-fn missing(job: &JobView) -> String {
+/// Missing minions by reason in `width` characters, whole reasons only.
+fn missing(job: &JobView, width: usize) -> String {
     if job.missing == 0 {
         return "0".into();
     }
@@ -373,7 +366,22 @@ fn missing(job: &JobView) -> String {
         .iter()
         .map(|(reason, n)| format!("{n} {}", reason.as_str()))
         .collect();
-    reasons.join(", ")
+    crate::plain::fitted(&reasons, width)
+}
+
+/// The jobs table's column widths in an area `width` wide (borders, the
+/// selection mark and the gaps between columns taken out): jids whole from
+/// 110 columns, else their start and end; the rest to the missing reasons.
+fn job_columns(width: u16) -> [u16; 8] {
+    let usable = width.saturating_sub(2 + 2 + 7);
+    let [jid, fun, target, returned, failed] = if width >= 110 {
+        [20, 20, 16, 9, 6]
+    } else {
+        [13, 11, 6, 7, 4]
+    };
+    let fixed = jid + fun + target + returned + failed + 4 + 7;
+    let missing = usable.saturating_sub(fixed).max(10);
+    [jid, fun, target, returned, failed, missing, 4, 7]
 }
 
 fn verdict_line(v: &Verdict) -> Line<'_> {
@@ -471,5 +479,57 @@ fn wait_for_keys(wait: Duration) -> Keys {
         },
         // A signal (SIGWINCH: ratatui resizes on the next draw).
         Err(_) => Keys::None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::top::model::tests::{at, missing, published, record};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    /// At 80 columns a job's line keeps its jid's start and end, whole
+    /// reasons and a short age (issue 68: jids cut to 16 digits, ages read
+    /// "641m", reasons "no_").
+    #[test]
+    fn the_jobs_list_is_readable_at_80_columns() {
+        let mut model = Model::new(crate::cli::top::model::Limits {
+            in_flight: 10,
+            closed: 10,
+            verdicts: 10,
+            groups: 10,
+        });
+        let jid = "20261207043319530601";
+        model.apply(&record(0, published(jid, &["db1", "web1", "web2"])));
+        model.apply(&record(8, missing(jid, "db1")));
+        model.apply(&record(9, missing(jid, "web1")));
+        let (_tx, rx) = std::sync::mpsc::channel();
+        let screen = Screen::new(
+            model,
+            rx,
+            Arc::new(BusWatch::default()),
+            PathBuf::from("/nonexistent"),
+            "lab".into(),
+        );
+        let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("a test terminal");
+        let now = Stamp(at(0).0 + 641 * 60 * 1_000_000);
+        terminal
+            .draw(|frame| screen.draw_list(frame, frame.area(), now))
+            .expect("draws");
+        let text: String = terminal
+            .backend()
+            .buffer()
+            .content()
+            .chunks(80)
+            .map(|row| row.iter().map(|c| c.symbol()).collect::<String>() + "\n")
+            .collect();
+        let row = text
+            .lines()
+            .find(|l| l.contains("test.sleep"))
+            .unwrap_or_else(|| panic!("no job row:\n{text}"));
+        assert!(row.contains("202612…530601"), "{row}");
+        assert!(row.contains("2 not_connected"), "{row}");
+        assert!(row.contains("10h"), "{row}");
     }
 }

@@ -9,15 +9,15 @@ use crate::record::{
     MissingEvidence, RecordFactory,
 };
 
-fn at(s: i64) -> Stamp {
+pub(in crate::cli::top) fn at(s: i64) -> Stamp {
     Stamp(1_800_000_000_000_000 + s * 1_000_000)
 }
 
-fn record(t: i64, body: RecordBody) -> Record {
+pub(in crate::cli::top) fn record(t: i64, body: RecordBody) -> Record {
     RecordFactory::new("m").make(at(t), &[&t.to_string()], body)
 }
 
-fn published(jid: &str, minions: &[&str]) -> RecordBody {
+pub(in crate::cli::top) fn published(jid: &str, minions: &[&str]) -> RecordBody {
     RecordBody::JobPublished(Box::new(JobPublished {
         jid: jid.into(),
         fun: "test.sleep".into(),
@@ -35,7 +35,7 @@ fn published(jid: &str, minions: &[&str]) -> RecordBody {
     }))
 }
 
-fn returned(jid: &str, minion: &str, succeeded: bool) -> RecordBody {
+pub(in crate::cli::top) fn returned(jid: &str, minion: &str, succeeded: bool) -> RecordBody {
     RecordBody::MinionReturn(MinionReturn {
         jid: jid.into(),
         minion: minion.into(),
@@ -52,7 +52,7 @@ fn returned(jid: &str, minion: &str, succeeded: bool) -> RecordBody {
     })
 }
 
-fn missing(jid: &str, minion: &str) -> RecordBody {
+pub(in crate::cli::top) fn missing(jid: &str, minion: &str) -> RecordBody {
     RecordBody::MinionMissing(MinionMissing {
         jid: jid.into(),
         minion: minion.into(),
@@ -70,7 +70,12 @@ fn missing(jid: &str, minion: &str) -> RecordBody {
     })
 }
 
-fn completed(jid: &str, returned: u32, failed: u32, missing: u32) -> RecordBody {
+pub(in crate::cli::top) fn completed(
+    jid: &str,
+    returned: u32,
+    failed: u32,
+    missing: u32,
+) -> RecordBody {
     RecordBody::JobCompleted(JobCompleted {
         jid: jid.into(),
         fun: "test.sleep".into(),

@@ -120,7 +120,7 @@ fn connections_judge_an_absent_minion_at_publish_and_a_hung_one_at_the_deadline(
         [(
             "down".to_string(),
             MissingEvidence::PresenceAbsent,
-            Some(Stamp(S)),
+            None,
             Stamp(5 * S)
         )],
         "judged at once"
