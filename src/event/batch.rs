@@ -9,7 +9,7 @@
 //! a progress event grows with the batch; it is passed over, never decoded.
 
 use super::cursor::Cursor;
-use super::payload::{Int, Text, TextList, typed};
+use super::payload::{Int, Raw, Text, TextList, typed};
 
 /// Which of the batch's events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -50,6 +50,8 @@ pub struct BatchEvent<'a> {
     pub jid: Text<'a>,
     pub step: BatchStep,
     pub fun: Option<Text<'a>>,
+    /// The job's arguments (`state.arg`), as its sub-batches publish them.
+    pub arg: Option<Raw<'a>>,
     pub tgt: Option<TextList<'a>>,
     pub tgt_type: Option<Text<'a>>,
     pub user: Option<Text<'a>>,
@@ -72,6 +74,7 @@ pub struct BatchEvent<'a> {
 #[derive(Debug, Default)]
 pub(super) struct StateFields<'a> {
     pub minions: Option<TextList<'a>>,
+    pub arg: Option<Raw<'a>>,
     pub size: Option<i64>,
     pub halted: bool,
     pub halted_reason: Option<Text<'a>>,
@@ -100,6 +103,7 @@ impl<'a> StateFields<'a> {
             };
             match key {
                 Some(b"all_minions") => f.minions = typed(value, "state.all_minions", m),
+                Some(b"arg") => f.arg = Some(Raw(value)),
                 Some(b"batch_size") => {
                     f.size = typed::<Int>(value, "state.batch_size", m).map(|Int(n)| n)
                 }

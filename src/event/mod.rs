@@ -453,6 +453,7 @@ fn build_body<'a>(
                     .and_then(batch::BatchStep::of)
                     .unwrap_or_default(),
                 fun: f.fun,
+                arg: state.arg,
                 tgt: f.tgt,
                 tgt_type: f.tgt_type,
                 user: f.user,

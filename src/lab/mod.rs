@@ -40,13 +40,32 @@ pub fn default_venv() -> PathBuf {
         .join(format!("salt-{SALT_VERSION}"))
 }
 
+/// The older release the batch tests also run (it gives each sub-batch a
+/// jid of its own); `scripts/setup-salt` installs it.
+pub const OLDER_SALT_VERSION: &str = "3006.25";
+
+/// Its venv: `$SALTSIGHT_SALT_3006_VENV`, else `~/.cache/saltsight/salt-3006.25`.
+pub fn older_venv() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SALTSIGHT_SALT_3006_VENV") {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    home.join(".cache/saltsight")
+        .join(format!("salt-{OLDER_SALT_VERSION}"))
+}
+
 /// Creates the venv and installs Salt into it unless it is there already.
 pub fn ensure_venv(venv: &Path) -> anyhow::Result<()> {
+    ensure_venv_of(venv, SALT_VERSION)
+}
+
+/// Creates the venv and installs Salt `version` into it unless it is there.
+pub fn ensure_venv_of(venv: &Path, version: &str) -> anyhow::Result<()> {
     if venv.join("bin/salt-master").exists() {
         return Ok(());
     }
     eprintln!(
-        "Installing salt=={SALT_VERSION} from PyPI into {} (once; about a minute)...",
+        "Installing salt=={version} from PyPI into {} (once; about a minute)...",
         venv.display()
     );
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
@@ -58,7 +77,7 @@ pub fn ensure_venv(venv: &Path) -> anyhow::Result<()> {
         Command::new(venv.join("bin/pip")).args([
             "install",
             "--quiet",
-            &format!("salt=={SALT_VERSION}"),
+            &format!("salt=={version}"),
         ]),
         "pip install salt",
     )?;
@@ -78,6 +97,8 @@ fn run_checked(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
 #[derive(Debug, Clone)]
 pub struct LabOptions {
     pub venv: PathBuf,
+    /// The Salt release `venv` holds (installed there when missing).
+    pub salt_version: &'static str,
     pub minions: Vec<String>,
     /// The master's `ipc_mode: tcp` (event publisher on loopback TCP).
     pub ipc_mode_tcp: bool,
@@ -99,6 +120,7 @@ impl Default for LabOptions {
     fn default() -> Self {
         Self {
             venv: default_venv(),
+            salt_version: SALT_VERSION,
             minions: ["web1", "web2", "db1"].map(String::from).to_vec(),
             ipc_mode_tcp: false,
             state_events: false,
@@ -122,7 +144,7 @@ impl Lab {
     /// Starts the master and the minions and waits until every minion answers
     /// `test.ping` (about 5 to 10 s).
     pub fn start(options: LabOptions) -> anyhow::Result<Lab> {
-        ensure_venv(&options.venv)?;
+        ensure_venv_of(&options.venv, options.salt_version)?;
         // Orphans of the lab's process groups come back to this process, so that
         // stopping a group reaps all of it. Without this, a SIGKILLed minion's
         // children stay zombies under a PID 1 that does not reap, and Salt's

@@ -3,6 +3,7 @@
 
 mod alerts;
 mod batches;
+mod batches_live;
 mod captures;
 mod cli;
 mod clickhouse;

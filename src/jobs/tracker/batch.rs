@@ -413,7 +413,7 @@ impl JobTracker {
         let publication = JobPublication {
             jid: b.jid.clone(),
             fun: b.fun.clone(),
-            arg: None,
+            arg: b.arg,
             tgt: b.tgt.clone(),
             tgt_type: b.tgt_type.clone(),
             user: b.user.clone(),
