@@ -90,6 +90,8 @@ struct Options {
     saltsight: PathBuf,
     /// Where saltsight's records go.
     outputs: Outputs,
+    /// Minions of each `big` job.
+    big_minions: usize,
 }
 
 /// Where saltsight's records go in a run (`--outputs`).
@@ -123,6 +125,7 @@ fn options() -> anyhow::Result<Option<Options>> {
         attach: None,
         saltsight: PathBuf::from(env!("CARGO_BIN_EXE_saltsight")),
         outputs: Outputs::Default,
+        big_minions: 50_000,
     };
     let mut args = args.into_iter();
     while let Some(flag) = args.next() {
@@ -151,6 +154,7 @@ fn options() -> anyhow::Result<Option<Options>> {
             "--idle" => o.idle = Duration::from_secs(value.parse()?),
             "--json" => o.json = Some(value.into()),
             "--attach" => o.attach = Some(value),
+            "--minions" => o.big_minions = value.parse()?,
             "--saltsight" => o.saltsight = value.into(),
             "--outputs" => {
                 o.outputs = match value.as_str() {
@@ -352,6 +356,8 @@ struct AgentFigures {
     held_ms: f64,
     gaps: u64,
     disconnects: u64,
+    /// Times the master's log says it dropped a slow subscriber.
+    discards: u64,
     records: u64,
     peak_rss: u64,
     /// Idle before the traffic.
@@ -464,7 +470,7 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
         Endpoint::Unix(path) => path.display().to_string(),
         Endpoint::Tcp(addr) => addr.to_string(),
     };
-    let end_jid = Traffic::new(mix).jid();
+    let end_jid = Traffic::new(mix, 0).jid();
     let master_config = lab.master_config().display().to_string();
     let mut subscribers = [
         Subscriber::spawn("salt", &venv, &["salt", &master_config, &end_jid])?,
@@ -512,6 +518,7 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     let before = scrape(metrics)?;
 
     // The traffic, from its own thread, as fast as the master takes it.
+    let discards_before = master_discards(lab);
     let master_pgid = master_pgid(lab)?;
     let load_before = procfs::loadavg();
     let agent_start = Usage::of(agent.pid()).context("saltsight is gone")?;
@@ -538,9 +545,10 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     };
     let started = Instant::now();
     let events = options.events;
+    let big_minions = options.big_minions;
     let end = end_jid.clone();
     let generator = std::thread::spawn(move || -> anyhow::Result<(u64, u64, String)> {
-        let mut traffic = Traffic::new(mix);
+        let mut traffic = Traffic::new(mix, big_minions);
         let mut out = std::io::BufWriter::with_capacity(256 * 1024, pull);
         let (mut sent, mut bytes) = (0u64, 0u64);
         let mut frames = Vec::new();
@@ -651,6 +659,7 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     };
 
     let after = scrape(metrics)?;
+    let discards = master_discards(lab).saturating_sub(discards_before);
     let count = |m: &str, series: &str| sample(m, series);
     let agent_received = (job_events(&after) - job_events(&before)) as u64;
     let mut figures = AgentFigures {
@@ -659,6 +668,7 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
         held_ms: count(&after, "saltsight_bus_held_seconds_total") * 1e3,
         gaps: sum(&after, "saltsight_bus_gaps_total{"),
         disconnects: (count(&after, "saltsight_bus_connects_total") as u64).saturating_sub(1),
+        discards,
         records: sum(&after, "saltsight_records_total{"),
         peak_rss: procfs::rss(agent.pid()).map_or(0, |r| r.0),
         fresh_wakeups: fresh.voluntary as f64 / options.idle.as_secs_f64(),
@@ -835,6 +845,14 @@ fn joined(
         .map_err(|_| anyhow::anyhow!("the generator panicked"))?
 }
 
+/// How often the master's log says it dropped a slow subscriber (Salt
+/// 3008.3's `salt/transport/tcp.py`: "Publisher discarding slow subscriber").
+fn master_discards(lab: &Lab) -> u64 {
+    std::fs::read_to_string(lab.root().join("log/master.out")).map_or(0, |log| {
+        log.matches("discarding slow subscriber").count() as u64
+    })
+}
+
 /// The job events (new, publish, return) an exposition counts.
 fn job_events(exposition: &str) -> f64 {
     ["job_new", "job_publish", "job_return"]
@@ -924,12 +942,13 @@ impl Run {
         }
         let a = &self.agent;
         s += &format!(
-            "\n  saltsight: dropped {} holds {} ({:.0} ms) gaps {} disconnects {} records {} posts {} | idle before: {:.1} wake-ups/s, RSS {:.1} MB | peak RSS {:.1} MB | idle after: {:.1} wake-ups/s, {:.1} ms CPU, RSS {:.1} MB | exit on SIGTERM: {}",
+            "\n  saltsight: dropped {} holds {} ({:.0} ms) gaps {} disconnects {} (master discards {}) records {} posts {} | idle before: {:.1} wake-ups/s, RSS {:.1} MB | peak RSS {:.1} MB | idle after: {:.1} wake-ups/s, {:.1} ms CPU, RSS {:.1} MB | exit on SIGTERM: {}",
             a.dropped,
             a.holds,
             a.held_ms,
             a.gaps,
             a.disconnects,
+            a.discards,
             a.records,
             a.posts,
             a.fresh_wakeups,
@@ -963,7 +982,7 @@ impl Run {
             "bytes": self.bytes, "secs": self.secs, "load_before": self.load_before,
             "load_after": self.load_after, "master_cpu_s": self.master.cpu,
             "subscribers": subscribers, "bare_mode": self.bare_mode(),
-            "saltsight": {"dropped": a.dropped, "holds": a.holds, "held_ms": a.held_ms, "gaps": a.gaps, "disconnects": a.disconnects,
+            "saltsight": {"dropped": a.dropped, "holds": a.holds, "held_ms": a.held_ms, "gaps": a.gaps, "disconnects": a.disconnects, "discards": a.discards,
                 "records": a.records, "posts": a.posts, "peak_rss": a.peak_rss,
                 "fresh_wakeups_per_s": a.fresh_wakeups, "fresh_rss": a.fresh_rss,
                 "idle_rss": a.idle_rss, "idle_wakeups_per_s": a.idle_wakeups,

@@ -11,7 +11,9 @@
 //!   requisite (fallout);
 //! - `highstate`: a `state.highstate` to 100 minions whose returns hold 300
 //!   states (about 75 KB; one minion in 20 fails one state, with fallout), then
-//!   two `ping` jobs.
+//!   two `ping` jobs;
+//! - `big`: the `failing` job to a big master's fleet, 50,000 minions by
+//!   default (`--minions`).
 
 use std::time::SystemTime;
 
@@ -23,6 +25,7 @@ pub enum Mix {
     Ping,
     Failing,
     Highstate,
+    Big,
 }
 
 impl Mix {
@@ -31,6 +34,7 @@ impl Mix {
             "ping" => Some(Mix::Ping),
             "failing" => Some(Mix::Failing),
             "highstate" => Some(Mix::Highstate),
+            "big" => Some(Mix::Big),
             _ => None,
         }
     }
@@ -40,6 +44,7 @@ impl Mix {
             Mix::Ping => "ping",
             Mix::Failing => "failing",
             Mix::Highstate => "highstate",
+            Mix::Big => "big",
         }
     }
 }
@@ -58,13 +63,15 @@ pub struct Traffic {
     last_jid: u128,
     ping_minions: Vec<String>,
     highstate_minions: Vec<String>,
+    big_minions: Vec<String>,
     failing_return: Vec<u8>,
     highstate_ok: Vec<u8>,
     highstate_failed: Vec<u8>,
 }
 
 impl Traffic {
-    pub fn new(mix: Mix) -> Traffic {
+    /// The mix's traffic; `big` jobs go to `big` minions.
+    pub fn new(mix: Mix, big: usize) -> Traffic {
         let minion = |m: usize| format!("web{m:04}.example.net");
         Traffic {
             mix,
@@ -72,6 +79,11 @@ impl Traffic {
             last_jid: 0,
             ping_minions: (0..500).map(minion).collect(),
             highstate_minions: (0..100).map(minion).collect(),
+            big_minions: if mix == Mix::Big {
+                (0..big).map(minion).collect()
+            } else {
+                Vec::new()
+            },
             failing_return: msgpack(&failing_states()),
             highstate_ok: msgpack(&highstate_states(300, false)),
             highstate_failed: msgpack(&highstate_states(300, true)),
@@ -83,7 +95,16 @@ impl Traffic {
         self.job += 1;
         match self.mix {
             Mix::Ping => self.ping_job(out),
-            Mix::Failing => self.failing_job(out),
+            Mix::Failing => {
+                let minions = std::mem::take(&mut self.ping_minions);
+                self.failing_job(&minions, out);
+                self.ping_minions = minions;
+            }
+            Mix::Big => {
+                let minions = std::mem::take(&mut self.big_minions);
+                self.failing_job(&minions, out);
+                self.big_minions = minions;
+            }
             Mix::Highstate => {
                 self.highstate_job(out);
                 self.ping_job(out);
@@ -145,16 +166,11 @@ impl Traffic {
         }
     }
 
-    fn failing_job(&mut self, out: &mut Vec<Vec<u8>>) {
+    fn failing_job(&mut self, minions: &[String], out: &mut Vec<Vec<u8>>) {
         let jid = self.jid();
-        out.push(new_event(
-            &jid,
-            "state.apply",
-            &["load"],
-            &self.ping_minions,
-        ));
+        out.push(new_event(&jid, "state.apply", &["load"], minions));
         out.push(publish_event(&jid, "state.apply", &["load"]));
-        for (i, m) in self.ping_minions.iter().enumerate() {
+        for (i, m) in minions.iter().enumerate() {
             if i % 50 == 49 {
                 continue;
             }

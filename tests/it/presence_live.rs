@@ -175,7 +175,12 @@ fn down_hung_gone_slow_and_shared_minions_on_a_default_master() {
         std::thread::sleep(Duration::from_millis(200));
         table = job(&["job", &jid]);
     }
-    assert!(table.contains("no connection since"), "{table}");
+    // db1 was stopped before saltsight started: when it went is not known
+    // (issue 68: not the job's publish time).
+    assert!(
+        table.contains("no connection (never seen connected)"),
+        "{table}"
+    );
     assert!(table.contains("connection gone at"), "{table}");
     lab.signal_minion("web2", Signal::SIGCONT)
         .expect("continue web2");
