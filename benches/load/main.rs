@@ -46,7 +46,11 @@
 //! replaced, stopped by SIGINT: `'perf record -g -o /tmp/{run}.data -p {pid}'`,
 //! `'strace -c -f -o /tmp/{run}.txt -p {pid}'`; it costs saltsight CPU, so not
 //! with figures that count), `--saltsight PATH` (another build, for A/B),
-//! `--outputs default|durable|none` (default: saltsight's own defaults). It
+//! `--outputs default|durable|none` (default: saltsight's own defaults),
+//! `--minions N` (each `big` job's, default 50,000), `--alone true` (saltsight
+//! the only subscriber), `--deadline SECS` (jobs' deadline, default 10),
+//! `--dump FILE` (write the first mix's traffic to FILE as a raw bus dump and
+//! start nothing: `saltsight replay FILE` under a profiler). It
 //! prints one line per run and a table of medians (min–max) at the end, a
 //! row group per ipc mode, mix and the bare reader's mode (`waking` or
 //! `quiet`: over tcp it runs in one of two, see [`BARE_WAKING_SWITCHES`]). The
@@ -92,6 +96,14 @@ struct Options {
     outputs: Outputs,
     /// Minions of each `big` job.
     big_minions: usize,
+    /// saltsight the only subscriber (no Salt or bare reader beside it).
+    alone: bool,
+    /// Jobs' deadline in saltsight's config.
+    deadline: Duration,
+    /// Write the first mix's traffic (`--events` of it) to this file as a
+    /// raw bus dump, and start nothing: for `saltsight replay` under a
+    /// profiler.
+    dump: Option<PathBuf>,
 }
 
 /// Where saltsight's records go in a run (`--outputs`).
@@ -126,6 +138,9 @@ fn options() -> anyhow::Result<Option<Options>> {
         saltsight: PathBuf::from(env!("CARGO_BIN_EXE_saltsight")),
         outputs: Outputs::Default,
         big_minions: 50_000,
+        alone: false,
+        deadline: Duration::from_secs(10),
+        dump: None,
     };
     let mut args = args.into_iter();
     while let Some(flag) = args.next() {
@@ -155,6 +170,9 @@ fn options() -> anyhow::Result<Option<Options>> {
             "--json" => o.json = Some(value.into()),
             "--attach" => o.attach = Some(value),
             "--minions" => o.big_minions = value.parse()?,
+            "--alone" => o.alone = value.parse()?,
+            "--deadline" => o.deadline = Duration::from_secs(value.parse()?),
+            "--dump" => o.dump = Some(value.into()),
             "--saltsight" => o.saltsight = value.into(),
             "--outputs" => {
                 o.outputs = match value.as_str() {
@@ -174,6 +192,9 @@ fn main() -> anyhow::Result<()> {
     let Some(options) = options()? else {
         return Ok(());
     };
+    if let Some(path) = &options.dump {
+        return dump(path, &options);
+    }
     let mut runs = Vec::new();
     for &tcp in &options.tcp {
         let lab = Lab::start(LabOptions {
@@ -204,6 +225,36 @@ fn main() -> anyhow::Result<()> {
 
 fn ipc_name(tcp: bool) -> &'static str {
     if tcp { "tcp" } else { "ipc" }
+}
+
+/// `--dump FILE`: the first mix's traffic as the publisher sends it (each
+/// frame behind its 4-byte length), `--events` of it, then the end job.
+fn dump(path: &Path, options: &Options) -> anyhow::Result<()> {
+    let mix = *options.mixes.first().context("a mix")?;
+    let mut traffic = Traffic::new(mix, options.big_minions);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let (mut sent, mut frames) = (0u64, Vec::new());
+    while sent < options.events {
+        frames.clear();
+        traffic.next_job(&mut frames);
+        for f in &frames {
+            out.write_all(f)?;
+        }
+        sent += frames.len() as u64;
+    }
+    let end = traffic.jid();
+    frames.clear();
+    traffic.end_job(&end, &mut frames);
+    for f in &frames {
+        out.write_all(f)?;
+    }
+    out.flush()?;
+    println!(
+        "{sent} events of {} written to {}",
+        mix.name(),
+        path.display()
+    );
+    Ok(())
 }
 
 /// The lab's state tree as a git checkout with the load SLS committed.
@@ -426,11 +477,12 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     std::fs::write(
         &config,
         format!(
-            "master_id = \"load\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndefault_deadline = \"10s\"\n\
+            "master_id = \"load\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndefault_deadline = \"{}s\"\n\
              [spool]\ndir = {:?}\n[state]\ndir = {:?}\n\
              [metrics]\nlisten_address = \"127.0.0.1:{metrics_port}\"\n\
              [log]\nlevel = \"warn\"\n{}",
             lab.master_config().display().to_string(),
+            options.deadline.as_secs(),
             dir.path().join("spool").display().to_string(),
             dir.path().join("state").display().to_string(),
             match options.outputs {
@@ -472,10 +524,14 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     };
     let end_jid = Traffic::new(mix, 0).jid();
     let master_config = lab.master_config().display().to_string();
-    let mut subscribers = [
-        Subscriber::spawn("salt", &venv, &["salt", &master_config, &end_jid])?,
-        Subscriber::spawn("bare", &venv, &["bare", &endpoint, &end_jid])?,
-    ];
+    let mut subscribers = if options.alone {
+        Vec::new()
+    } else {
+        vec![
+            Subscriber::spawn("salt", &venv, &["salt", &master_config, &end_jid])?,
+            Subscriber::spawn("bare", &venv, &["bare", &endpoint, &end_jid])?,
+        ]
+    };
     let mut pull = connect_pull(lab)?;
 
     // Everyone listening: a hello seen by all three.
@@ -659,7 +715,14 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     };
 
     let after = scrape(metrics)?;
-    let discards = master_discards(lab).saturating_sub(discards_before);
+    let discarded: Vec<String> = master_discards(lab)
+        .into_iter()
+        .skip(discards_before.len())
+        .collect();
+    for line in &discarded {
+        eprintln!("  master: {line}");
+    }
+    let discards = discarded.len() as u64;
     let count = |m: &str, series: &str| sample(m, series);
     let agent_received = (job_events(&after) - job_events(&before)) as u64;
     let mut figures = AgentFigures {
@@ -845,12 +908,18 @@ fn joined(
         .map_err(|_| anyhow::anyhow!("the generator panicked"))?
 }
 
-/// How often the master's log says it dropped a slow subscriber (Salt
-/// 3008.3's `salt/transport/tcp.py`: "Publisher discarding slow subscriber").
-fn master_discards(lab: &Lab) -> u64 {
-    std::fs::read_to_string(lab.root().join("log/master.out")).map_or(0, |log| {
-        log.matches("discarding slow subscriber").count() as u64
-    })
+/// The lines of the master's log that say it dropped a slow subscriber
+/// (Salt 3008.3's `salt/transport/tcp.py`: "Publisher discarding slow
+/// subscriber <address> (<why>)").
+fn master_discards(lab: &Lab) -> Vec<String> {
+    std::fs::read_to_string(lab.root().join("log/master.out"))
+        .map(|log| {
+            log.lines()
+                .filter(|l| l.contains("discarding slow subscriber"))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The job events (new, publish, return) an exposition counts.

@@ -133,6 +133,11 @@ crate::label_set! {
     pub enum GapReason {
         /// The master closed or reset the connection (restart, stop).
         Disconnected = "disconnected",
+        /// The master closed the connection while saltsight was behind in
+        /// reading it: Salt drops a subscriber whose pending writes pass
+        /// `pub_server_write_queue_size` ("Publisher discarding slow
+        /// subscriber" in the master's log).
+        Discarded = "discarded",
         /// Reading failed.
         ReadError = "read_error",
         /// Bare framing could not be followed; the reader reconnected.

@@ -85,6 +85,11 @@ struct Drained {
 /// working (and end the gap before it).
 const HEALTHY_AFTER: Duration = Duration::from_secs(1);
 
+/// A connection the master closes within this long of the reader being
+/// behind (a read of a backlog, a hold) was dropped for being slow: its gap
+/// is `discarded`, not `disconnected`.
+const BEHIND_FOR: Duration = Duration::from_secs(2);
+
 pub struct BusReader {
     config: ReaderConfig,
     stats: Arc<ReaderStats>,
@@ -302,6 +307,9 @@ impl BusReader {
         };
         // Set while inside a frame: when its next bytes are due at the latest.
         let mut stall_at: Option<Instant> = None;
+        // When the reader was last behind the socket: a read of half its
+        // buffer or more (a backlog), or a hold for the consumer.
+        let mut behind_at: Option<Instant> = None;
         let mut last_read_at: Option<Instant> = None;
         let pace = Pace::for_endpoint(&self.config.endpoint);
         let mut hold = Hold::new();
@@ -349,12 +357,21 @@ impl BusReader {
                 self.healthy(open_gap, &mut drained);
                 continue;
             };
+            // Closed while saltsight was behind: the master dropped it as a
+            // slow subscriber (a master that stops closes an idle reader too).
+            let lost = |behind_at: Option<Instant>| {
+                if behind_at.is_some_and(|t| t.elapsed() <= BEHIND_FOR) {
+                    GapReason::Discarded
+                } else {
+                    GapReason::Disconnected
+                }
+            };
             let n = match read {
                 Ok(0) => {
                     if !buf.is_empty() {
                         warn!(partial_bytes = buf.len(), "The bus closed inside a frame.");
                     }
-                    drained.end = ConnectionEnd::Lost(GapReason::Disconnected);
+                    drained.end = ConnectionEnd::Lost(lost(behind_at));
                     return drained;
                 }
                 Ok(n) if buf.is_empty() => {
@@ -372,7 +389,7 @@ impl BusReader {
                         error.kind(),
                         ConnectionReset | ConnectionAborted | BrokenPipe
                     ) {
-                        GapReason::Disconnected
+                        lost(behind_at)
                     } else {
                         warn!(%error, "Reading the event bus failed.");
                         GapReason::ReadError
@@ -385,6 +402,10 @@ impl BusReader {
             // The clocks are read once per read: every frame it splits shares them.
             let received_at = SystemTime::now();
             let now = Instant::now();
+            // Half a buffer at once is a backlog (`pace` reads on at once too).
+            if n >= READ_CHUNK / 2 {
+                behind_at = Some(now);
+            }
             // The pipeline's clock is tokio's (paused in tests).
             let received_mono = Some(tokio::time::Instant::now());
             let since_last_read = last_read_at.map(|t| now.duration_since(t));
@@ -450,6 +471,7 @@ impl BusReader {
             // A burst the consumer has not taken: wait for it (bounded), then
             // read the backlog at once.
             if hold.after_read(&self.stats) {
+                behind_at = Some(Instant::now());
                 continue;
             }
             // Under sustained traffic, what arrives meanwhile is the next read's batch.

@@ -445,7 +445,10 @@ impl Handler for Agent {
         // began, not the moment they were read.
         let lost_connection = matches!(
             gap.reason,
-            GapReason::Disconnected | GapReason::ReadError | GapReason::Desync
+            GapReason::Disconnected
+                | GapReason::Discarded
+                | GapReason::ReadError
+                | GapReason::Desync
         );
         if lost_connection && self.clock.now() > Stamp(i64::MIN) {
             start = start.min(self.clock.now());

@@ -348,10 +348,48 @@ fn a_dropped_subscribers_gap_spans_what_it_lost() {
     .expect("a gap");
     let gap = of_kind(&seen, "bus_gap")[0].clone();
     assert_eq!(gap["started_at"], json!(old.to_string()), "{gap}");
+    assert_eq!(gap["reason"], "disconnected", "nothing was waiting: {gap}");
     assert!(
         gap["duration_ms"].as_u64().is_some_and(|ms| ms >= 19_000),
         "{gap}"
     );
+    assert!(
+        run.terminate(Duration::from_secs(5))
+            .is_some_and(|s| s.success())
+    );
+}
+
+/// The master drops saltsight while it is behind (a backlog of a few MB in
+/// its socket when the connection goes): the gap says `discarded`, its own
+/// reason, not a master that went away (issue 75).
+#[test]
+fn a_connection_closed_on_a_backlog_is_a_discard() {
+    let publisher = Publisher::unix(Framing::Bare);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut run, _) = run_against(&publisher, dir.path(), "30s", "", &[]);
+    let mut sub = publisher.accept();
+    // A burst: more than the socket holds, written as fast as it is read,
+    // then the connection closed under it.
+    let (tag, data) = ret("20261124100000000006", "web1");
+    let one = crate::support::publisher::frame(&tag, data);
+    let burst: Vec<u8> = one
+        .iter()
+        .copied()
+        .cycle()
+        .take(one.len() * 8_000)
+        .collect();
+    sub.send_raw(&burst).expect("send");
+    drop(sub);
+    let mut again = publisher.accept();
+    let (tag, data) = ret("20261124100000000007", "web9");
+    again.send(&tag, data).expect("send");
+    let mut seen = Vec::new();
+    read_records(&run.stdout, &mut seen, Duration::from_secs(20), |s| {
+        !of_kind(s, "bus_gap").is_empty()
+    })
+    .expect("a gap");
+    let gap = of_kind(&seen, "bus_gap")[0].clone();
+    assert_eq!(gap["reason"], "discarded", "{gap}");
     assert!(
         run.terminate(Duration::from_secs(5))
             .is_some_and(|s| s.success())
