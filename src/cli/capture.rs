@@ -17,7 +17,8 @@ use crate::bus::recording::CaptureWriter;
 use crate::bus::{BusGap, Endpoint, Frame};
 use crate::config::duration::parse_duration;
 use crate::event::Event;
-use crate::pipeline::{Consumer, Handler, Source};
+use crate::pipeline::assembly::consumer_of;
+use crate::pipeline::{Handler, SourceChoice};
 use crate::shutdown;
 
 #[derive(Debug, Args)]
@@ -107,8 +108,13 @@ pub async fn run(args: CaptureArgs, session: Session) -> anyhow::Result<Outcome>
             stop.cancel();
         });
     }
-    let source = Source::live(&config.bus, Delivery::RawChunks);
-    let consumer = Consumer::new(source, config.bus.queue_frames, cancel.clone());
+    let consumer = consumer_of(
+        &config,
+        &SourceChoice::Live,
+        Delivery::RawChunks,
+        false,
+        cancel.clone(),
+    );
     let (summary, handler) = shutdown::within_grace(&cancel, consumer.run(handler)).await?;
     eprintln!(
         "captured {} bytes to {}",
@@ -116,4 +122,14 @@ pub async fn run(args: CaptureArgs, session: Session) -> anyhow::Result<Outcome>
         args.file.display()
     );
     Ok(Outcome::of(&summary))
+}
+
+impl super::Action for CaptureArgs {
+    fn overrides(&self, o: &mut crate::config::Overrides) {
+        self.bus.apply(o);
+    }
+
+    fn execute(self, overrides: crate::config::Overrides) -> Result<Outcome, super::Failure> {
+        super::on_bus(&overrides, |session| run(self, session))
+    }
 }

@@ -385,3 +385,31 @@ fn write_metrics(config: &Config, out: &mut impl Write) -> std::io::Result<()> {
     };
     writeln!(out, "metrics: salt-exporter's series on; {keys}")
 }
+
+impl super::Action for CheckConfigArgs {
+    fn overrides(&self, o: &mut crate::config::Overrides) {
+        self.bus.apply(o);
+        self.web.apply(o);
+        self.state.apply(o);
+    }
+
+    fn execute(self, overrides: crate::config::Overrides) -> Result<super::Outcome, Failure> {
+        if self.example {
+            print!("{}", crate::config::example::example());
+            return Ok(super::Outcome::Ok);
+        }
+        let rt = super::async_runtime()?;
+        let loaded = super::Loaded::read(&overrides)?;
+        let report = rt.block_on(run(
+            &self,
+            &loaded.config,
+            &loaded.outputs,
+            &mut std::io::stdout().lock(),
+        ));
+        match report {
+            Ok(None) => Ok(super::Outcome::Ok),
+            Ok(Some(failure)) => Err(failure),
+            Err(e) => Err(Failure::runtime(e.to_string())),
+        }
+    }
+}

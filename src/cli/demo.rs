@@ -23,7 +23,7 @@ use crate::history::query::{self, JobFilter};
 use crate::lab::{Lab, LabOptions};
 use crate::metrics::Observer;
 use crate::pipeline::assembly::consumer;
-use crate::pipeline::{AgentOptions, Assembly, HistoryChoice, OutputChoice, SourceChoice};
+use crate::pipeline::{AgentOptions, Assembly, OutputChoice, SourceChoice};
 use crate::sink::stdout::StdoutFormat;
 
 #[derive(Debug, Args)]
@@ -116,19 +116,12 @@ pub async fn run(args: DemoArgs, session: Session) -> anyhow::Result<Outcome> {
         let assembly = Assembly::open(
             &config,
             &[],
-            AgentOptions {
-                source: SourceChoice::Live,
-                outputs: OutputChoice::Stdout,
-                stdout_format: args.format.stdout_format(),
-                history: HistoryChoice::At {
-                    path: history_path.clone(),
-                    batch_max_age: None,
-                },
-                checkpoint: false,
-                master_processes: false,
-                presence: true,
-                reactor: false,
-            },
+            AgentOptions::view(
+                OutputChoice::Stdout,
+                args.format.stdout_format(),
+                history_path.clone(),
+                None,
+            ),
         )?;
         let consumer = assembly.consumer(&config, cancel.clone());
         let (agent, _) = assembly.agent(
@@ -241,4 +234,10 @@ fn commit_state_tree(dir: &std::path::Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+impl super::Action for DemoArgs {
+    fn execute(self, overrides: crate::config::Overrides) -> Result<Outcome, super::Failure> {
+        super::on_bus(&overrides, |session| run(self, session))
+    }
 }

@@ -115,6 +115,17 @@ pub fn summary_line<'a>(summary: &'a str, name: &'a str) -> &'a str {
         .unwrap_or(name)
 }
 
+
+impl super::Action for DriftArgs {
+    fn overrides(&self, o: &mut crate::config::Overrides) {
+        self.query.state.apply(o);
+    }
+
+    fn execute(self, overrides: crate::config::Overrides) -> Result<Outcome, Failure> {
+        super::answer(&overrides, |config, out| run(&self, config, out))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::summary_line;

@@ -89,6 +89,13 @@ fn listing(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
+
+impl super::Action for GenerateArgs {
+    fn execute(self, _overrides: crate::config::Overrides) -> Result<super::Outcome, super::Failure> {
+        run(&self).map_err(super::runtime)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -47,3 +47,13 @@ pub fn run(args: &JobArgs, config: &Config, out: &mut dyn Write) -> Result<Outco
     answer(&recap, args.query.json, out)?;
     Ok(Outcome::Ok)
 }
+
+impl super::Action for JobArgs {
+    fn overrides(&self, o: &mut crate::config::Overrides) {
+        self.query.state.apply(o);
+    }
+
+    fn execute(self, overrides: crate::config::Overrides) -> Result<Outcome, Failure> {
+        super::answer(&overrides, |config, out| run(&self, config, out))
+    }
+}

@@ -88,3 +88,13 @@ pub fn run(args: &JobsArgs, config: &Config, out: &mut dyn Write) -> Result<Outc
     written.map_err(|e| Failure::runtime(format!("writing the answer: {e}")))?;
     Ok(Outcome::Ok)
 }
+
+impl super::Action for JobsArgs {
+    fn overrides(&self, o: &mut crate::config::Overrides) {
+        self.query.state.apply(o);
+    }
+
+    fn execute(self, overrides: crate::config::Overrides) -> Result<Outcome, Failure> {
+        super::answer(&overrides, |config, out| run(&self, config, out))
+    }
+}

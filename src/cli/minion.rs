@@ -110,3 +110,13 @@ pub fn run(args: &MinionArgs, config: &Config, out: &mut dyn Write) -> Result<Ou
     written.map_err(|e| Failure::runtime(format!("writing the answer: {e}")))?;
     Ok(Outcome::Ok)
 }
+
+impl super::Action for MinionArgs {
+    fn overrides(&self, o: &mut crate::config::Overrides) {
+        self.query.state.apply(o);
+    }
+
+    fn execute(self, overrides: crate::config::Overrides) -> Result<Outcome, Failure> {
+        super::answer(&overrides, |config, out| run(&self, config, out))
+    }
+}

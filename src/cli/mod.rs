@@ -1,34 +1,16 @@
 //! The command line: clap types and one file per subcommand.
 
-pub mod capture;
-pub mod check_config;
-pub mod demo;
-pub mod drift;
 pub mod exit;
-pub mod failures;
 pub mod flags;
-pub mod generate;
-pub mod incidents;
-pub mod job;
-pub mod jobs;
 pub mod live;
 pub mod log;
 pub mod manual;
-pub mod minion;
 pub mod present;
 pub mod privilege;
 pub mod reach;
 pub mod recap;
 pub mod reload;
-pub mod replay;
-pub mod rollout;
-pub mod rollouts;
-pub mod run;
-pub mod status;
-pub mod tail;
 pub mod tail_format;
-pub mod top;
-pub mod wait;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -90,43 +72,52 @@ impl Cli {
     pub fn overrides(&self) -> Overrides {
         let mut o = Overrides::default();
         self.global.apply(&mut o);
-        match &self.command {
-            Command::Run(args) => {
-                args.bus.apply(&mut o);
-                args.web.apply(&mut o);
-                args.state.apply(&mut o);
-            }
-            Command::CheckConfig(args) => {
-                args.bus.apply(&mut o);
-                args.web.apply(&mut o);
-                args.state.apply(&mut o);
-            }
-            Command::Tail(args) => args.bus.apply(&mut o),
-            Command::Top(args) => args.bus.apply(&mut o),
-            Command::Capture(args) => args.bus.apply(&mut o),
-            Command::Replay(args) => {
-                args.master.apply(&mut o);
-                args.frames.apply(&mut o);
-            }
-            Command::Job(args) => args.query.state.apply(&mut o),
-            Command::Jobs(args) => args.query.state.apply(&mut o),
-            Command::Failures(args) => args.query.state.apply(&mut o),
-            Command::Drift(args) => args.query.state.apply(&mut o),
-            Command::Wait(args) => args.query.state.apply(&mut o),
-            Command::Status(args) => args.query.state.apply(&mut o),
-            Command::Incidents(args) => args.query.state.apply(&mut o),
-            Command::Rollouts(args) => args.query.state.apply(&mut o),
-            Command::Rollout(args) => args.query.state.apply(&mut o),
-            Command::Minion(args) => args.query.state.apply(&mut o),
-            Command::Demo(_) | Command::Generate(_) => {}
-        }
+        self.command.overrides(&mut o);
         self.legacy.apply(&mut o);
         o
     }
 }
 
-#[derive(Debug, Subcommand)]
-pub enum Command {
+/// What a subcommand's arguments do: the config-key flags they set, and
+/// how the subcommand runs. Each `cli/<subcommand>.rs` implements it for its
+/// args type; [`subcommands!`] lists them once.
+pub trait Action {
+    /// Its config-key flag groups, onto `o` (none by default).
+    fn overrides(&self, _o: &mut Overrides) {}
+    /// Runs it with the command line's `overrides` (its own among them).
+    fn execute(self, overrides: Overrides) -> Result<Outcome, Failure>;
+}
+
+/// Every subcommand, once: its module (`cli/<module>.rs`), its variant and
+/// its args type, with the help clap shows. The module, the [`Command`]
+/// variant and the one dispatch are made from this list: a new subcommand is
+/// its file (an args type implementing [`Action`]) and a line here.
+macro_rules! subcommands {
+    ($( $(#[$meta:meta])* $variant:ident($module:ident::$args:ident), )*) => {
+        $( pub mod $module; )*
+
+        #[derive(Debug, Subcommand)]
+        pub enum Command {
+            $( $(#[$meta])* $variant($module::$args), )*
+        }
+
+        impl Command {
+            fn overrides(&self, o: &mut Overrides) {
+                match self {
+                    $( Command::$variant(args) => args.overrides(o), )*
+                }
+            }
+
+            fn execute(self, overrides: Overrides) -> Result<Outcome, Failure> {
+                match self {
+                    $( Command::$variant(args) => args.execute(overrides), )*
+                }
+            }
+        }
+    };
+}
+
+subcommands! {
     /// Run the agent: watch the bus and emit records (logs go to stderr).
     Run(run::RunArgs),
     /// Show live events, like `salt-run state.event pretty=True`.
@@ -225,7 +216,7 @@ impl Failure {
     }
 
     /// Logs it at error level, once: `main` will not print it again.
-    fn log(mut self, message: &'static str) -> Self {
+    pub(crate) fn log(mut self, message: &'static str) -> Self {
         tracing::error!(error = %self.text, "{message}");
         self.logged = true;
         self
@@ -255,98 +246,31 @@ pub struct Session {
     pub cancel: CancellationToken,
 }
 
-/// Runs the command: one arm per subcommand (the compiler checks that none
-/// is left out), each loading what it needs; every error leaves here redacted.
+/// Runs the command (its [`Action`]); every error leaves here redacted.
 pub fn execute(cli: Cli) -> Result<Outcome, Failure> {
     let overrides = cli.overrides();
-    let Cli { command, .. } = cli;
-    match command {
-        Command::Generate(args) => generate::run(&args).map_err(runtime),
-        Command::CheckConfig(args) if args.example => {
-            print!("{}", crate::config::example::example());
-            Ok(Outcome::Ok)
-        }
-        Command::CheckConfig(args) => {
-            let rt = async_runtime()?;
-            let loaded = Loaded::read(&overrides)?;
-            let report = rt.block_on(check_config::run(
-                &args,
-                &loaded.config,
-                &loaded.outputs,
-                &mut std::io::stdout().lock(),
-            ));
-            match report {
-                Ok(None) => Ok(Outcome::Ok),
-                Ok(Some(failure)) => Err(failure),
-                Err(e) => Err(Failure::runtime(e.to_string())),
-            }
-        }
-        // The query commands read the history and need no runtime.
-        Command::Job(args) => job::run(&args, &Loaded::read(&overrides)?.config, &mut stdout()),
-        Command::Jobs(args) => jobs::run(&args, &Loaded::read(&overrides)?.config, &mut stdout()),
-        Command::Failures(args) => {
-            failures::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
-        }
-        Command::Minion(args) => {
-            minion::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
-        }
-        Command::Drift(args) => drift::run(&args, &Loaded::read(&overrides)?.config, &mut stdout()),
-        Command::Wait(args) => wait::run(&args, &Loaded::read(&overrides)?.config, &mut stdout()),
-        Command::Status(args) => {
-            status::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
-        }
-        Command::Rollouts(args) => {
-            rollouts::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
-        }
-        Command::Rollout(args) => {
-            rollout::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
-        }
-        Command::Incidents(args) => {
-            incidents::run(&args, &Loaded::read(&overrides)?.config, &mut stdout())
-        }
-        Command::Run(args) => {
-            let rt = async_runtime()?;
-            // From here on a SIGHUP is a reload (handled once `run` runs),
-            // never the default's exit.
-            let hangups = {
-                let _runtime = rt.enter();
-                reload::listen_for_hangups()
-            };
-            let loaded = Loaded::read(&overrides)?;
-            if let Some(why) = privilege::refuse_root(&loaded.config.bus.endpoint, args.allow_root)
-            {
-                return Err(Failure::new(exit::NO_PERMISSION, why).log("Refusing to run."));
-            }
-            let reload = run::Reload {
-                overrides,
-                log_level: loaded.log_level.clone(),
-                hangups: Some(hangups),
-            };
-            loaded.serve(&rt, |session| run::run(args, session, reload))
-        }
-        Command::Tail(args) => {
-            let rt = async_runtime()?;
-            Loaded::read(&overrides)?.serve(&rt, |session| tail::run(args, session))
-        }
-        Command::Top(args) => {
-            let rt = async_runtime()?;
-            let loaded = Loaded::read(&overrides)?;
-            let log_level = loaded.log_level.clone();
-            loaded.serve(&rt, |session| top::run(args, session, log_level))
-        }
-        Command::Capture(args) => {
-            let rt = async_runtime()?;
-            Loaded::read(&overrides)?.serve(&rt, |session| capture::run(args, session))
-        }
-        Command::Replay(args) => {
-            let rt = async_runtime()?;
-            Loaded::read(&overrides)?.serve(&rt, |session| replay::run(args, session))
-        }
-        Command::Demo(args) => {
-            let rt = async_runtime()?;
-            Loaded::read(&overrides)?.serve(&rt, |session| demo::run(args, session))
-        }
-    }
+    cli.command.execute(overrides)
+}
+
+/// A subcommand that answers from the config alone (the query commands:
+/// they read the history, and need no runtime).
+pub(crate) fn answer(
+    overrides: &Overrides,
+    answer: impl FnOnce(&Config, &mut dyn std::io::Write) -> Result<Outcome, Failure>,
+) -> Result<Outcome, Failure> {
+    answer(&Loaded::read(overrides)?.config, &mut stdout())
+}
+
+/// A subcommand that reads the bus: the runtime, the config, its session.
+pub(crate) fn on_bus<F>(
+    overrides: &Overrides,
+    command: impl FnOnce(Session) -> F,
+) -> Result<Outcome, Failure>
+where
+    F: std::future::Future<Output = anyhow::Result<Outcome>>,
+{
+    let rt = async_runtime()?;
+    Loaded::read(overrides)?.serve(&rt, command)
 }
 
 fn stdout() -> std::io::StdoutLock<'static> {
@@ -355,7 +279,7 @@ fn stdout() -> std::io::StdoutLock<'static> {
 
 /// The runtime of the subcommands that read the bus (two workers: the agent
 /// is one consumer task, the reader, and the outputs' senders).
-fn async_runtime() -> Result<tokio::runtime::Runtime, Failure> {
+pub(crate) fn async_runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -364,15 +288,15 @@ fn async_runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 /// The config read and checked, logging set up from it, its warnings said.
-struct Loaded {
-    config: Config,
-    outputs: Vec<OutputSpec>,
+pub(crate) struct Loaded {
+    pub(crate) config: Config,
+    pub(crate) outputs: Vec<OutputSpec>,
     redactor: Redactor,
-    log_level: log::LogLevel,
+    pub(crate) log_level: log::LogLevel,
 }
 
 impl Loaded {
-    fn read(overrides: &Overrides) -> Result<Self, Failure> {
+    pub(crate) fn read(overrides: &Overrides) -> Result<Self, Failure> {
         let (config, outputs) = crate::pipeline::load_config(overrides)
             // A config error may quote a value (an upstream URL with its password).
             .map_err(|errors| Failure::config(default_redactor().line(&errors.to_string())))?;
@@ -391,7 +315,7 @@ impl Loaded {
 
     /// Runs a subcommand that reads the bus on `rt`, with SIGINT/SIGTERM
     /// cancelling it.
-    fn serve<F>(
+    pub(crate) fn serve<F>(
         self,
         rt: &tokio::runtime::Runtime,
         command: impl FnOnce(Session) -> F,
@@ -436,7 +360,7 @@ pub fn connect_status(error: &crate::bus::endpoint::ConnectError) -> exit::Statu
     }
 }
 
-fn runtime(error: anyhow::Error) -> Failure {
+pub(crate) fn runtime(error: anyhow::Error) -> Failure {
     Failure::runtime(format!("{error:#}"))
 }
 

@@ -8,7 +8,7 @@ use clap::Args;
 use super::flags::{FrameArgs, MasterArgs, Output};
 use super::{Outcome, Session};
 use crate::metrics::Observer;
-use crate::pipeline::{AgentOptions, Assembly, HistoryChoice, SourceChoice, Summary};
+use crate::pipeline::{AgentOptions, Assembly, Summary};
 use crate::shutdown;
 
 #[derive(Debug, Args)]
@@ -41,24 +41,12 @@ pub async fn run(args: ReplayArgs, session: Session) -> anyhow::Result<Outcome> 
     let assembly = Assembly::open(
         &config,
         &outputs,
-        AgentOptions {
-            source: SourceChoice::Recording {
-                path: args.file.clone(),
-            },
-            outputs: args.output.into(),
-            stdout_format: args.format.stdout_format(),
-            history: match args.history.clone() {
-                Some(path) => HistoryChoice::At {
-                    path,
-                    batch_max_age: None,
-                },
-                None => HistoryChoice::Off,
-            },
-            checkpoint: false,
-            master_processes: false,
-            presence: false,
-            reactor: false,
-        },
+        AgentOptions::replay(
+            args.file.clone(),
+            args.output.into(),
+            args.format.stdout_format(),
+            args.history.clone(),
+        ),
     )?;
     let consumer = assembly.consumer(&config, cancel.clone());
     let (agent, senders) =
@@ -107,5 +95,16 @@ fn describe(summary: &Summary) -> String {
         "; the recording is damaged after that (exit 3)"
     } else {
         ""
+    }
+}
+
+impl super::Action for ReplayArgs {
+    fn overrides(&self, o: &mut crate::config::Overrides) {
+        self.master.apply(o);
+        self.frames.apply(o);
+    }
+
+    fn execute(self, overrides: crate::config::Overrides) -> Result<Outcome, super::Failure> {
+        super::on_bus(&overrides, |session| run(self, session))
     }
 }

@@ -182,3 +182,13 @@ fn write_view(view: &RolloutView, style: Style, out: &mut dyn Write) -> std::io:
     }
     Ok(())
 }
+
+impl super::Action for RolloutArgs {
+    fn overrides(&self, o: &mut crate::config::Overrides) {
+        self.query.state.apply(o);
+    }
+
+    fn execute(self, overrides: crate::config::Overrides) -> Result<Outcome, Failure> {
+        super::answer(&overrides, |config, out| run(&self, config, out))
+    }
+}

@@ -128,3 +128,33 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
     result?;
     Ok(Outcome::Ok)
 }
+
+impl super::Action for RunArgs {
+    fn overrides(&self, o: &mut crate::config::Overrides) {
+        self.bus.apply(o);
+        self.web.apply(o);
+        self.state.apply(o);
+    }
+
+    fn execute(self, overrides: crate::config::Overrides) -> Result<Outcome, super::Failure> {
+        let rt = super::async_runtime()?;
+        // From here on a SIGHUP is a reload (handled once `run` runs), never
+        // the default's exit.
+        let hangups = {
+            let _runtime = rt.enter();
+            super::reload::listen_for_hangups()
+        };
+        let loaded = super::Loaded::read(&overrides)?;
+        if let Some(why) =
+            super::privilege::refuse_root(&loaded.config.bus.endpoint, self.allow_root)
+        {
+            return Err(super::Failure::new(super::exit::NO_PERMISSION, why).log("Refusing to run."));
+        }
+        let reload = Reload {
+            overrides,
+            log_level: loaded.log_level.clone(),
+            hangups: Some(hangups),
+        };
+        loaded.serve(&rt, |session| run(self, session, reload))
+    }
+}

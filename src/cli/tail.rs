@@ -16,7 +16,8 @@ use crate::bus::{BusGap, Endpoint, Frame};
 use crate::config::glob::Glob;
 use crate::event::Event;
 use crate::event::json::Limits;
-use crate::pipeline::{Consumer, Handler, Source};
+use crate::pipeline::assembly::consumer_of;
+use crate::pipeline::{Handler, SourceChoice};
 use crate::record::redact::{Redacted, Redactor};
 use crate::shutdown;
 
@@ -147,14 +148,20 @@ pub async fn run(args: TailArgs, session: Session) -> anyhow::Result<Outcome> {
     }
     let handler = TailHandler::new(std::io::stdout(), &args, cancel.clone(), &redactor);
     let source = match &args.from {
-        Some(path) => Source::Recording {
-            path: path.clone(),
-            max_frame_bytes: config.bus.max_frame_bytes,
-            progress: false,
-        },
-        None => Source::live(&config.bus, Delivery::Frames),
+        Some(path) => SourceChoice::Recording { path: path.clone() },
+        None => SourceChoice::Live,
     };
-    let consumer = Consumer::new(source, config.bus.queue_frames, cancel.clone());
+    let consumer = consumer_of(&config, &source, Delivery::Frames, false, cancel.clone());
     let (summary, _) = shutdown::within_grace(&cancel, consumer.run(handler)).await?;
     Ok(Outcome::of(&summary))
+}
+
+impl super::Action for TailArgs {
+    fn overrides(&self, o: &mut crate::config::Overrides) {
+        self.bus.apply(o);
+    }
+
+    fn execute(self, overrides: crate::config::Overrides) -> Result<Outcome, super::Failure> {
+        super::on_bus(&overrides, |session| run(self, session))
+    }
 }

@@ -145,6 +145,17 @@ pub fn verdict(recap: &JobRecap) -> Result<Outcome, Failure> {
     Ok(Outcome::Ok)
 }
 
+
+impl super::Action for WaitArgs {
+    fn overrides(&self, o: &mut crate::config::Overrides) {
+        self.query.state.apply(o);
+    }
+
+    fn execute(self, overrides: crate::config::Overrides) -> Result<Outcome, Failure> {
+        super::answer(&overrides, |config, out| run(&self, config, out))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

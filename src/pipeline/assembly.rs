@@ -108,6 +108,53 @@ impl AgentOptions {
             reactor: true,
         }
     }
+
+    /// The options of `replay`: the recording at `path`, on event time, the
+    /// given outputs, a history at `history` when given; nothing watched.
+    pub fn replay(
+        path: PathBuf,
+        outputs: OutputChoice,
+        stdout_format: StdoutFormat,
+        history: Option<PathBuf>,
+    ) -> Self {
+        Self {
+            source: SourceChoice::Recording { path },
+            outputs,
+            stdout_format,
+            history: history.map_or(HistoryChoice::Off, |path| HistoryChoice::At {
+                path,
+                batch_max_age: None,
+            }),
+            checkpoint: false,
+            master_processes: false,
+            presence: false,
+            reactor: false,
+        }
+    }
+
+    /// A live view of its own (`demo`, `top`): records to `outputs`, a history
+    /// of its own at `history` (batched at most `batch_max_age` when given),
+    /// presence; no checkpoint, no pressure, no Reactor (the service's).
+    pub fn view(
+        outputs: OutputChoice,
+        stdout_format: StdoutFormat,
+        history: PathBuf,
+        batch_max_age: Option<Duration>,
+    ) -> Self {
+        Self {
+            source: SourceChoice::Live,
+            outputs,
+            stdout_format,
+            history: HistoryChoice::At {
+                path: history,
+                batch_max_age,
+            },
+            checkpoint: false,
+            master_processes: false,
+            presence: true,
+            reactor: false,
+        }
+    }
 }
 
 /// The agent's parts, opened and not yet put together.
@@ -279,14 +326,26 @@ impl Assembly {
 }
 
 /// The consumer of `source`, bounded by `[bus]` (also for handlers other than
-/// the agent: `tail` and `capture`).
+/// the agent: `tail`), a recording's progress shown.
 pub fn consumer(config: &Config, source: &SourceChoice, cancel: CancellationToken) -> Consumer {
+    consumer_of(config, source, Delivery::Frames, true, cancel)
+}
+
+/// The consumer of `source` as `delivery` wants it (`capture`: raw chunks),
+/// with a recording's progress shown or not (`tail --from` prints events).
+pub fn consumer_of(
+    config: &Config,
+    source: &SourceChoice,
+    delivery: Delivery,
+    progress: bool,
+    cancel: CancellationToken,
+) -> Consumer {
     let source = match source {
-        SourceChoice::Live => Source::live(&config.bus, Delivery::Frames),
+        SourceChoice::Live => Source::live(&config.bus, delivery),
         SourceChoice::Recording { path } => Source::Recording {
             path: path.clone(),
             max_frame_bytes: config.bus.max_frame_bytes,
-            progress: true,
+            progress,
         },
     };
     Consumer::new(source, config.bus.queue_frames, cancel)

@@ -19,7 +19,7 @@ use super::flags::BusArgs;
 use super::log::LogLevel;
 use super::{Outcome, Session};
 use crate::metrics::Observer;
-use crate::pipeline::{AgentOptions, Assembly, HistoryChoice, OutputChoice, SourceChoice};
+use crate::pipeline::{AgentOptions, Assembly, OutputChoice};
 use crate::shutdown;
 use crate::sink::stdout::StdoutFormat;
 
@@ -69,19 +69,12 @@ pub async fn run(args: TopArgs, session: Session, log_level: LogLevel) -> anyhow
     let mut assembly = Assembly::open(
         &config,
         &[],
-        AgentOptions {
-            source: SourceChoice::Live,
-            outputs: OutputChoice::None,
-            stdout_format: StdoutFormat::Json,
-            history: HistoryChoice::At {
-                path: history.clone(),
-                batch_max_age: Some(HISTORY_BATCH_AGE),
-            },
-            checkpoint: false,
-            master_processes: false,
-            presence: true,
-            reactor: false,
-        },
+        AgentOptions::view(
+            OutputChoice::None,
+            StdoutFormat::Json,
+            history.clone(),
+            Some(HISTORY_BATCH_AGE),
+        ),
     )?;
     let watch = Arc::new(feed::BusWatch::default());
     let (screen_output, records) = feed::channel(watch.clone());
@@ -142,5 +135,19 @@ impl Quiet {
 impl Drop for Quiet {
     fn drop(&mut self) {
         let _ = self.log.set(&self.level);
+    }
+}
+
+impl super::Action for TopArgs {
+    fn overrides(&self, o: &mut crate::config::Overrides) {
+        self.bus.apply(o);
+    }
+
+    /// Its logging is quieted while the screen is up: it keeps the level.
+    fn execute(self, overrides: crate::config::Overrides) -> Result<Outcome, super::Failure> {
+        let rt = super::async_runtime()?;
+        let loaded = super::Loaded::read(&overrides)?;
+        let log_level = loaded.log_level.clone();
+        loaded.serve(&rt, |session| run(self, session, log_level))
     }
 }
