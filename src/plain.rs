@@ -95,6 +95,19 @@ pub fn names(list: &[String], max: usize) -> String {
 /// The first line of `text` that says something, trimmed, at most `max`
 /// characters, with `…` when anything was left out (the rest of the line, or
 /// lines after it).
+/// The longest start of `text` of at most `max_bytes` bytes that ends on a
+/// character boundary: every byte limit on a text is cut here.
+pub fn within(text: &str, max_bytes: usize) -> &str {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 pub fn cut(text: &str, max: usize) -> String {
     let first = text
         .lines()
@@ -112,6 +125,14 @@ pub fn cut(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_limit_cuts_on_a_character_boundary() {
+        assert_eq!(within("héllo", 2), "h");
+        assert_eq!(within("héllo", 3), "hé");
+        assert_eq!(within("abc", 10), "abc");
+        assert_eq!(within("abc", 0), "");
+    }
 
     #[test]
     fn narrow_columns_keep_what_matters() {

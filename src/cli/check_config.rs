@@ -174,7 +174,7 @@ fn write_presence(
     out: &mut impl Write,
 ) -> std::io::Result<()> {
     use crate::config::presence::ConnectionsSource;
-    use crate::master_connections::{ConnectionWatch, Seen};
+    use crate::master_connections::Seen;
     let (publish_port, cachedir, origin) = match &config.presence.connections {
         ConnectionsSource::On {
             publish_port,
@@ -196,7 +196,9 @@ fn write_presence(
     if no_environment {
         return writeln!(out, "  not read (--no-environment)");
     }
-    let mut watch = ConnectionWatch::new(publish_port, cachedir.clone(), config.jobs.max_minions);
+    let Some(mut watch) = config.presence.connection_watch(config.jobs.max_minions) else {
+        return Ok(());
+    };
     match watch.sample() {
         Ok(view) => {
             let layout = match watch.cache().layout() {

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use crate::master_connections::ConnectionWatch;
+
 /// `[presence]` as written.
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -34,6 +36,26 @@ pub enum ConnectionsSource {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PresenceConfig {
     pub connections: ConnectionsSource,
+}
+
+impl PresenceConfig {
+    /// The watch of the master's connections where they are on, bounded to
+    /// `max_minions` minions from the cache: the one place one is made (the
+    /// agent's presence, check-config's report).
+    pub fn connection_watch(&self, max_minions: usize) -> Option<ConnectionWatch> {
+        match &self.connections {
+            ConnectionsSource::On {
+                publish_port,
+                cachedir,
+                ..
+            } => Some(ConnectionWatch::new(
+                *publish_port,
+                cachedir.clone(),
+                max_minions,
+            )),
+            ConnectionsSource::Off { .. } => None,
+        }
+    }
 }
 
 impl Default for PresenceConfig {

@@ -101,10 +101,7 @@ fn summary(changes: &[u8], max: usize) -> String {
 
 fn cut(mut text: String, max: usize) -> String {
     if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
+        let end = crate::plain::within(&text, max).len();
         text.truncate(end);
         text.push('…');
     }

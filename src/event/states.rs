@@ -226,11 +226,7 @@ pub fn text_of(raw: &[u8], max: usize, tail: bool) -> Option<String> {
                 .map(|l| l.as_str().map_or_else(|| l.to_string(), str::to_owned))
                 .collect::<Vec<_>>()
                 .join("\n");
-            let mut end = joined.len().min(max);
-            while !joined.is_char_boundary(end) {
-                end -= 1;
-            }
-            Some(joined[..end].to_owned())
+            Some(crate::plain::within(&joined, max).to_owned())
         }
         other => Some(other.to_string()),
     }

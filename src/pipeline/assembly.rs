@@ -353,6 +353,7 @@ pub fn consumer_of(
 
 /// The master's connections where `[presence]` has them on; why not, logged.
 fn connection_watch(config: &Config) -> Option<ConnectionWatch> {
+    let watch = config.presence.connection_watch(config.jobs.max_minions);
     match &config.presence.connections {
         ConnectionsSource::On {
             publish_port,
@@ -360,15 +361,10 @@ fn connection_watch(config: &Config) -> Option<ConnectionWatch> {
             ..
         } => {
             tracing::debug!(publish_port, cachedir = %cachedir.display(), "Reading the master's connections for presence.");
-            Some(ConnectionWatch::new(
-                *publish_port,
-                cachedir.clone(),
-                config.jobs.max_minions,
-            ))
         }
         ConnectionsSource::Off { why } => {
             tracing::info!(why = %why, "Presence from the master's connections is off: a minion that did not return is told down from hung only by presence events.");
-            None
         }
     }
+    watch
 }

@@ -47,6 +47,7 @@ crate::counts! {
         counter unencodable = "saltsight_reactor_events_unencodable", "saltsight/ events that could not be encoded";
         counter loop_suppressed = "saltsight_reactor_loop_suppressed", "Verdicts not fired because one of that kind was already fired for the original job of a Reactor retry";
         counter unnamed_reactor_jobs = "saltsight_reactor_unnamed_reactor_jobs", "Verdicts of jobs the Reactor started that name no original job, not fired";
+        counter fired_forgotten = "saltsight_reactor_fired_forgotten", "Original jobs whose fired verdicts the loop rule forgot at its bound (50,000): a retry of one of them could fire that kind again";
         counter jobs_forgotten = "saltsight_reactor_jobs_forgotten", "Open jobs whose publication the verdicts output forgot at its bound (10,000) before they closed: their missing verdict fires without the job's fun and args";
         counter alerts_fired = "saltsight_reactor_alerts", "Alertmanager alerts accepted on /alerts and handed to the firer";
         counter alerts_refused = "saltsight_reactor_alert_requests_refused", "Requests to /alerts refused: malformed, too large, not version 4, or alerts off";

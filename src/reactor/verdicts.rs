@@ -18,10 +18,10 @@
 //! started that names no original fires nothing either: its cause is unknown,
 //! and firing could start a loop. Every memory here is bounded (oldest first).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -70,8 +70,7 @@ pub struct VerdictOutput {
     closed: Vec<String>,
     gathered: BTreeMap<(String, FireKind), Gathered>,
     episodes: Vec<(String, Value)>,
-    fired: HashSet<(String, FireKind)>,
-    fired_order: VecDeque<(String, FireKind)>,
+    fired: FifoMap<(), (String, FireKind)>,
     rollouts: HashMap<(String, String), RolloutStatus>,
 }
 
@@ -85,8 +84,7 @@ impl VerdictOutput {
             closed: Vec::new(),
             gathered: BTreeMap::new(),
             episodes: Vec::new(),
-            fired: HashSet::new(),
-            fired_order: VecDeque::new(),
+            fired: FifoMap::new(MAX_FIRED),
             rollouts: HashMap::new(),
         }
     }
@@ -160,7 +158,7 @@ impl VerdictOutput {
             (None, _) => jid.to_owned(),
         };
         let key = (original.clone(), kind);
-        if self.fired.contains(&key) {
+        if self.fired.contains_key(&key) {
             self.firer.counts.loop_suppressed.inc();
             tracing::info!(
                 jid,
@@ -170,13 +168,8 @@ impl VerdictOutput {
             );
             return None;
         }
-        if self.fired_order.len() >= MAX_FIRED {
-            if let Some(oldest) = self.fired_order.pop_front() {
-                self.fired.remove(&oldest);
-            }
-        }
-        self.fired.insert(key.clone());
-        self.fired_order.push_back(key);
+        let forgotten = self.fired.insert(&key, ());
+        self.firer.counts.fired_forgotten.add(forgotten);
         Some(original)
     }
 

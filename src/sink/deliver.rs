@@ -183,7 +183,7 @@ impl<U: Upstream> Sender<U> {
                         seq = sealed.seq,
                         records = sealed.records,
                         rejected,
-                        message = %cap(&message, BODY_LOG_BYTES),
+                        message = %crate::plain::within(&message, BODY_LOG_BYTES),
                         "Upstream took the batch but refused some of its records."
                     );
                     spool.delivered(sealed);
@@ -207,7 +207,7 @@ impl<U: Upstream> Sender<U> {
                         warn!(
                             url = %self.upstream.shown(),
                             status = status.map(|s| s.to_string()).unwrap_or_else(|| "none".into()),
-                            error = %cap(&error, BODY_LOG_BYTES),
+                            error = %crate::plain::within(&error, BODY_LOG_BYTES),
                             failures,
                             retry_in_ms = wait.as_millis() as u64,
                             honours_retry_after = after.is_some(),
@@ -242,7 +242,7 @@ impl<U: Upstream> Sender<U> {
             Ok(()) => warn!(
                 url = %self.upstream.shown(),
                 status = why["status"].as_u64().unwrap_or(0),
-                reason = %cap(why["response_body"].as_str().or(why["reason"].as_str()).unwrap_or(""), BODY_LOG_BYTES),
+                reason = %crate::plain::within(why["response_body"].as_str().or(why["reason"].as_str()).unwrap_or(""), BODY_LOG_BYTES),
                 records = sealed.records,
                 dead_letter_dir = %spool.dir().join("dead-letter").display(),
                 dead_batches_total = dead_total,
@@ -263,15 +263,4 @@ async fn sleep_or_cancel(wait: Duration, cancel: &CancellationToken) -> bool {
         () = tokio::time::sleep(wait) => false,
         () = cancel.cancelled() => true,
     }
-}
-
-fn cap(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }

@@ -12,6 +12,7 @@ use regex::Regex;
 use super::evidence;
 use super::patterns::Patterns;
 use super::rules::{Cause, EXIT_RULES, Names, RULES, Scope};
+use crate::plain::within;
 pub use crate::record::{Category, Classification};
 
 /// What triage knows of a failed state, to classify it.
@@ -129,7 +130,7 @@ fn found(category: Category, rule: &'static str, evidence: &str) -> Classificati
     Classification {
         category,
         rule: rule.into(),
-        evidence: Some(cap_text(evidence, EVIDENCE_MAX)),
+        evidence: Some(within(evidence, EVIDENCE_MAX).to_owned()),
         host: None,
         url: None,
         package: None,
@@ -166,22 +167,10 @@ pub struct Capped {
 impl Capped {
     pub fn new(text: &str, max: usize) -> Self {
         Self {
-            text: cap_text(text, max),
+            text: within(text, max).to_owned(),
             original_len: text.len(),
         }
     }
-}
-
-/// At most `max` bytes of `text`, cut at a character boundary.
-pub fn cap_text(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
 }
 
 #[cfg(test)]
@@ -323,11 +312,5 @@ mod tests {
             (c.category, c.rule.as_ref(), c.evidence),
             (Category::Other, "none", None)
         );
-    }
-
-    #[test]
-    fn caps_at_a_char_boundary() {
-        assert_eq!(cap_text("héllo", 2), "h");
-        assert_eq!(cap_text("abc", 10), "abc");
     }
 }

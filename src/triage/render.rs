@@ -16,8 +16,9 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::category::{Category, Classification, EVIDENCE_MAX, cap_text};
+use super::category::{Category, Classification, EVIDENCE_MAX};
 use crate::event::json::to_json;
+use crate::plain::within;
 
 /// One render error of a return.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,7 +190,7 @@ fn classification(category: Category, rule: &'static str, text: &str) -> Classif
     Classification {
         category,
         rule: rule.into(),
-        evidence: Some(cap_text(first, EVIDENCE_MAX)),
+        evidence: Some(within(first, EVIDENCE_MAX).to_owned()),
         host: None,
         url: None,
         package: None,

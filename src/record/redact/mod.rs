@@ -653,12 +653,9 @@ fn names_an_ssh_user(caps: &regex::Captures<'_>) -> bool {
 /// that says how long it was.
 fn cut(text: &str, max: usize, original_len: usize) -> String {
     let marker = format!(" [saltsight cut {original_len} bytes]");
-    let mut end = max.saturating_sub(marker.len()).min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut out = String::with_capacity(end + marker.len());
-    out.push_str(&text[..end]);
+    let kept = crate::plain::within(text, max.saturating_sub(marker.len()));
+    let mut out = String::with_capacity(kept.len() + marker.len());
+    out.push_str(kept);
     out.push_str(&marker);
     out
 }

@@ -2,12 +2,9 @@
 //! (credentials read from files here, once, at start: the config file itself
 //! never holds one, so it may be world-readable).
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-use serde::Deserialize;
 
 use crate::config::defaults::*;
 use crate::config::duration::positive_or;
@@ -16,27 +13,63 @@ use crate::sink::encode::Encoding;
 use crate::sink::retry::RetryConfig;
 use crate::sink::spool::BatchConfig;
 
-/// An `http` output's keys as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HttpSection {
-    pub url: Option<String>,
-    pub encoding: Option<String>,
-    pub table: Option<String>,
-    pub headers: Option<BTreeMap<String, String>>,
-    pub bearer_token_file: Option<PathBuf>,
-    pub basic_auth_user: Option<String>,
-    pub basic_auth_password_file: Option<PathBuf>,
-    pub ca_file: Option<PathBuf>,
-    pub connect_timeout: Option<String>,
-    pub timeout: Option<String>,
-    pub gzip: Option<bool>,
-    pub batch_max_records: Option<u64>,
-    pub batch_max_bytes: Option<u64>,
-    pub batch_max_age: Option<String>,
-    pub retry_min: Option<String>,
-    pub retry_max: Option<String>,
-    pub retry_after_max: Option<String>,
+/// Declares an output's section: its own keys, then the transport keys every
+/// output that posts over HTTP takes (`http`, `otlp`), listed here once, with
+/// `take_transport` handing those to [`resolve_transport`] as a [`Transport`].
+macro_rules! section_with_transport {
+    ($(#[$meta:meta])* pub struct $name:ident { $($own:tt)* }) => {
+        $crate::sink::http::config::section_with_transport! {
+            @make [$(#[$meta])*] $name [$($own)*]
+            headers: Option<std::collections::BTreeMap<String, String>>,
+            bearer_token_file: Option<std::path::PathBuf>,
+            basic_auth_user: Option<String>,
+            basic_auth_password_file: Option<std::path::PathBuf>,
+            ca_file: Option<std::path::PathBuf>,
+            connect_timeout: Option<String>,
+            timeout: Option<String>,
+            gzip: Option<bool>,
+            batch_max_records: Option<u64>,
+            batch_max_bytes: Option<u64>,
+            batch_max_age: Option<String>,
+            retry_min: Option<String>,
+            retry_max: Option<String>,
+            retry_after_max: Option<String>,
+        }
+    };
+    (@make [$($meta:tt)*] $name:ident [$($own:tt)*] $($key:ident: $ty:ty,)*) => {
+        $($meta)*
+        #[derive(Debug, Default, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $($own)*
+            $(pub $key: $ty,)*
+        }
+
+        impl $name {
+            /// Its transport keys, taken out.
+            pub fn take_transport(&mut self) -> $crate::sink::http::config::Transport {
+                $crate::sink::http::config::Transport {
+                    $($key: self.$key.take(),)*
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use section_with_transport;
+
+section_with_transport! {
+    /// The transport keys alone, as [`resolve_transport`] takes them.
+    pub struct Transport {}
+}
+
+section_with_transport! {
+    /// An `http` output's keys as written.
+    pub struct HttpSection {
+        pub url: Option<String>,
+        pub encoding: Option<String>,
+        pub table: Option<String>,
+    }
 }
 
 /// A credential read from a file. Its `Debug` never shows it.
@@ -100,7 +133,7 @@ impl HttpSettings {
 
 /// Checks an `http` output's keys; every problem into `problems`.
 pub fn resolve(
-    section: HttpSection,
+    mut section: HttpSection,
     spool: &SpoolConfig,
     problems: &mut Vec<String>,
 ) -> Option<HttpSettings> {
@@ -122,19 +155,7 @@ pub fn resolve(
             problems.push("`url` is missing".into());
             String::new()
         }
-        Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
-            let authority = url.split("://").nth(1).unwrap_or("").split('/').next();
-            if authority.is_some_and(|a| a.contains('@')) {
-                problems.push(
-                    "url holds credentials (user:password@); use bearer_token_file or basic_auth_password_file".into(),
-                );
-            }
-            url.into()
-        }
-        Some(url) => {
-            problems.push(format!("url {url:?} must start with http:// or https://"));
-            String::new()
-        }
+        Some(url) => checked_url("url", url, problems),
     };
     let table = section
         .table
@@ -149,6 +170,36 @@ pub fn resolve(
             "table {table:?} must be [database.]table of letters, digits and '_'"
         ));
     }
+    let transport = section.take_transport();
+    let settings = resolve_transport(transport, url, encoding, spool, problems)?;
+    Some(HttpSettings { table, ..settings })
+}
+
+/// `url` as the key `key` gives it, when it is http(s) and holds no
+/// credentials; empty (with the problem said) when not.
+pub fn checked_url(key: &str, url: &str, problems: &mut Vec<String>) -> String {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        problems.push(format!("{key} {url:?} must start with http:// or https://"));
+        return String::new();
+    }
+    let authority = url.split("://").nth(1).unwrap_or("").split('/').next();
+    if authority.is_some_and(|a| a.contains('@')) {
+        problems.push(format!(
+            "{key} holds credentials (user:password@); use bearer_token_file or basic_auth_password_file"
+        ));
+    }
+    url.into()
+}
+
+/// The transport keys checked, for requests to `url` encoded as `encoding`
+/// (the ClickHouse table at its default); every problem into `problems`.
+pub fn resolve_transport(
+    section: Transport,
+    url: String,
+    encoding: Encoding,
+    spool: &SpoolConfig,
+    problems: &mut Vec<String>,
+) -> Option<HttpSettings> {
     let mut headers = Vec::new();
     for (name, value) in section.headers.iter().flatten() {
         let token = !name.is_empty()
@@ -261,7 +312,7 @@ pub fn resolve(
     Some(HttpSettings {
         url,
         encoding,
-        table,
+        table: DEFAULT_CLICKHOUSE_TABLE.into(),
         headers,
         auth,
         ca_pem,

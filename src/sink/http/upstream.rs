@@ -236,7 +236,10 @@ pub async fn probe(settings: &HttpSettings, timeout: Duration) -> Result<String,
     let said = if body.is_empty() {
         format!("{what} answered {status}")
     } else {
-        format!("{what} answered {status}: {}", cut(body, 200))
+        format!(
+            "{what} answered {status}: {}",
+            crate::plain::within(body, 200)
+        )
     };
     match status.as_u16() {
         401 | 403 | 407 => Err(format!("{said} (check the credentials)")),
@@ -244,13 +247,6 @@ pub async fn probe(settings: &HttpSettings, timeout: Duration) -> Result<String,
         200 if clickhouse && body == "1" => Ok(said),
         _ if clickhouse => Err(said),
         _ => Ok(said),
-    }
-}
-
-fn cut(text: &str, max: usize) -> &str {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => &text[..at],
-        None => text,
     }
 }
 

@@ -11,19 +11,16 @@ pub mod logs;
 pub mod proto;
 pub mod spans;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
 use prost::Message;
-use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::SinkError;
 use super::deliver::{Attempt, Delivery, Upstream};
 use super::encode::Encoding;
-use super::http::config::{self as http_config, HttpSection, HttpSettings};
+use super::http::config::{self as http_config, HttpSettings, section_with_transport};
 use super::http::{HttpUpstream, SpoolOutput};
 use super::output::{OpenContext, Output, OutputError, OutputKind, Probe};
 use super::spool::{Spool, SpoolWriter};
@@ -36,28 +33,14 @@ use proto::opentelemetry::proto::collector::trace::v1::ExportTraceServiceRespons
 /// `type = "otlp"`.
 pub struct Otlp;
 
-/// An `otlp` output's keys as written: `endpoint` (the collector's base URL;
-/// `/v1/logs` is appended, as `OTEL_EXPORTER_OTLP_ENDPOINT` does), and the
-/// transport keys of `http`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OtlpSection {
-    pub endpoint: Option<String>,
-    pub traces: Option<bool>,
-    pub headers: Option<BTreeMap<String, String>>,
-    pub bearer_token_file: Option<PathBuf>,
-    pub basic_auth_user: Option<String>,
-    pub basic_auth_password_file: Option<PathBuf>,
-    pub ca_file: Option<PathBuf>,
-    pub connect_timeout: Option<String>,
-    pub timeout: Option<String>,
-    pub gzip: Option<bool>,
-    pub batch_max_records: Option<u64>,
-    pub batch_max_bytes: Option<u64>,
-    pub batch_max_age: Option<String>,
-    pub retry_min: Option<String>,
-    pub retry_max: Option<String>,
-    pub retry_after_max: Option<String>,
+section_with_transport! {
+    /// An `otlp` output's keys as written: `endpoint` (the collector's base
+    /// URL; `/v1/logs` is appended, as `OTEL_EXPORTER_OTLP_ENDPOINT` does),
+    /// and the transport keys of `http`.
+    pub struct OtlpSection {
+        pub endpoint: Option<String>,
+        pub traces: Option<bool>,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +59,7 @@ impl OutputKind for Otlp {
     type Settings = OtlpSettings;
 
     fn resolve(
-        section: OtlpSection,
+        mut section: OtlpSection,
         spool: &SpoolConfig,
         problems: &mut Vec<String>,
     ) -> Option<OtlpSettings> {
@@ -87,38 +70,14 @@ impl OutputKind for Otlp {
             );
             return None;
         };
-        let logs = format!("{}/v1/logs", endpoint.trim_end_matches('/'));
-        let transport = HttpSection {
-            url: Some(logs),
-            encoding: None,
-            table: None,
-            headers: section.headers,
-            bearer_token_file: section.bearer_token_file,
-            basic_auth_user: section.basic_auth_user,
-            basic_auth_password_file: section.basic_auth_password_file,
-            ca_file: section.ca_file,
-            connect_timeout: section.connect_timeout,
-            timeout: section.timeout,
-            gzip: section.gzip,
-            batch_max_records: section.batch_max_records,
-            batch_max_bytes: section.batch_max_bytes,
-            batch_max_age: section.batch_max_age,
-            retry_min: section.retry_min,
-            retry_max: section.retry_max,
-            retry_after_max: section.retry_after_max,
-        };
-        let before = problems.len();
-        let transport = http_config::resolve(transport, spool, problems)?;
-        // The transport's problems name `url`: here it is `endpoint`.
-        for problem in &mut problems[before..] {
-            *problem = problem.replace("url ", "endpoint ");
-        }
+        let base = http_config::checked_url("endpoint", &endpoint, problems);
+        let logs = format!("{}/v1/logs", base.trim_end_matches('/'));
+        let transport = section.take_transport();
+        let transport =
+            http_config::resolve_transport(transport, logs, Encoding::Otlp, spool, problems)?;
         Some(OtlpSettings {
             endpoint,
-            transport: HttpSettings {
-                encoding: Encoding::Otlp,
-                ..transport
-            },
+            transport,
             traces: section.traces.unwrap_or(false),
         })
     }
