@@ -13,7 +13,6 @@ use super::reload::Reloader;
 use super::{Outcome, Session};
 use crate::bus::ReaderStats;
 use crate::config::Overrides;
-use crate::metrics::Metrics;
 use crate::metrics::server::MetricsServer;
 use crate::pipeline::{AgentOptions, Assembly};
 use crate::service::ServiceManager;
@@ -59,16 +58,7 @@ pub async fn run(args: RunArgs, session: Session, reload: Reload) -> anyhow::Res
         AgentOptions::service(args.output.into(), args.format.stdout_format()),
     )?;
     let reader_stats = Arc::new(ReaderStats::default());
-    let metrics = Metrics::new(
-        &config.metrics,
-        reader_stats.clone(),
-        assembly.senders().spools(),
-        assembly.counts(),
-        redactor.clone(),
-    );
-    metrics
-        .observer
-        .expect_state_trees(&config.correlate.state_trees());
+    let metrics = assembly.metrics(&config, reader_stats.clone(), redactor.clone());
     // Bound before the pipeline starts: a port in use is an error now.
     let (server, web) = if config.metrics.enabled {
         let server = MetricsServer::bind(

@@ -22,6 +22,7 @@ use super::consumer::Consumer;
 use super::outputs::{OutputChoice, open_outputs};
 use super::source::Source;
 use super::{Agent, Stages};
+use crate::bus::ReaderStats;
 use crate::bus::reader::Delivery;
 use crate::config::Config;
 use crate::config::history::HistoryConfig;
@@ -29,8 +30,8 @@ use crate::config::presence::ConnectionsSource;
 use crate::counter::Counts;
 use crate::master_connections::ConnectionWatch;
 use crate::master_processes::MasterProcesses;
-use crate::metrics::Observer;
 use crate::metrics::server::AlertWebhook;
+use crate::metrics::{Metrics, Observer};
 use crate::reactor::alerts::Alerts;
 use crate::reactor::verdicts::VerdictOutput;
 use crate::reactor::{Firer, ReactorCounts};
@@ -288,9 +289,26 @@ impl Assembly {
         self.outputs.add(output);
     }
 
-    /// Every part's counts, for a metrics registry.
-    pub fn counts(&self) -> Vec<Arc<dyn Counts>> {
-        self.counts.clone()
+    /// The metrics registry of every part opened (the one `/metrics`
+    /// serves, and the one the docs and the rules are checked against), the
+    /// reader's figures read from `reader`.
+    pub fn metrics(
+        &self,
+        config: &Config,
+        reader: Arc<ReaderStats>,
+        redactor: Redactor,
+    ) -> Metrics {
+        let metrics = Metrics::new(
+            &config.metrics,
+            reader,
+            self.senders.spools(),
+            self.counts.clone(),
+            redactor,
+        );
+        metrics
+            .observer
+            .expect_state_trees(&config.correlate.state_trees());
+        metrics
     }
 
     pub fn senders(&self) -> &Senders {

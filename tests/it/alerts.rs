@@ -233,18 +233,29 @@ fn exposition_with(metrics: &str) -> String {
     text
 }
 
-/// The whole registry `run` serves, with these `[metrics]` lines (and an
-/// `http` output, so its families are there too).
+/// The whole registry `run` serves, from the one assembly `run` opens, with
+/// these `[metrics]` lines and every optional part on: an `http` output, the
+/// history, the checkpoint, presence from the master's connections and the
+/// Reactor, so that every family the agent can make is there.
 fn metrics_with(metrics: &str) -> (saltsight::metrics::Metrics, tempfile::TempDir) {
-    use saltsight::pipeline::{Clock, OutputChoice, Stages, load_config, open_outputs};
+    use saltsight::pipeline::{AgentOptions, Assembly, OutputChoice, load_config};
     let dir = tempfile::tempdir().expect("tempdir");
+    let at = |name: &str| dir.path().join(name).display().to_string();
     let config = dir.path().join("saltsight.toml");
     std::fs::write(
         &config,
         format!(
-            "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\nstate_repos = {{ states = {:?} }}\n[metrics]\n{metrics}\n[spool]\ndir = {:?}\n[[output]]\ntype = \"http\"\nname = \"up\"\nurl = \"http://127.0.0.1:1/\"\n",
-            dir.path().display().to_string(),
-            dir.path().join("spool").display().to_string()
+            "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\nstate_repos = {{ states = {states:?} }}\n\
+             [metrics]\n{metrics}\n[spool]\ndir = {spool:?}\n[state]\ndir = {state:?}\n[history]\npath = {history:?}\n\
+             [presence]\nconnections = true\npublish_port = 1\ncachedir = {cache:?}\n\
+             [reactor]\nenabled = true\nendpoint = {pull:?}\n\
+             [[output]]\ntype = \"http\"\nname = \"up\"\nurl = \"http://127.0.0.1:1/\"\n",
+            states = dir.path().display().to_string(),
+            spool = at("spool"),
+            state = at("state"),
+            history = at("history.db"),
+            cache = at("cache"),
+            pull = format!("unix:{}", at("pull.ipc")),
         ),
     )
     .expect("config");
@@ -253,34 +264,17 @@ fn metrics_with(metrics: &str) -> (saltsight::metrics::Metrics, tempfile::TempDi
         ..Default::default()
     })
     .expect("config loads");
-    let (outputs, senders) = open_outputs(
+    let assembly = Assembly::open(
+        &config,
         &outputs,
-        &config.spool,
-        OutputChoice::Config,
-        Default::default(),
-        Clock::Wall,
+        AgentOptions::service(OutputChoice::Config, Default::default()),
     )
-    .expect("outputs open");
-    let stages = Stages::from_config(&config);
-    let mut counts = stages.counts();
-    counts.push(outputs.counts());
-    let checkpointer =
-        saltsight::pipeline::Checkpointer::new(dir.path(), "m", std::time::Duration::ZERO);
-    counts.push(checkpointer.stats.clone());
-    // As `[reactor] enabled = true` adds them.
-    counts.push(std::sync::Arc::new(
-        saltsight::reactor::ReactorCounts::default(),
-    ));
-    let metrics = saltsight::metrics::Metrics::new(
-        &config.metrics,
+    .expect("the agent's parts open");
+    let metrics = assembly.metrics(
+        &config,
         Default::default(),
-        senders.spools(),
-        counts,
         saltsight::record::redact::Redactor::new(&config.redact).expect("redactor"),
     );
-    metrics
-        .observer
-        .expect_state_trees(&config.correlate.state_trees());
     (metrics, dir)
 }
 
