@@ -5,48 +5,50 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-/// `/etc/saltsight/saltsight.toml`.
-#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct FileConfig {
-    /// This master's name in records (default: the host name).
-    pub master_id: Option<String>,
-    #[serde(default)]
-    pub bus: BusSection,
-    #[serde(default)]
-    pub jobs: JobsSection,
-    #[serde(default)]
-    pub triage: TriageSection,
-    #[serde(default)]
-    pub correlate: CorrelateSection,
-    #[serde(default)]
-    pub log: LogSection,
-    #[serde(default)]
-    pub spool: super::spool::SpoolSection,
-    #[serde(default)]
-    pub state: super::state::StateSection,
-    #[serde(default)]
-    pub incidents: super::incidents::IncidentsSection,
-    #[serde(default)]
-    pub presence: super::presence::PresenceSection,
-    #[serde(default)]
-    pub pressure: super::pressure::PressureSection,
-    #[serde(default)]
-    pub rollouts: super::rollouts::RolloutsSection,
-    #[serde(default)]
-    pub drift: super::drift::DriftSection,
-    #[serde(default)]
-    pub history: super::history::HistorySection,
-    /// `[[output]]`: where records go (default: stdout); each output kind
-    /// reads its own keys (`sink`).
-    #[serde(default)]
-    pub output: Vec<toml::Table>,
-    #[serde(default)]
-    pub metrics: super::metrics::MetricsSection,
-    #[serde(default)]
-    pub redact: super::redact::RedactSection,
-    #[serde(default)]
-    pub reactor: super::reactor::ReactorSection,
+/// The file's `[section]`s, listed once: [`FileConfig`]'s fields and the
+/// keys [`unknown_keys`] checks each section against are made from this list
+/// (the resolved `Config`, its resolution and the reload's comparison name
+/// every section too, checked by the compiler: a struct literal and a
+/// destructuring).
+macro_rules! file_sections {
+    ($( $name:ident: $section:ty, )*) => {
+        /// `/etc/saltsight/saltsight.toml`.
+        #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+        #[serde(deny_unknown_fields)]
+        pub struct FileConfig {
+            /// This master's name in records (default: the host name).
+            pub master_id: Option<String>,
+            /// `[[output]]`: where records go (default: stdout); each output
+            /// kind reads its own keys (`sink`).
+            #[serde(default)]
+            pub output: Vec<toml::Table>,
+            $( #[serde(default)] pub $name: $section, )*
+        }
+
+        /// Every `[section]`'s name with the keys it takes.
+        fn sections() -> Vec<(&'static str, &'static [&'static str])> {
+            vec![$( (stringify!($name), super::fields::of::<$section>()), )*]
+        }
+    };
+}
+
+file_sections! {
+    bus: BusSection,
+    jobs: JobsSection,
+    triage: TriageSection,
+    correlate: CorrelateSection,
+    log: LogSection,
+    spool: super::spool::SpoolSection,
+    state: super::state::StateSection,
+    incidents: super::incidents::IncidentsSection,
+    presence: super::presence::PresenceSection,
+    pressure: super::pressure::PressureSection,
+    rollouts: super::rollouts::RolloutsSection,
+    drift: super::drift::DriftSection,
+    history: super::history::HistorySection,
+    metrics: super::metrics::MetricsSection,
+    redact: super::redact::RedactSection,
+    reactor: super::reactor::ReactorSection,
 }
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
@@ -142,25 +144,7 @@ pub fn unknown_keys(table: &mut toml::Table) -> Vec<(String, String)> {
         table.remove(&key);
         found.push((key, of::<FileConfig>().join(", ")));
     }
-    let sections: [(&str, &[&str]); 16] = [
-        ("bus", of::<BusSection>()),
-        ("jobs", of::<JobsSection>()),
-        ("triage", of::<TriageSection>()),
-        ("correlate", of::<CorrelateSection>()),
-        ("log", of::<LogSection>()),
-        ("spool", of::<super::spool::SpoolSection>()),
-        ("state", of::<super::state::StateSection>()),
-        ("incidents", of::<super::incidents::IncidentsSection>()),
-        ("presence", of::<super::presence::PresenceSection>()),
-        ("pressure", of::<super::pressure::PressureSection>()),
-        ("rollouts", of::<super::rollouts::RolloutsSection>()),
-        ("drift", of::<super::drift::DriftSection>()),
-        ("history", of::<super::history::HistorySection>()),
-        ("metrics", of::<super::metrics::MetricsSection>()),
-        ("redact", of::<super::redact::RedactSection>()),
-        ("reactor", of::<super::reactor::ReactorSection>()),
-    ];
-    for (name, takes) in sections {
+    for (name, takes) in sections() {
         let Some(toml::Value::Table(section)) = table.get_mut(name) else {
             continue;
         };
