@@ -29,7 +29,7 @@
 //! - [`service`], [`shutdown`]: systemd's notify protocol and watchdog; signals and the grace deadline.
 //! - [`pipeline`]: the source, the consumer loop, the stages in order, the agent and the one way to build it.
 //! - [`lab`]: a real Salt master and minions on loopback, for the tests and the demo.
-//! - [`cli`]: the subcommands, one arm each in `cli::execute`.
+//! - [`cli`]: the subcommands, each listed once in `cli`'s `subcommands!`.
 #![forbid(unsafe_code)]
 
 pub mod bus;

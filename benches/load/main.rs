@@ -54,8 +54,8 @@
 //! prints one line per run and a table of medians (min–max) at the end, a
 //! row group per ipc mode, mix and the bare reader's mode (`waking` or
 //! `quiet`: over tcp it runs in one of two, see [`BARE_WAKING_SWITCHES`]). The
-//! README's table is its lines, one round each; docs/performance.md keeps
-//! the earlier figures. Everything it starts is stopped by pid, and it stops
+//! README's and docs/performance.md's figures are its lines, one round each,
+//! with the command of each. Everything it starts is stopped by pid, and it stops
 //! by itself: every wait has a deadline.
 
 mod procfs;
