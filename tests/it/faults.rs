@@ -368,16 +368,12 @@ fn a_connection_closed_on_a_backlog_is_a_discard() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (mut run, _) = run_against(&publisher, dir.path(), "30s", "", &[]);
     let mut sub = publisher.accept();
-    // A burst: more than the socket holds, written as fast as it is read,
-    // then the connection closed under it.
-    let (tag, data) = ret("20261124100000000006", "web1");
+    // A burst: more than the socket holds (100 returns of 16 KB), written as
+    // fast as it is read, then the connection closed under it.
+    let (tag, mut data) = ret("20261124100000000006", "web1");
+    data["return"] = json!("x".repeat(16_000));
     let one = crate::support::publisher::frame(&tag, data);
-    let burst: Vec<u8> = one
-        .iter()
-        .copied()
-        .cycle()
-        .take(one.len() * 8_000)
-        .collect();
+    let burst: Vec<u8> = one.iter().copied().cycle().take(one.len() * 100).collect();
     sub.send_raw(&burst).expect("send");
     drop(sub);
     let mut again = publisher.accept();
