@@ -236,6 +236,11 @@ pub struct ReaderStats {
     pub holds: AtomicU64,
     pub held_micros: AtomicU64,
     pub holds_spent: AtomicU64,
+    /// Frames that went through the spill on disk (the queue was full), the
+    /// bytes it holds now, and its write or read errors.
+    pub spilled_frames: AtomicU64,
+    pub spill_bytes: AtomicU64,
+    pub spill_errors: AtomicU64,
     /// Where the consumer wakes a holding reader.
     pub(super) hold: HoldSignal,
     /// Woken after each connection attempt, whatever its outcome, and when a

@@ -10,6 +10,7 @@ mod outbox;
 pub mod pace;
 pub mod reader;
 pub mod recording;
+pub mod spill;
 
 pub use endpoint::Endpoint;
 pub use reader::{BusGap, BusMessage, BusReader, Frame, GapReason, ReaderConfig, ReaderStats};

@@ -1,8 +1,11 @@
 //! The reader's side of the queue to the pipeline: it never waits. The frames
 //! one read splits go as one message (one wake-up of the consumer per read, not
-//! per frame); frames that do not fit are dropped, counted, and become a
-//! `queue_full` gap; control messages (connections, gaps, lost frames) are held,
-//! in order, until there is room, with gaps merged.
+//! per frame); frames that do not fit go to the spill on disk (`spill.rs`), and
+//! every later frame behind them, until the queue has taken them all, in order;
+//! only what the spill cannot take is dropped, counted, and becomes a
+//! `queue_full` gap. Control messages (connections, gaps, lost frames) are
+//! held, in order, until there is room, with gaps merged; while frames are
+//! spilled, a control waits for the frames spilled before it.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -13,6 +16,8 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::time::Instant;
 
 use super::message::{BatchSpares, BusGap, BusMessage, Frame, FrameBatch, GapReason, ReaderStats};
+use super::spill::Spill;
+use crate::ratelimit::LogLimiter;
 
 /// The sending side of the queue; never waits.
 ///
@@ -37,7 +42,19 @@ pub(super) struct Outbox {
     batch_bytes: u64,
     /// Where sent batches' vectors come back to, emptied.
     spares: Arc<BatchSpares>,
+    /// Frames past the queue's bound, on disk (none when off).
+    spill: Option<Spill>,
+    /// Control messages behind spilled frames: each goes once the frames
+    /// spilled before it (its count of `spilled_in`) have gone.
+    after_spilled: VecDeque<(u64, BusMessage)>,
+    /// Frames put in the spill and taken from it (or lost from it), in all.
+    spilled_in: u64,
+    spilled_out: u64,
+    spill_log: LogLimiter,
 }
+
+/// Frames taken from the spill into one message at most.
+const UNSPILL_BATCH: usize = 1024;
 
 /// The longest a gap waits for a slot that leaves room for data.
 const GAP_MAX_HOLD: Duration = Duration::from_secs(1);
@@ -59,14 +76,46 @@ impl Outbox {
             batch: Vec::new(),
             batch_bytes: 0,
             spares: Arc::default(),
+            spill: None,
+            after_spilled: VecDeque::new(),
+            spilled_in: 0,
+            spilled_out: 0,
+            spill_log: LogLimiter::new(Duration::from_secs(10)),
         }
+    }
+
+    /// Frames past the queue's bound go to `spill` rather than being dropped.
+    pub(super) fn with_spill(mut self, spill: Spill) -> Self {
+        self.spill = Some(spill);
+        self
+    }
+
+    /// Frames wait in the spill: every new one goes behind them.
+    pub(super) fn spilling(&self) -> bool {
+        self.spill.as_ref().is_some_and(|s| !s.is_empty())
     }
 
     /// Holds a control message behind those already held (a gap right behind a
     /// held gap merges into it), after the frames of the read in hand.
     pub(super) fn control(&mut self, msg: BusMessage) {
         self.send_batch();
-        self.hold(msg);
+        if self.spilling() {
+            self.after_spilled(msg);
+        } else {
+            self.hold(msg);
+        }
+    }
+
+    /// Holds `msg` behind the frames spilled so far (a gap right behind a gap
+    /// at the same place merges into it).
+    fn after_spilled(&mut self, msg: BusMessage) {
+        let at = self.spilled_in;
+        match (self.after_spilled.back_mut(), msg) {
+            (Some((place, BusMessage::Gap(held))), BusMessage::Gap(gap)) if *place == at => {
+                merge_gap(held, gap)
+            }
+            (_, msg) => self.after_spilled.push_back((at, msg)),
+        }
     }
 
     /// Holds `msg` behind what is held, a gap merged into a held gap before it.
@@ -127,21 +176,144 @@ impl Outbox {
     /// `queue_full` gap.
     pub(super) fn offer_frame(&mut self, frame: Frame) {
         let bytes = frame.bytes.len() as u64;
-        if self.fits(1, bytes) {
+        if !self.spilling() && self.fits(1, bytes) {
             self.batch.push(frame);
             self.batch_bytes += bytes;
         } else if !self.tx.is_closed() {
-            // What fitted goes first: the gap follows the frames read before it.
+            // What fitted goes first: the spill or the gap follows the frames
+            // read before it.
             self.send_batch();
-            self.dropped(1);
+            self.spill_or_drop(frame);
         }
+    }
+
+    /// Puts `frame` behind the spilled ones; where there is no spill, or it
+    /// refuses, drops it (counted, a gap in its place).
+    fn spill_or_drop(&mut self, frame: Frame) {
+        let Some(spill) = &mut self.spill else {
+            self.dropped(1);
+            return;
+        };
+        let before = spill.held_frames();
+        match spill.push(&frame) {
+            Ok(()) => {
+                self.spilled_in += 1;
+                ReaderStats::add(&self.stats.spilled_frames, 1);
+            }
+            Err(error) => {
+                // A write that failed lost what was pending with it.
+                let lost = before.saturating_sub(spill.held_frames());
+                self.spilled_out += lost;
+                if lost > 0 {
+                    ReaderStats::add(&self.stats.spill_errors, 1);
+                }
+                if let Some(suppressed) = self.spill_log.admit("refused") {
+                    tracing::warn!(%error, lost_with_it = lost, suppressed, "The bus spill refused a frame: it is dropped and counted, a queue_full gap.");
+                }
+                self.dropped(1 + lost);
+            }
+        }
+        self.stats.spill_bytes.store(
+            self.spill.as_ref().map_or(0, Spill::held_bytes),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Hands the queue what it has room for from the spill, in order, with
+    /// the controls held behind the spilled frames in their places.
+    pub(super) fn unspill(&mut self) {
+        if self.spill.is_none() || (!self.spilling() && self.after_spilled.is_empty()) {
+            // What waited behind the spill goes as room comes.
+            if self.spill.is_some() && !self.held.is_empty() {
+                self.flush_held();
+            }
+            return;
+        }
+        loop {
+            while self
+                .after_spilled
+                .front()
+                .is_some_and(|(place, _)| *place <= self.spilled_out)
+            {
+                self.send_batch_now();
+                if let Some((_, msg)) = self.after_spilled.pop_front() {
+                    self.hold(msg);
+                }
+            }
+            if !self.flush_held() {
+                break;
+            }
+            let Some(spill) = &mut self.spill else {
+                break;
+            };
+            let bytes = match spill.front() {
+                Ok(None) => break,
+                Ok(Some(frame)) => frame.bytes.len() as u64,
+                Err((error, lost)) => {
+                    self.spilled_out += lost;
+                    ReaderStats::add(&self.stats.spill_errors, 1);
+                    tracing::warn!(%error, lost, "Part of the bus spill could not be read back: its frames are lost, a queue_full gap.");
+                    self.send_batch_now();
+                    self.dropped(lost);
+                    continue;
+                }
+            };
+            if self.batch.len() >= UNSPILL_BATCH || !self.fits(1, bytes) {
+                self.send_batch_now();
+                if !self.fits(1, bytes) {
+                    break;
+                }
+            }
+            let Some(frame) = self.spill.as_mut().and_then(Spill::advance) else {
+                break;
+            };
+            self.spilled_out += 1;
+            self.batch.push(frame);
+            self.batch_bytes += bytes;
+        }
+        self.send_batch_now();
+        if !self.spilling() {
+            // Everything spilled has gone: what waited behind it is due.
+            while let Some((_, msg)) = self.after_spilled.pop_front() {
+                self.hold(msg);
+            }
+            self.flush_held();
+        }
+        self.stats.spill_bytes.store(
+            self.spill.as_ref().map_or(0, Spill::held_bytes),
+            Ordering::Relaxed,
+        );
     }
 
     /// Sends the read in hand as one message. Returns false when it could not
     /// go (its frames dropped and counted, or the queue is closed).
     pub(super) fn send_batch(&mut self) -> bool {
+        if self.spilling() {
+            // Behind what is spilled: the read in hand joins it.
+            let frames = std::mem::take(&mut self.batch);
+            self.batch_bytes = 0;
+            for frame in frames {
+                self.spill_or_drop(frame);
+            }
+            return false;
+        }
+        self.send_batch_now()
+    }
+
+    /// Sends the batch in hand as one message, spilled frames or not.
+    fn send_batch_now(&mut self) -> bool {
         if self.batch.is_empty() {
             return true;
+        }
+        if self.spill.is_some() && !self.flush_held() && !self.tx.is_closed() {
+            // A control waits for room, and data may not pass it: the read in
+            // hand waits behind it, on disk.
+            let frames = std::mem::take(&mut self.batch);
+            self.batch_bytes = 0;
+            for frame in frames {
+                self.spill_or_drop(frame);
+            }
+            return false;
         }
         let frames = std::mem::replace(&mut self.batch, self.spares.take());
         let bytes = std::mem::take(&mut self.batch_bytes);
@@ -190,17 +362,43 @@ impl Outbox {
         ReaderStats::add(&self.stats.dropped_queue_full, frames);
         let now = SystemTime::now();
         // Not `control`: the frames of the read in hand are being sent.
-        self.hold(BusMessage::Gap(BusGap {
-            started_at: now,
-            ended_at: now,
-            reason: GapReason::QueueFull,
-            dropped_frames: frames,
-        }));
+        let hold = if self.spilling() {
+            Self::after_spilled
+        } else {
+            Self::hold
+        };
+        hold(
+            self,
+            BusMessage::Gap(BusGap {
+                started_at: now,
+                ended_at: now,
+                reason: GapReason::QueueFull,
+                dropped_frames: frames,
+            }),
+        );
     }
 
     /// At shutdown: the read in hand, then what is held, waiting (bounded) for room.
     pub(super) async fn flush(&mut self, grace: Duration) {
+        let ends = Instant::now() + grace;
         self.send_batch();
+        // What is spilled, as the consumer makes room, within the grace.
+        while self.spilling() || !self.after_spilled.is_empty() {
+            self.unspill();
+            if Instant::now() >= ends || self.tx.is_closed() {
+                let lost = self.spill.as_ref().map_or(0, Spill::held_frames);
+                if let Some(spill) = &mut self.spill {
+                    spill.clear();
+                }
+                self.spilled_out += lost;
+                self.dropped(lost);
+                while let Some((_, msg)) = self.after_spilled.pop_front() {
+                    self.hold(msg);
+                }
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         while let Some(msg) = self.held.pop_front() {
             if !tokio::time::timeout(grace, self.tx.send(msg))
                 .await
@@ -266,6 +464,102 @@ mod tests {
             rx,
             stats,
         )
+    }
+
+    fn numbered(n: usize) -> Frame {
+        Frame {
+            bytes: Bytes::from(n.to_string()),
+            received_at: None,
+            received_mono: None,
+        }
+    }
+
+    /// Everything the consumer can take now, as frame numbers and control names.
+    fn take_all(rx: &mut mpsc::Receiver<BusMessage>, stats: &ReaderStats) -> Vec<String> {
+        let mut seen = Vec::new();
+        while let Some(msg) = take(rx, stats) {
+            match msg {
+                BusMessage::Frames(frames) => seen.extend(
+                    frames
+                        .iter()
+                        .map(|f| String::from_utf8_lossy(&f.bytes).into_owned()),
+                ),
+                BusMessage::Disconnected { .. } => seen.push("disconnected".into()),
+                BusMessage::Connected { .. } => seen.push("connected".into()),
+                BusMessage::Gap(gap) => seen.push(format!("gap {}", gap.dropped_frames)),
+                other => seen.push(format!("{other:?}")),
+            }
+        }
+        seen
+    }
+
+    /// Past the queue's bound frames wait on disk, and the controls read
+    /// between them keep their places: the consumer gets every frame, in
+    /// order, and nothing is dropped.
+    #[tokio::test(start_paused = true)]
+    async fn a_full_queue_spills_and_delivers_every_frame_in_order_with_its_controls() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (outbox, mut rx, stats) = outbox(4);
+        let mut outbox = outbox.with_spill(Spill::new(dir.path(), 1 << 30));
+        let mut expected = Vec::new();
+        for n in 0..10 {
+            outbox.offer_frame(numbered(n));
+            outbox.send_batch();
+            expected.push(n.to_string());
+        }
+        outbox.control(BusMessage::Disconnected {
+            at: SystemTime::now(),
+            reason: GapReason::Disconnected,
+        });
+        expected.push("disconnected".into());
+        outbox.control(BusMessage::Connected {
+            endpoint: Endpoint::Tcp(([127, 0, 0, 1], 1).into()),
+            at: SystemTime::now(),
+        });
+        expected.push("connected".into());
+        for n in 10..3000 {
+            outbox.offer_frame(numbered(n));
+            if n % 7 == 0 {
+                outbox.send_batch();
+            }
+            expected.push(n.to_string());
+        }
+        outbox.send_batch();
+        assert!(outbox.spilling());
+        let mut seen = Vec::new();
+        for _ in 0..10_000 {
+            outbox.unspill();
+            let taken = take_all(&mut rx, &stats);
+            if taken.is_empty() && !outbox.spilling() {
+                break;
+            }
+            seen.extend(taken);
+        }
+        assert_eq!(seen, expected);
+        assert_eq!(stats.dropped_queue_full.load(Ordering::Relaxed), 0);
+        assert_eq!(stats.spilled_frames.load(Ordering::Relaxed), 2996);
+        assert_eq!(stats.spill_bytes.load(Ordering::Relaxed), 0);
+    }
+
+    /// A spill that is full drops the newest, counted: the gap comes after the
+    /// frames it kept.
+    #[tokio::test(start_paused = true)]
+    async fn past_the_spill_the_newest_are_dropped_and_one_gap_follows_what_was_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (outbox, mut rx, stats) = outbox(2);
+        // Room for 3 frames of 1 byte on disk (24 bytes of header each).
+        let mut outbox = outbox.with_spill(Spill::new(dir.path(), 3 * 25));
+        for n in 0..8 {
+            outbox.offer_frame(numbered(n));
+            outbox.send_batch();
+        }
+        assert_eq!(stats.dropped_queue_full.load(Ordering::Relaxed), 3);
+        let mut seen = Vec::new();
+        for _ in 0..100 {
+            outbox.unspill();
+            seen.extend(take_all(&mut rx, &stats));
+        }
+        assert_eq!(seen, ["0", "1", "2", "3", "4", "gap 3"]);
     }
 
     #[tokio::test(start_paused = true)]

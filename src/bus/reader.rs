@@ -13,10 +13,11 @@
 //!   `master_event_pull.ipc`;
 //! - it never awaits the queue while connected: the frames one read splits go
 //!   downstream as one message (one wake-up of the consumer per read); when the
-//!   queue is full (in frames or bytes) a frame is dropped, counted, and the loss
-//!   becomes a [`BusGap`] delivered before the next frames that fit (the master
-//!   drops a subscriber with 10,000 writes pending, so a blocked reader would
-//!   lose more, and cost the master memory first);
+//!   queue is full (in frames or bytes) frames wait on disk (`spill.rs`), in
+//!   order, and go on as the queue takes them; only what the spill refuses is
+//!   dropped, counted, and becomes a [`BusGap`] (the master drops a subscriber
+//!   with 10,000 writes pending, so a blocked reader would lose more, and cost
+//!   the master memory first);
 //! - it waits for the consumer in one case only, bounded: past 1 MiB queued it
 //!   stops reading until the consumer has taken the burst, for at most 100 ms a
 //!   stretch (`hold.rs`), so a burst read while the consumer waits for a core
@@ -40,6 +41,7 @@ use super::hold::Hold;
 pub use super::message::{BusGap, BusMessage, Frame, GapReason, Lost, ReaderStats};
 use super::outbox::Outbox;
 use super::pace::{Pace, READ_CHUNK};
+use super::spill::{Spill, SpillConfig};
 use crate::ratelimit::LogLimiter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +67,8 @@ pub struct ReaderConfig {
     /// stream counts as out of sync.
     pub stall_timeout: Duration,
     pub delivery: Delivery,
+    /// Where frames go while the queue is full (frames only; none: dropped).
+    pub spill: Option<SpillConfig>,
 }
 
 enum ConnectionEnd {
@@ -85,6 +89,10 @@ struct Drained {
 /// working (and end the gap before it).
 const HEALTHY_AFTER: Duration = Duration::from_secs(1);
 
+/// How often the reader looks for room in the queue while frames wait on
+/// disk and the socket is quiet.
+const UNSPILL_EVERY: Duration = Duration::from_millis(5);
+
 /// A connection the master closes within this long of the reader being
 /// behind (a read of a backlog, a hold) was dropped for being slow: its gap
 /// is `discarded`, not `disconnected`.
@@ -103,12 +111,15 @@ impl BusReader {
         tx: mpsc::Sender<BusMessage>,
         stats: Arc<ReaderStats>,
     ) -> Self {
-        let outbox = Outbox::new(
+        let mut outbox = Outbox::new(
             tx,
             stats.clone(),
             config.max_queue_bytes as u64,
             config.max_queue_frames as u64,
         );
+        if let (Delivery::Frames, Some(spill)) = (config.delivery, &config.spill) {
+            outbox = outbox.with_spill(Spill::new(&spill.dir, spill.max_bytes));
+        }
         Self {
             config,
             stats,
@@ -314,9 +325,19 @@ impl BusReader {
         let pace = Pace::for_endpoint(&self.config.endpoint);
         let mut hold = Hold::new();
         loop {
-            // A timer only while one is needed: an idle, healthy bus costs no wake-ups.
+            // What waits on disk goes first, as far as the queue has room.
+            self.outbox.unspill();
+            // A timer only while one is needed: an idle, healthy bus costs no
+            // wake-ups (frames spilled on disk are due as the queue empties).
             let healthy_at = open_gap.is_some().then(|| connected_at + HEALTHY_AFTER);
-            let wake_at = [stall_at, healthy_at].into_iter().flatten().min();
+            let unspill_at = self
+                .outbox
+                .spilling()
+                .then(|| Instant::now() + UNSPILL_EVERY);
+            let wake_at = [stall_at, healthy_at, unspill_at]
+                .into_iter()
+                .flatten()
+                .min();
             let wanted = wake_at.map(|at| {
                 at.saturating_duration_since(Instant::now())
                     .max(Duration::from_millis(1))

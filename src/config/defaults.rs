@@ -6,7 +6,10 @@ use std::time::Duration;
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/saltsight/saltsight.toml";
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 64 << 20;
 pub const DEFAULT_QUEUE_FRAMES: usize = 16_384;
-pub const DEFAULT_QUEUE_BYTES: usize = 256 << 20;
+pub const DEFAULT_QUEUE_BYTES: usize = 64 << 20;
+pub const DEFAULT_SPILL_MAX_BYTES: u64 = 1 << 30;
+/// The spill's directory in `state.dir`.
+pub const SPILL_DIR_NAME: &str = "bus-spill";
 pub const DEFAULT_RECONNECT_MIN: Duration = Duration::from_millis(100);
 /// backon adds up to 100% jitter above the delay, so the longest wait is under 1.5 s:
 /// a master that comes back is seen within 2 s.

@@ -35,12 +35,19 @@ pub fn example() -> String {
 # and skipped. At least 1024, below 2 GiB.
 max_frame_bytes = {DEFAULT_MAX_FRAME_BYTES}
 
-# Frames held between the reader and the pipeline. When full, frames are dropped
-# and counted, and the loss is reported as a bus gap: the reader never makes the
-# master wait (it drops a subscriber with 10,000 writes pending).
+# Frames held in memory between the reader and the pipeline. When full, frames
+# wait on disk (spill_dir), in order, until the pipeline takes them: the reader
+# never makes the master wait (it drops a subscriber with 10,000 writes pending).
 queue_frames = {DEFAULT_QUEUE_FRAMES}
 # The same queue's bound in bytes (a highstate return can be several MB).
 queue_bytes = {DEFAULT_QUEUE_BYTES}
+
+# Where frames wait when the queue is full: unlinked temporary files (nothing is
+# left after a crash), default `bus-spill` in state.dir. Past spill_max_bytes the
+# newest frames are dropped, counted, and reported as a queue_full bus gap;
+# spill_max_bytes = 0 turns the spill off.
+# spill_dir = "/var/lib/saltsight/state/bus-spill"
+spill_max_bytes = {DEFAULT_SPILL_MAX_BYTES}
 
 # Reconnect backoff after the master restarts or the socket is missing: the delay
 # doubles from reconnect_min up to reconnect_max, plus up to as much again of

@@ -96,6 +96,12 @@ pub struct BusSection {
     pub queue_frames: Option<u64>,
     /// Bytes the queue between the reader and the pipeline holds.
     pub queue_bytes: Option<u64>,
+    /// Where frames wait on disk while the queue is full (default: `bus-spill`
+    /// in `state.dir`).
+    pub spill_dir: Option<PathBuf>,
+    /// Bytes the spill may hold on disk; 0 turns it off (frames past the
+    /// queue are dropped and counted).
+    pub spill_max_bytes: Option<u64>,
     /// First reconnect delay, e.g. `"100ms"`.
     pub reconnect_min: Option<String>,
     /// Longest reconnect delay, e.g. `"1s"`.

@@ -50,6 +50,8 @@ pub struct BusConfig {
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
     pub stall_timeout: Duration,
+    /// Where frames wait on disk while the queue is full (none: off).
+    pub spill: Option<crate::bus::spill::SpillConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

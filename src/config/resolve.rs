@@ -93,6 +93,10 @@ pub fn load_with<T>(
     let correlate = super::correlate::resolve(&file, &master, &jobs, &mut errors, &mut warnings);
     let spool = resolve_spool(&file.spool, &mut errors);
     let state = super::state::resolve_state(&file.state, overrides.state_dir.as_ref(), &mut errors);
+    let bus = bus.map(|bus| BusConfig {
+        spill: spill(&file, &state.dir),
+        ..bus
+    });
     let history = super::history::resolve(&file.history, &state.dir, &mut errors);
     let incidents = super::incidents::resolve(&file.incidents, &mut errors);
     let master = master_settings(&file, overrides);
@@ -154,6 +158,20 @@ pub fn load_with<T>(
         )),
         _ => Err(ConfigErrors(errors)),
     }
+}
+
+/// `[bus]`'s spill: `spill_dir` (default: in `state.dir`), off when
+/// `spill_max_bytes` is 0.
+fn spill(file: &FileConfig, state_dir: &Path) -> Option<crate::bus::spill::SpillConfig> {
+    let max_bytes = file.bus.spill_max_bytes.unwrap_or(DEFAULT_SPILL_MAX_BYTES);
+    (max_bytes > 0).then(|| crate::bus::spill::SpillConfig {
+        dir: file
+            .bus
+            .spill_dir
+            .clone()
+            .unwrap_or_else(|| state_dir.join(SPILL_DIR_NAME)),
+        max_bytes,
+    })
 }
 
 fn read_file(explicit: Option<&Path>, errors: &mut Vec<String>) -> (FileConfig, Option<PathBuf>) {
@@ -323,6 +341,8 @@ fn resolve_bus(
         reconnect_min,
         reconnect_max,
         stall_timeout,
+        // Set once `state.dir` is known (`with_spill`).
+        spill: None,
     })
 }
 

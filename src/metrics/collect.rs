@@ -207,6 +207,24 @@ impl SelfCollector {
             "Time the reader has spent holding, in all",
             load(&r.held_micros) as f64 / 1e6,
         )?;
+        counter(
+            e,
+            "saltsight_bus_spilled_frames",
+            "Frames that waited on disk because the queue to the pipeline was full (bus.spill_dir)",
+            load(&r.spilled_frames),
+        )?;
+        counter(
+            e,
+            "saltsight_bus_spill_errors",
+            "Writes or reads of the bus spill that failed (the frames they held were dropped and counted)",
+            load(&r.spill_errors),
+        )?;
+        gauge(
+            e,
+            "saltsight_bus_spill_bytes",
+            "Bytes of frames waiting on disk for room in the queue",
+            load(&r.spill_bytes) as i64,
+        )?;
         gauge(
             e,
             "saltsight_bus_queue_bytes",

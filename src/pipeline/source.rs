@@ -40,6 +40,7 @@ impl Source {
             reconnect_max: bus.reconnect_max,
             stall_timeout: bus.stall_timeout,
             delivery,
+            spill: bus.spill.clone(),
         })
     }
 }

@@ -392,6 +392,71 @@ fn a_connection_closed_on_a_backlog_is_a_discard() {
     );
 }
 
+/// A burst the pipeline cannot take at once (a queue of 64 frames, a job of
+/// 20,000 minions and all their returns in one write): the reader reads on,
+/// the frames past the queue wait on disk in order, and every return reaches
+/// the job: nothing dropped, no gap.
+#[test]
+fn a_burst_past_the_queue_waits_on_disk_and_nothing_is_lost() {
+    let publisher = Publisher::unix(Framing::Bare);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("saltsight.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "master_id = \"fake\"\n[bus]\nendpoint = {:?}\nqueue_frames = 64\n[jobs]\ndefault_deadline = \"60s\"\n[correlate]\ndiscover = false\n",
+            publisher.endpoint()
+        ),
+    )
+    .expect("write config");
+    let run = Saltsight::spawn(&[
+        "--config",
+        config.to_str().expect("utf-8"),
+        "--log-format",
+        "json",
+        "run",
+        "--output",
+        "stdout",
+    ]);
+    let mut run = run;
+    let mut log = Vec::new();
+    let addr = metrics_address_once_connected(&run, &mut log);
+    let mut sub = publisher.accept();
+    let names: Vec<String> = (0..20_000).map(|i| format!("m{i:05}")).collect();
+    let minions: Vec<&str> = names.iter().map(String::as_str).collect();
+    let jid = "20261124100000000009";
+    let (tag, data) = new_job(jid, &minions);
+    let mut burst = crate::support::publisher::frame(&tag, data);
+    for minion in &minions {
+        let (tag, data) = ret(jid, minion);
+        burst.extend(crate::support::publisher::frame(&tag, data));
+    }
+    sub.send_raw(&burst).expect("send");
+    let mut seen = Vec::new();
+    read_records(&run.stdout, &mut seen, Duration::from_secs(60), |s| {
+        completed(s, jid)
+    })
+    .expect("the job completes");
+    let done = of_kind(&seen, "job_completed")[0].clone();
+    assert_eq!(done["returned"], 20_000, "{done}");
+    assert!(of_kind(&seen, "bus_gap").is_empty());
+    assert!(
+        metric(addr, "saltsight_bus_spilled_frames_total") > 0.0,
+        "the burst went through the spill"
+    );
+    assert_eq!(
+        metric(
+            addr,
+            r#"saltsight_events_dropped_total{reason="queue_full"}"#
+        ),
+        0.0
+    );
+    assert!(
+        run.terminate(Duration::from_secs(5))
+            .is_some_and(|s| s.success())
+    );
+}
+
 /// The wall clock stepped back an hour under saltsight (libfaketime, the
 /// monotonic clock left alone) on an idle bus: the verdicts still come at the
 /// deadline, not an hour late.
