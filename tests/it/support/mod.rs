@@ -35,10 +35,40 @@ pub const CONNECTED: &str = "Connected to the event bus.";
 static LAB_LOCK: Mutex<()> = Mutex::new(());
 
 /// One real-Salt lab at a time (each is a master and 3 minions).
-pub fn lab_lock() -> MutexGuard<'static, ()> {
-    LAB_LOCK
+pub fn lab_lock() -> LabTurn {
+    let guard = LAB_LOCK
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    LabTurn {
+        _guard: guard,
+        since: Instant::now(),
+    }
+}
+
+/// A test's turn with the lab. With `SALTSIGHT_LAB_TIMES=FILE`, how long each
+/// test held it is appended to FILE when the turn ends (the live tests run one
+/// at a time, so these add up to the suite's time: what to make leaner).
+pub struct LabTurn {
+    _guard: MutexGuard<'static, ()>,
+    since: Instant,
+}
+
+impl Drop for LabTurn {
+    fn drop(&mut self) {
+        let Some(file) = std::env::var_os("SALTSIGHT_LAB_TIMES") else {
+            return;
+        };
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_owned();
+        let line = format!("{:.1} {test}\n", self.since.elapsed().as_secs_f64());
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+    }
 }
 
 /// A line read from the child, with when it was read.
