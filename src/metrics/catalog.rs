@@ -93,7 +93,12 @@ pub struct EventMetrics {
     decode_errors: [Counter; DecodeReason::COUNT],
     malformed_fields: Counter,
     lag: Histogram,
+    steps: Histogram,
 }
+
+/// How long one step of the pipeline may hold it, in seconds: an event, a
+/// tick, a read's end (the outputs' writes).
+const STEP_BUCKETS: [f64; 7] = [0.0005, 0.002, 0.005, 0.02, 0.1, 0.5, 2.0];
 
 impl Default for EventMetrics {
     /// Handles not registered anywhere (subcommands that serve no metrics).
@@ -135,7 +140,21 @@ impl EventMetrics {
                 c
             },
             lag,
+            steps: {
+                let steps = Histogram::new(STEP_BUCKETS);
+                registry.register(
+                    "saltsight_pipeline_step_seconds",
+                    "How long one step held the pipeline: an event, a tick, a read's end (the reader reads on meanwhile)",
+                    steps.clone(),
+                );
+                steps
+            },
         }
+    }
+
+    /// One step of the pipeline took `took`.
+    pub fn step(&self, took: std::time::Duration) {
+        self.steps.observe(took.as_secs_f64());
     }
 
     /// One decoded event; `lag_micros` when its receipt time and `_stamp` are known.

@@ -196,6 +196,7 @@ impl Consumer {
                     let now = Instant::now();
                     if wake_at.is_some_and(|at| at <= now) {
                         handler.tick(now)?;
+                        frames.metrics.step(now.elapsed());
                     }
                     continue;
                 }
@@ -215,18 +216,28 @@ impl Consumer {
                     if live {
                         reader_stats.consumed(1, frame.bytes.len());
                     }
+                    let began = Instant::now();
                     frames.frame(&frame, &mut summary, &mut handler)?;
+                    let read = Instant::now();
+                    frames.metrics.step(read - began);
                     handler.batch_end(frame.received_mono)?;
+                    frames.metrics.step(read.elapsed());
                 }
                 BusMessage::Frames(batch) => {
                     if live {
                         let bytes = batch.iter().map(|f| f.bytes.len()).sum();
                         reader_stats.consumed(batch.len(), bytes);
                     }
+                    // One clock read per event: each step ends where the next begins.
+                    let mut began = Instant::now();
                     for frame in batch.iter() {
                         frames.frame(frame, &mut summary, &mut handler)?;
+                        let ended = Instant::now();
+                        frames.metrics.step(ended - began);
+                        began = ended;
                     }
                     handler.batch_end(batch.last().and_then(|f| f.received_mono))?;
+                    frames.metrics.step(began.elapsed());
                 }
                 BusMessage::Chunk(chunk) => {
                     if live {
