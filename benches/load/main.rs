@@ -407,10 +407,9 @@ struct AgentFigures {
     held_ms: f64,
     /// Frames that waited in the spill on disk.
     spilled: u64,
-    /// Pipeline steps over 20 ms, and the bound of the longest
-    /// (`saltsight_pipeline_step_seconds`).
-    slow_steps: u64,
-    longest_step: String,
+    /// Pipeline steps over 20 ms and the bound of the longest, by step
+    /// (`saltsight_pipeline_step_seconds`): `event 2 (≤ 0.1 s), tick 0 ...`.
+    steps: String,
     gaps: u64,
     disconnects: u64,
     /// Times the master's log says it dropped a slow subscriber.
@@ -736,12 +735,7 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
         holds: count(&after, "saltsight_bus_holds_total") as u64,
         held_ms: count(&after, "saltsight_bus_held_seconds_total") * 1e3,
         spilled: count(&after, "saltsight_bus_spilled_frames_total") as u64,
-        slow_steps: (count(&after, "saltsight_pipeline_step_seconds_count")
-            - count(
-                &after,
-                r#"saltsight_pipeline_step_seconds_bucket{le="0.02"}"#,
-            )) as u64,
-        longest_step: longest_step(&after),
+        steps: steps(&after),
         gaps: sum(&after, "saltsight_bus_gaps_total{"),
         disconnects: (count(&after, "saltsight_bus_connects_total") as u64).saturating_sub(1),
         discards,
@@ -949,20 +943,42 @@ fn job_events(exposition: &str) -> f64 {
 }
 
 /// The value of the series named exactly `series`.
-/// The smallest bucket bound of `saltsight_pipeline_step_seconds` that
-/// holds every step (`+Inf` past the last).
-fn longest_step(exposition: &str) -> String {
-    let total = sample(exposition, "saltsight_pipeline_step_seconds_count");
-    exposition
+/// Each step kind of `saltsight_pipeline_step_seconds`: how many took over
+/// 20 ms, and the smallest bucket bound that holds them all.
+fn steps(exposition: &str) -> String {
+    // (step, le, cumulative count) of each bucket line.
+    let buckets: Vec<(String, String, f64)> = exposition
         .lines()
-        .filter_map(|l| l.strip_prefix("saltsight_pipeline_step_seconds_bucket{le=\""))
+        .filter_map(|l| l.strip_prefix("saltsight_pipeline_step_seconds_bucket{"))
         .filter_map(|l| {
-            let (le, rest) = l.split_once('"')?;
-            let value: f64 = rest.rsplit(' ').next()?.parse().ok()?;
-            (value >= total).then(|| le.to_owned())
+            let (labels, value) = l.split_once("} ")?;
+            let label = |name: &str| {
+                labels
+                    .split(',')
+                    .find_map(|kv| kv.strip_prefix(name)?.strip_prefix("=\""))
+                    .map(|v| v.trim_end_matches('"').to_owned())
+            };
+            let value = value.split(' ').next()?.parse().ok()?;
+            Some((label("step")?, label("le")?, value))
         })
-        .next()
-        .unwrap_or_else(|| "?".into())
+        .collect();
+    let mut kinds: Vec<&str> = buckets.iter().map(|(s, _, _)| s.as_str()).collect();
+    kinds.dedup();
+    kinds
+        .iter()
+        .map(|kind| {
+            let of = || buckets.iter().filter(move |(s, _, _)| s == kind);
+            let total = of().map(|(_, _, v)| *v).fold(0.0, f64::max);
+            let within = of()
+                .find(|(_, le, _)| le == "0.02")
+                .map_or(0.0, |(_, _, v)| *v);
+            let longest = of()
+                .find(|(_, _, v)| *v >= total)
+                .map_or("?", |(_, le, _)| le.as_str());
+            format!("{kind} {} (≤ {longest} s)", (total - within) as u64)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn sample(exposition: &str, series: &str) -> f64 {
@@ -1040,13 +1056,12 @@ impl Run {
         }
         let a = &self.agent;
         s += &format!(
-            "\n  saltsight: dropped {} holds {} ({:.0} ms) spilled {} steps over 20 ms {} (longest ≤ {} s) gaps {} disconnects {} (master discards {}) records {} posts {} | idle before: {:.1} wake-ups/s, RSS {:.1} MB | peak RSS {:.1} MB | idle after: {:.1} wake-ups/s, {:.1} ms CPU, RSS {:.1} MB | exit on SIGTERM: {}",
+            "\n  saltsight: dropped {} holds {} ({:.0} ms) spilled {} steps over 20 ms: {} | gaps {} disconnects {} (master discards {}) records {} posts {} | idle before: {:.1} wake-ups/s, RSS {:.1} MB | peak RSS {:.1} MB | idle after: {:.1} wake-ups/s, {:.1} ms CPU, RSS {:.1} MB | exit on SIGTERM: {}",
             a.dropped,
             a.holds,
             a.held_ms,
             a.spilled,
-            a.slow_steps,
-            a.longest_step,
+            a.steps,
             a.gaps,
             a.disconnects,
             a.discards,
@@ -1083,7 +1098,7 @@ impl Run {
             "bytes": self.bytes, "secs": self.secs, "load_before": self.load_before,
             "load_after": self.load_after, "master_cpu_s": self.master.cpu,
             "subscribers": subscribers, "bare_mode": self.bare_mode(),
-            "saltsight": {"dropped": a.dropped, "holds": a.holds, "held_ms": a.held_ms, "spilled": a.spilled, "slow_steps": a.slow_steps, "longest_step": a.longest_step, "gaps": a.gaps, "disconnects": a.disconnects, "discards": a.discards,
+            "saltsight": {"dropped": a.dropped, "holds": a.holds, "held_ms": a.held_ms, "spilled": a.spilled, "steps": a.steps, "gaps": a.gaps, "disconnects": a.disconnects, "discards": a.discards,
                 "records": a.records, "posts": a.posts, "peak_rss": a.peak_rss,
                 "fresh_wakeups_per_s": a.fresh_wakeups, "fresh_rss": a.fresh_rss,
                 "idle_rss": a.idle_rss, "idle_wakeups_per_s": a.idle_wakeups,

@@ -93,7 +93,20 @@ pub struct EventMetrics {
     decode_errors: [Counter; DecodeReason::COUNT],
     malformed_fields: Counter,
     lag: Histogram,
-    steps: Histogram,
+    steps: [Histogram; Step::COUNT],
+}
+
+crate::label_set! {
+    /// What a step of the pipeline was.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Step {
+        /// One event, with everything it set off (a job's close, its records).
+        Event = "event",
+        /// A tick: deadlines fallen due, the checkpoint, samples.
+        Tick = "tick",
+        /// The end of a read: the outputs' writes.
+        ReadEnd = "read_end",
+    }
 }
 
 /// How long one step of the pipeline may hold it, in seconds: an event, a
@@ -141,20 +154,23 @@ impl EventMetrics {
             },
             lag,
             steps: {
-                let steps = Histogram::new(STEP_BUCKETS);
+                let family =
+                    Family::<[(&'static str, &'static str); 1], Histogram>::new_with_constructor(
+                        (|| Histogram::new(STEP_BUCKETS)) as fn() -> Histogram,
+                    );
                 registry.register(
                     "saltsight_pipeline_step_seconds",
-                    "How long one step held the pipeline: an event, a tick, a read's end (the reader reads on meanwhile)",
-                    steps.clone(),
+                    "How long one step held the pipeline, by step: an event, a tick, a read's end (the reader reads on meanwhile)",
+                    family.clone(),
                 );
-                steps
+                Step::ALL.map(|step| family.get_or_create_owned(&[("step", step.as_str())]))
             },
         }
     }
 
     /// One step of the pipeline took `took`.
-    pub fn step(&self, took: std::time::Duration) {
-        self.steps.observe(took.as_secs_f64());
+    pub fn step(&self, step: Step, took: std::time::Duration) {
+        self.steps[step.index()].observe(took.as_secs_f64());
     }
 
     /// One decoded event; `lag_micros` when its receipt time and `_stamp` are known.

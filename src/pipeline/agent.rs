@@ -199,7 +199,7 @@ impl Agent {
                 .and_then(|(_, next)| *next)
                 .is_some_and(|next| next <= now)
         {
-            self.save(now);
+            self.save(now, true);
         }
         Ok(())
     }
@@ -277,8 +277,10 @@ impl Agent {
     }
 
     /// Writes the checkpoint (between events: no job is part way through its
-    /// verdicts, the agent hands every batch on before it returns).
-    fn save(&mut self, now: Instant) {
+    /// verdicts, the agent hands every batch on before it returns): a periodic
+    /// one on the checkpoint's thread, the last one (`periodic` false) whole
+    /// before this returns.
+    fn save(&mut self, now: Instant, periodic: bool) {
         let Some((checkpointer, next)) = &mut self.checkpoint else {
             return;
         };
@@ -288,7 +290,11 @@ impl Agent {
             .restart_gap_from
             .or(self.gap_since)
             .unwrap_or_else(|| self.clock.master_time(now));
-        checkpointer.write(self.stages.saving(), bus_until);
+        if periodic {
+            checkpointer.write_behind(self.stages.saving(), bus_until);
+        } else {
+            checkpointer.write(self.stages.saving(), bus_until);
+        }
         self.unsaved = false;
         if let Some(next) = next {
             *next = now + checkpointer.interval;
@@ -551,7 +557,7 @@ impl Handler for Agent {
             let records = self.stages.finish();
             self.write(records)?;
         } else {
-            self.save(Instant::now());
+            self.save(Instant::now(), false);
         }
         self.outputs.close()?;
         Ok(())

@@ -3,6 +3,12 @@
 //! every stop, read back at start. The restart itself becomes a bus gap from
 //! when the checkpoint was written to when the bus is read again.
 //!
+//! The periodic checkpoint is encoded between events (the stages' memory as it
+//! stands: the snapshot) and written, fsynced and renamed on a thread of its
+//! own, so the pipeline waits for the encoding only; one still being written
+//! when the next is due makes that one wait for the next interval (counted).
+//! The checkpoint at a stop is written whole before saltsight exits.
+//!
 //! One file, `<state.dir>/checkpoint`: a fixed header (magic, format, length,
 //! CRC-32 of the body), then the body in MessagePack (maps with field names, so
 //! a field added later reads as its default). Written to a temporary file,
@@ -13,7 +19,7 @@
 //! empty: never trusted blindly, never lost.
 
 use std::fs::{self, File};
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -45,7 +51,11 @@ crate::counts! {
         gauge bytes = "saltsight_checkpoint_bytes",
             "Size of the last checkpoint written";
         seconds write_micros = "saltsight_checkpoint_write_duration_seconds",
-            "How long the last checkpoint took to write (the pipeline waits for it); kept in microseconds";
+            "How long the last checkpoint took to encode and write; kept in microseconds";
+        seconds encode_micros = "saltsight_checkpoint_encode_duration_seconds",
+            "How long the pipeline waited for the last checkpoint (its encoding; the write is a thread's); kept in microseconds";
+        counter skipped = "saltsight_checkpoint_skipped",
+            "Periodic checkpoints not taken because the one before was still being written";
     }
 }
 
@@ -127,6 +137,19 @@ pub struct Checkpointer {
     master_id: String,
     pub interval: Duration,
     pub stats: std::sync::Arc<CheckpointStats>,
+    /// The thread that writes periodic checkpoints, once one was taken.
+    behind: Option<Behind>,
+}
+
+/// A checkpoint encoded, on its way to the disk.
+struct Encoded {
+    bytes: Vec<u8>,
+    started: std::time::Instant,
+}
+
+struct Behind {
+    queue: std::sync::mpsc::SyncSender<Encoded>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 impl Checkpointer {
@@ -136,6 +159,7 @@ impl Checkpointer {
             master_id: master_id.to_owned(),
             interval,
             stats: std::sync::Arc::default(),
+            behind: None,
         }
     }
 
@@ -143,75 +167,110 @@ impl Checkpointer {
         self.dir.join(FILE_NAME)
     }
 
-    fn io(&self, path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError {
-        let path = path.to_path_buf();
-        move |source| CheckpointError::Io { path, source }
+    /// Writes the stages' memory, events read up to `bus_until`, and waits
+    /// for it (at a stop; a periodic one being written is waited for first);
+    /// counted, and on failure logged with the last good checkpoint left in
+    /// place.
+    pub fn write(&mut self, stages: SavingStages<'_>, bus_until: Stamp) {
+        self.wait_behind();
+        let started = std::time::Instant::now();
+        let stored = self
+            .encode(stages, bus_until)
+            .and_then(|bytes| Store::of(self).store(&bytes));
+        Store::of(self).counted(stored, started);
     }
 
-    /// Writes the stages' memory, events read up to `bus_until`; counted, and
-    /// on failure logged with the last good checkpoint left in place.
-    pub fn write(&self, stages: SavingStages<'_>, bus_until: Stamp) {
+    /// Encodes the stages' memory now and hands it to the writing thread:
+    /// the pipeline waits for the encoding only. While the one before is
+    /// still being written, this one is not taken (counted): the next
+    /// interval's will be.
+    pub fn write_behind(&mut self, stages: SavingStages<'_>, bus_until: Stamp) {
         let started = std::time::Instant::now();
-        match self.try_write(stages, bus_until) {
-            Ok(bytes) => {
-                self.stats.writes.inc();
-                self.stats.bytes.set(bytes);
-                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-                self.stats.write_micros.set(micros);
-            }
+        let bytes = match self.encode(stages, bus_until) {
+            Ok(bytes) => bytes,
             Err(error) => {
+                Store::of(self).counted(Err(error), started);
+                return;
+            }
+        };
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.stats.encode_micros.set(micros);
+        let behind = match self.behind.take() {
+            Some(behind) => behind,
+            None => match self.start_behind() {
+                Ok(behind) => behind,
+                Err(error) => {
+                    warn!(%error, "Cannot start the checkpoint's writer; writing it here.");
+                    let stored = Store::of(self).store(&bytes);
+                    Store::of(self).counted(stored, started);
+                    return;
+                }
+            },
+        };
+        match behind.queue.try_send(Encoded { bytes, started }) {
+            Ok(()) => self.behind = Some(behind),
+            Err(std::sync::mpsc::TrySendError::Full(_)) => {
+                self.stats.skipped.inc();
+                self.behind = Some(behind);
+            }
+            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => {
+                // The thread is gone (it panicked): the next one starts anew.
                 self.stats.write_errors.inc();
-                warn!(%error, "Cannot write the checkpoint; the last one stays.");
+                let _ = behind.thread.join();
             }
         }
     }
 
-    fn try_write(
+    fn start_behind(&self) -> std::io::Result<Behind> {
+        // One waiting behind the one being written, no more.
+        let (queue, encoded) = std::sync::mpsc::sync_channel::<Encoded>(1);
+        let store = Store::of(self);
+        let thread = std::thread::Builder::new()
+            .name("checkpoint".into())
+            .spawn(move || {
+                for Encoded { bytes, started } in encoded {
+                    let stored = store.store(&bytes);
+                    store.counted(stored, started);
+                }
+            })?;
+        Ok(Behind { queue, thread })
+    }
+
+    /// Waits for the periodic checkpoint being written, if any.
+    fn wait_behind(&mut self) {
+        if let Some(Behind { queue, thread }) = self.behind.take() {
+            drop(queue);
+            let _ = thread.join();
+        }
+    }
+
+    /// The whole file: the header (magic, format, length, CRC) and the body.
+    fn encode(
         &self,
         stages: SavingStages<'_>,
         bus_until: Stamp,
-    ) -> Result<u64, CheckpointError> {
-        fs::create_dir_all(&self.dir).map_err(self.io(&self.dir))?;
+    ) -> Result<Vec<u8>, CheckpointError> {
         let header = Header {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             master_id: self.master_id.clone(),
             written_at: Stamp::now(),
             bus_until,
         };
-        let temp = self.dir.join(format!("{FILE_NAME}.tmp"));
-        let mut file = File::create(&temp).map_err(self.io(&temp))?;
-        // The header's place first; its length and checksum once the body is out.
-        file.write_all(&[0; HEADER_LEN]).map_err(self.io(&temp))?;
-        let mut body = Summing {
-            inner: BufWriter::new(file),
-            len: 0,
-            crc: crc32fast::Hasher::new(),
-        };
+        let mut bytes = vec![0; HEADER_LEN];
         let writing = Writing {
             header: &header,
             stages,
         };
-        writing.serialize(&mut rmp_serde::Serializer::new(&mut body).with_struct_map())?;
-        let (len, crc) = (body.len, body.crc.finalize());
-        let mut file = body
-            .inner
-            .into_inner()
-            .map_err(|e| self.io(&temp)(e.into_error()))?;
+        writing.serialize(&mut rmp_serde::Serializer::new(&mut bytes).with_struct_map())?;
+        let body = &bytes[HEADER_LEN..];
+        let (len, crc) = (body.len() as u64, crc32fast::hash(body));
         let mut head = Vec::with_capacity(HEADER_LEN);
         head.extend_from_slice(MAGIC);
         head.extend_from_slice(&FORMAT.to_le_bytes());
         head.extend_from_slice(&len.to_le_bytes());
         head.extend_from_slice(&crc.to_le_bytes());
-        file.seek(SeekFrom::Start(0))
-            .and_then(|_| file.write_all(&head))
-            .and_then(|()| file.sync_all())
-            .map_err(self.io(&temp))?;
-        let path = self.path();
-        fs::rename(&temp, &path).map_err(self.io(&path))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(self.io(&self.dir))?;
-        Ok(HEADER_LEN as u64 + len)
+        bytes[..HEADER_LEN].copy_from_slice(&head);
+        Ok(bytes)
     }
 
     /// The checkpoint, when there is one that can be trusted. One that cannot
@@ -318,24 +377,57 @@ impl Checkpointer {
     }
 }
 
-/// A writer that counts and checksums what passes through it: the body is
-/// streamed to the file, never held whole in memory.
-struct Summing<W> {
-    inner: W,
-    len: u64,
-    crc: crc32fast::Hasher,
+/// Where a checkpoint's bytes go, and its counts: what the writing thread
+/// needs of the [`Checkpointer`].
+#[derive(Clone)]
+struct Store {
+    dir: PathBuf,
+    stats: std::sync::Arc<CheckpointStats>,
 }
 
-impl<W: Write> Write for Summing<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.len += n as u64;
-        self.crc.update(&buf[..n]);
-        Ok(n)
+impl Store {
+    fn of(checkpointer: &Checkpointer) -> Self {
+        Self {
+            dir: checkpointer.dir.clone(),
+            stats: checkpointer.stats.clone(),
+        }
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
+    fn io(&self, path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError {
+        let path = path.to_path_buf();
+        move |source| CheckpointError::Io { path, source }
+    }
+
+    /// Writes `bytes` to a temporary file, fsynced, renamed over the last
+    /// checkpoint, the directory fsynced: a crash leaves one of them whole.
+    fn store(&self, bytes: &[u8]) -> Result<u64, CheckpointError> {
+        fs::create_dir_all(&self.dir).map_err(self.io(&self.dir))?;
+        let temp = self.dir.join(format!("{FILE_NAME}.tmp"));
+        let mut file = File::create(&temp).map_err(self.io(&temp))?;
+        file.write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(self.io(&temp))?;
+        let path = self.dir.join(FILE_NAME);
+        fs::rename(&temp, &path).map_err(self.io(&path))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(self.io(&self.dir))?;
+        Ok(bytes.len() as u64)
+    }
+
+    fn counted(&self, stored: Result<u64, CheckpointError>, started: std::time::Instant) {
+        match stored {
+            Ok(bytes) => {
+                self.stats.writes.inc();
+                self.stats.bytes.set(bytes);
+                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                self.stats.write_micros.set(micros);
+            }
+            Err(error) => {
+                self.stats.write_errors.inc();
+                warn!(%error, "Cannot write the checkpoint; the last one stays.");
+            }
+        }
     }
 }
 
@@ -409,7 +501,7 @@ mod tests {
         let mut before = Stages::from_config(&config);
         publish(&mut before);
         ret(&mut before, "a", 2);
-        let checkpointer = Checkpointer::new(dir.path(), &config.master_id, Duration::ZERO);
+        let mut checkpointer = Checkpointer::new(dir.path(), &config.master_id, Duration::ZERO);
         let bus_until = Stamp::parse("2026-11-24T10:00:03Z").expect("stamp");
         checkpointer.write(before.saving(), bus_until);
         assert_eq!(checkpointer.stats.writes.get(), 1);
@@ -450,7 +542,7 @@ mod tests {
     }
 
     fn written(dir: &Path, master: &str) -> Checkpointer {
-        let checkpointer = Checkpointer::new(dir, master, Duration::ZERO);
+        let mut checkpointer = Checkpointer::new(dir, master, Duration::ZERO);
         let mut stages = Stages::from_config(&config());
         publish(&mut stages);
         checkpointer.write(stages.saving(), Stamp(0));

@@ -19,7 +19,7 @@ use tracing::{debug, warn};
 use super::source::{RecordingTotals, Source, read_recording};
 use crate::bus::{BusGap, BusMessage, BusReader, Endpoint, Frame, ReaderStats};
 use crate::event::{self, DecodeError, DecodeReason, Event};
-use crate::metrics::catalog::EventMetrics;
+use crate::metrics::catalog::{EventMetrics, Step};
 use crate::ratelimit::LogLimiter;
 use crate::service::Watchdog;
 use tokio::time::Instant;
@@ -196,7 +196,7 @@ impl Consumer {
                     let now = Instant::now();
                     if wake_at.is_some_and(|at| at <= now) {
                         handler.tick(now)?;
-                        frames.metrics.step(now.elapsed());
+                        frames.metrics.step(Step::Tick, now.elapsed());
                     }
                     continue;
                 }
@@ -219,9 +219,9 @@ impl Consumer {
                     let began = Instant::now();
                     frames.frame(&frame, &mut summary, &mut handler)?;
                     let read = Instant::now();
-                    frames.metrics.step(read - began);
+                    frames.metrics.step(Step::Event, read - began);
                     handler.batch_end(frame.received_mono)?;
-                    frames.metrics.step(read.elapsed());
+                    frames.metrics.step(Step::ReadEnd, read.elapsed());
                 }
                 BusMessage::Frames(batch) => {
                     if live {
@@ -233,11 +233,11 @@ impl Consumer {
                     for frame in batch.iter() {
                         frames.frame(frame, &mut summary, &mut handler)?;
                         let ended = Instant::now();
-                        frames.metrics.step(ended - began);
+                        frames.metrics.step(Step::Event, ended - began);
                         began = ended;
                     }
                     handler.batch_end(batch.last().and_then(|f| f.received_mono))?;
-                    frames.metrics.step(began.elapsed());
+                    frames.metrics.step(Step::ReadEnd, began.elapsed());
                 }
                 BusMessage::Chunk(chunk) => {
                     if live {

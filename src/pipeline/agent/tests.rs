@@ -70,6 +70,11 @@ async fn an_idle_agent_arms_no_checkpoint_until_something_changes() {
 
     // Written when due; then nothing is armed again.
     agent.tick(due).expect("tick");
+    // Written on the checkpoint's own thread: waited for, within a deadline.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !checkpoint.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert!(checkpoint.exists(), "the checkpoint was written");
     assert_eq!(agent.next_wakeup(), None, "saved and idle: no timer");
 }
