@@ -727,6 +727,12 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     for line in &discarded {
         eprintln!("  master: {line}");
     }
+    // What saltsight says of the steps that held its pipeline.
+    if let Ok(log) = std::fs::read_to_string(dir.path().join("saltsight.log")) {
+        for line in log.lines().filter(|l| l.contains("held the pipeline")) {
+            eprintln!("  saltsight: {line}");
+        }
+    }
     let discards = discarded.len() as u64;
     let count = |m: &str, series: &str| sample(m, series);
     let agent_received = (job_events(&after) - job_events(&before)) as u64;

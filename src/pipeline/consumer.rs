@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::source::{RecordingTotals, Source, read_recording};
 use crate::bus::{BusGap, BusMessage, BusReader, Endpoint, Frame, ReaderStats};
@@ -168,6 +168,7 @@ impl Consumer {
         let mut frames = Frames {
             metrics,
             decode_log: LogLimiter::new(Duration::from_secs(10)),
+            slow_log: LogLimiter::new(Duration::from_secs(10)),
         };
         let mut dropped_seen = 0u64;
         // One timer for the loop, moved only when the next wake-up moves (not made
@@ -196,7 +197,7 @@ impl Consumer {
                     let now = Instant::now();
                     if wake_at.is_some_and(|at| at <= now) {
                         handler.tick(now)?;
-                        frames.metrics.step(Step::Tick, now.elapsed());
+                        frames.step(Step::Tick, now.elapsed(), None);
                     }
                     continue;
                 }
@@ -219,9 +220,9 @@ impl Consumer {
                     let began = Instant::now();
                     frames.frame(&frame, &mut summary, &mut handler)?;
                     let read = Instant::now();
-                    frames.metrics.step(Step::Event, read - began);
+                    frames.step(Step::Event, read - began, Some(&frame));
                     handler.batch_end(frame.received_mono)?;
-                    frames.metrics.step(Step::ReadEnd, read.elapsed());
+                    frames.step(Step::ReadEnd, read.elapsed(), None);
                 }
                 BusMessage::Frames(batch) => {
                     if live {
@@ -233,11 +234,11 @@ impl Consumer {
                     for frame in batch.iter() {
                         frames.frame(frame, &mut summary, &mut handler)?;
                         let ended = Instant::now();
-                        frames.metrics.step(Step::Event, ended - began);
+                        frames.step(Step::Event, ended - began, Some(frame));
                         began = ended;
                     }
                     handler.batch_end(batch.last().and_then(|f| f.received_mono))?;
-                    frames.metrics.step(Step::ReadEnd, began.elapsed());
+                    frames.step(Step::ReadEnd, began.elapsed(), None);
                 }
                 BusMessage::Chunk(chunk) => {
                     if live {
@@ -272,9 +273,31 @@ impl Consumer {
 struct Frames {
     metrics: EventMetrics,
     decode_log: LogLimiter,
+    slow_log: LogLimiter,
 }
 
+/// A step that holds the pipeline this long is logged (rate-limited).
+const SLOW_STEP: Duration = Duration::from_millis(100);
+
 impl Frames {
+    /// One step of the pipeline took `took`: measured, and said when slow
+    /// (with the event's tag, for an event).
+    fn step(&mut self, step: Step, took: Duration, frame: Option<&Frame>) {
+        self.metrics.step(step, took);
+        if took >= SLOW_STEP {
+            if let Some(suppressed) = self.slow_log.admit(step.as_str()) {
+                let tag = frame.and_then(|f| event::tag_of_head(&f.bytes));
+                info!(
+                    step = step.as_str(),
+                    took_ms = took.as_millis() as u64,
+                    tag,
+                    suppressed,
+                    "A step held the pipeline (the reader reads on meanwhile)."
+                );
+            }
+        }
+    }
+
     fn frame<H: Handler>(
         &mut self,
         frame: &Frame,
