@@ -485,7 +485,7 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
             "master_id = \"load\"\n[bus]\nmaster_config = {:?}\n[jobs]\ndefault_deadline = \"{}s\"\n\
              [spool]\ndir = {:?}\n[state]\ndir = {:?}\n\
              [metrics]\nlisten_address = \"127.0.0.1:{metrics_port}\"\n\
-             [log]\nlevel = \"warn\"\n{}",
+             [log]\nlevel = \"warn,saltsight::pipeline::consumer=info\"\n{}",
             lab.master_config().display().to_string(),
             options.deadline.as_secs(),
             dir.path().join("spool").display().to_string(),
@@ -727,6 +727,12 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     for line in &discarded {
         eprintln!("  master: {line}");
     }
+    eprintln!(
+        "  saltsight checkpoint: {:.0} KB, encoded in {:.1} ms, written in {:.1} ms (the last)",
+        sample(&after, "saltsight_checkpoint_bytes") / 1e3,
+        sample(&after, "saltsight_checkpoint_encode_duration_seconds") * 1e3,
+        sample(&after, "saltsight_checkpoint_write_duration_seconds") * 1e3,
+    );
     // What saltsight says of the steps that held its pipeline.
     if let Ok(log) = std::fs::read_to_string(dir.path().join("saltsight.log")) {
         for line in log.lines().filter(|l| l.contains("held the pipeline")) {

@@ -4,9 +4,10 @@
 //! when the checkpoint was written to when the bus is read again.
 //!
 //! The periodic checkpoint is encoded between events (the stages' memory as it
-//! stands: the snapshot) and written, fsynced and renamed on a thread of its
-//! own, so the pipeline waits for the encoding only; one still being written
-//! when the next is due makes that one wait for the next interval (counted).
+//! stands), streamed into its temporary file, and fsynced and renamed on a
+//! thread of its own, so the pipeline waits for the encoding only (and holds
+//! no copy of it); one still being synced when the next is due makes that one
+//! wait for the next interval (counted).
 //! The checkpoint at a stop is written whole before saltsight exits.
 //!
 //! One file, `<state.dir>/checkpoint`: a fixed header (magic, format, length,
@@ -19,7 +20,7 @@
 //! empty: never trusted blindly, never lost.
 
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -53,9 +54,9 @@ crate::counts! {
         seconds write_micros = "saltsight_checkpoint_write_duration_seconds",
             "How long the last checkpoint took to encode and write; kept in microseconds";
         seconds encode_micros = "saltsight_checkpoint_encode_duration_seconds",
-            "How long the pipeline waited for the last checkpoint (its encoding; the write is a thread's); kept in microseconds";
+            "How long the pipeline waited for the last checkpoint (its encoding into the file; the fsyncs are a thread's); kept in microseconds";
         counter skipped = "saltsight_checkpoint_skipped",
-            "Periodic checkpoints not taken because the one before was still being written";
+            "Periodic checkpoints not taken because the one before was still being synced";
     }
 }
 
@@ -141,15 +142,18 @@ pub struct Checkpointer {
     behind: Option<Behind>,
 }
 
-/// A checkpoint encoded, on its way to the disk.
+/// A checkpoint encoded into its temporary file, to be synced and renamed.
 struct Encoded {
-    bytes: Vec<u8>,
+    file: File,
+    bytes: u64,
     started: std::time::Instant,
 }
 
 struct Behind {
-    queue: std::sync::mpsc::SyncSender<Encoded>,
+    queue: std::sync::mpsc::Sender<Encoded>,
     thread: std::thread::JoinHandle<()>,
+    /// A checkpoint is being synced.
+    busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Checkpointer {
@@ -168,109 +172,149 @@ impl Checkpointer {
     }
 
     /// Writes the stages' memory, events read up to `bus_until`, and waits
-    /// for it (at a stop; a periodic one being written is waited for first);
+    /// for it (at a stop; a periodic one being synced is waited for first);
     /// counted, and on failure logged with the last good checkpoint left in
     /// place.
     pub fn write(&mut self, stages: SavingStages<'_>, bus_until: Stamp) {
         self.wait_behind();
         let started = std::time::Instant::now();
+        let store = Store::of(self);
         let stored = self
             .encode(stages, bus_until)
-            .and_then(|bytes| Store::of(self).store(&bytes));
-        Store::of(self).counted(stored, started);
+            .and_then(|(file, bytes)| store.sync(file, bytes));
+        store.counted(stored, started);
     }
 
-    /// Encodes the stages' memory now and hands it to the writing thread:
-    /// the pipeline waits for the encoding only. While the one before is
-    /// still being written, this one is not taken (counted): the next
-    /// interval's will be.
+    /// Encodes the stages' memory into the temporary file now (streamed: no
+    /// copy of it is held) and hands the file to the checkpoint's thread to
+    /// fsync and rename: the pipeline waits for the encoding only. While the
+    /// one before is still being synced this one is not taken (counted): the
+    /// next interval's will be.
     pub fn write_behind(&mut self, stages: SavingStages<'_>, bus_until: Stamp) {
+        if self
+            .behind
+            .as_ref()
+            .is_some_and(|b| b.busy.load(std::sync::atomic::Ordering::Acquire))
+        {
+            self.stats.skipped.inc();
+            return;
+        }
         let started = std::time::Instant::now();
-        let bytes = match self.encode(stages, bus_until) {
-            Ok(bytes) => bytes,
+        let store = Store::of(self);
+        let (file, bytes) = match self.encode(stages, bus_until) {
+            Ok(encoded) => encoded,
             Err(error) => {
-                Store::of(self).counted(Err(error), started);
+                store.counted(Err(error), started);
                 return;
             }
         };
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.stats.encode_micros.set(micros);
-        let behind = match self.behind.take() {
-            Some(behind) => behind,
-            None => match self.start_behind() {
-                Ok(behind) => behind,
+        if self.behind.is_none() {
+            match self.start_behind() {
+                Ok(behind) => self.behind = Some(behind),
                 Err(error) => {
-                    warn!(%error, "Cannot start the checkpoint's writer; writing it here.");
-                    let stored = Store::of(self).store(&bytes);
-                    Store::of(self).counted(stored, started);
+                    warn!(%error, "Cannot start the checkpoint's writer; syncing it here.");
+                    store.counted(store.sync(file, bytes), started);
                     return;
                 }
-            },
-        };
-        match behind.queue.try_send(Encoded { bytes, started }) {
-            Ok(()) => self.behind = Some(behind),
-            Err(std::sync::mpsc::TrySendError::Full(_)) => {
-                self.stats.skipped.inc();
-                self.behind = Some(behind);
             }
-            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => {
-                // The thread is gone (it panicked): the next one starts anew.
-                self.stats.write_errors.inc();
-                let _ = behind.thread.join();
-            }
+        }
+        let Some(behind) = &self.behind else { return };
+        behind
+            .busy
+            .store(true, std::sync::atomic::Ordering::Release);
+        if let Err(std::sync::mpsc::SendError(encoded)) = behind.queue.send(Encoded {
+            file,
+            bytes,
+            started,
+        }) {
+            // The thread is gone (it panicked): synced here, and the next
+            // one starts anew.
+            self.behind = None;
+            store.counted(store.sync(encoded.file, encoded.bytes), encoded.started);
         }
     }
 
     fn start_behind(&self) -> std::io::Result<Behind> {
-        // One waiting behind the one being written, no more.
-        let (queue, encoded) = std::sync::mpsc::sync_channel::<Encoded>(1);
+        let (queue, encoded) = std::sync::mpsc::channel::<Encoded>();
         let store = Store::of(self);
+        let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let thread = std::thread::Builder::new()
             .name("checkpoint".into())
-            .spawn(move || {
-                for Encoded { bytes, started } in encoded {
-                    let stored = store.store(&bytes);
-                    store.counted(stored, started);
+            .spawn({
+                let busy = busy.clone();
+                move || {
+                    for Encoded {
+                        file,
+                        bytes,
+                        started,
+                    } in encoded
+                    {
+                        store.counted(store.sync(file, bytes), started);
+                        busy.store(false, std::sync::atomic::Ordering::Release);
+                    }
                 }
             })?;
-        Ok(Behind { queue, thread })
+        Ok(Behind {
+            queue,
+            thread,
+            busy,
+        })
     }
 
-    /// Waits for the periodic checkpoint being written, if any.
+    /// Waits for the periodic checkpoint being synced, if any.
     fn wait_behind(&mut self) {
-        if let Some(Behind { queue, thread }) = self.behind.take() {
+        if let Some(Behind { queue, thread, .. }) = self.behind.take() {
             drop(queue);
             let _ = thread.join();
         }
     }
 
-    /// The whole file: the header (magic, format, length, CRC) and the body.
+    /// The stages' memory streamed into the temporary file: the header
+    /// (magic, format, length, CRC) once the body is out. The file, not yet
+    /// synced, and its size.
     fn encode(
         &self,
         stages: SavingStages<'_>,
         bus_until: Stamp,
-    ) -> Result<Vec<u8>, CheckpointError> {
+    ) -> Result<(File, u64), CheckpointError> {
+        let store = Store::of(self);
+        fs::create_dir_all(&self.dir).map_err(store.io(&self.dir))?;
         let header = Header {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             master_id: self.master_id.clone(),
             written_at: Stamp::now(),
             bus_until,
         };
-        let mut bytes = vec![0; HEADER_LEN];
+        let temp = store.temp();
+        let mut file = File::create(&temp).map_err(store.io(&temp))?;
+        // The header's place first; its length and checksum once the body is out.
+        file.write_all(&[0; HEADER_LEN]).map_err(store.io(&temp))?;
+        let mut body = Summing {
+            inner: BufWriter::new(file),
+            len: 0,
+            crc: crc32fast::Hasher::new(),
+        };
         let writing = Writing {
             header: &header,
             stages,
         };
-        writing.serialize(&mut rmp_serde::Serializer::new(&mut bytes).with_struct_map())?;
-        let body = &bytes[HEADER_LEN..];
-        let (len, crc) = (body.len() as u64, crc32fast::hash(body));
+        writing.serialize(&mut rmp_serde::Serializer::new(&mut body).with_struct_map())?;
+        let (len, crc) = (body.len, body.crc.finalize());
+        let mut file = body
+            .inner
+            .into_inner()
+            .map_err(|e| store.io(&temp)(e.into_error()))?;
         let mut head = Vec::with_capacity(HEADER_LEN);
         head.extend_from_slice(MAGIC);
         head.extend_from_slice(&FORMAT.to_le_bytes());
         head.extend_from_slice(&len.to_le_bytes());
         head.extend_from_slice(&crc.to_le_bytes());
-        bytes[..HEADER_LEN].copy_from_slice(&head);
-        Ok(bytes)
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.write_all(&head))
+            .map_err(store.io(&temp))?;
+        Ok((file, HEADER_LEN as u64 + len))
     }
 
     /// The checkpoint, when there is one that can be trusted. One that cannot
@@ -377,6 +421,27 @@ impl Checkpointer {
     }
 }
 
+/// A writer that counts and checksums what passes through it: the body is
+/// streamed to the file, never held whole in memory.
+struct Summing<W> {
+    inner: W,
+    len: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl<W: Write> Write for Summing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.len += n as u64;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Where a checkpoint's bytes go, and its counts: what the writing thread
 /// needs of the [`Checkpointer`].
 #[derive(Clone)]
@@ -398,21 +463,22 @@ impl Store {
         move |source| CheckpointError::Io { path, source }
     }
 
-    /// Writes `bytes` to a temporary file, fsynced, renamed over the last
-    /// checkpoint, the directory fsynced: a crash leaves one of them whole.
-    fn store(&self, bytes: &[u8]) -> Result<u64, CheckpointError> {
-        fs::create_dir_all(&self.dir).map_err(self.io(&self.dir))?;
-        let temp = self.dir.join(format!("{FILE_NAME}.tmp"));
-        let mut file = File::create(&temp).map_err(self.io(&temp))?;
-        file.write_all(bytes)
-            .and_then(|()| file.sync_all())
-            .map_err(self.io(&temp))?;
+    fn temp(&self) -> PathBuf {
+        self.dir.join(format!("{FILE_NAME}.tmp"))
+    }
+
+    /// The temporary file fsynced and renamed over the last checkpoint, the
+    /// directory fsynced: a crash leaves one of them whole.
+    fn sync(&self, file: File, bytes: u64) -> Result<u64, CheckpointError> {
+        let temp = self.temp();
+        file.sync_all().map_err(self.io(&temp))?;
+        drop(file);
         let path = self.dir.join(FILE_NAME);
         fs::rename(&temp, &path).map_err(self.io(&path))?;
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
             .map_err(self.io(&self.dir))?;
-        Ok(bytes.len() as u64)
+        Ok(bytes)
     }
 
     fn counted(&self, stored: Result<u64, CheckpointError>, started: std::time::Instant) {
