@@ -22,11 +22,23 @@ fn run_against(
     extra: &str,
     env: &[(&str, &str)],
 ) -> (Saltsight, std::net::SocketAddr) {
+    run_against_bus(publisher, dir, deadline, "", extra, env)
+}
+
+/// [`run_against`], with more `[bus]` keys (`bus`: lines of that section).
+fn run_against_bus(
+    publisher: &Publisher,
+    dir: &Path,
+    deadline: &str,
+    bus: &str,
+    extra: &str,
+    env: &[(&str, &str)],
+) -> (Saltsight, std::net::SocketAddr) {
     let config = dir.join("saltsight.toml");
     std::fs::write(
         &config,
         format!(
-            "master_id = \"fake\"\n[bus]\nendpoint = {:?}\nstall_timeout = \"1s\"\nreconnect_min = \"100ms\"\nreconnect_max = \"750ms\"\n[jobs]\ndefault_deadline = {deadline:?}\n[correlate]\ndiscover = false\n{extra}\n",
+            "master_id = \"fake\"\n[bus]\nendpoint = {:?}\nstall_timeout = \"1s\"\nreconnect_min = \"100ms\"\nreconnect_max = \"750ms\"\n{bus}[jobs]\ndefault_deadline = {deadline:?}\n[correlate]\ndiscover = false\n{extra}\n",
             publisher.endpoint()
         ),
     )
@@ -400,27 +412,14 @@ fn a_connection_closed_on_a_backlog_is_a_discard() {
 fn a_burst_past_the_queue_waits_on_disk_and_nothing_is_lost() {
     let publisher = Publisher::unix(Framing::Bare);
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("saltsight.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "master_id = \"fake\"\n[bus]\nendpoint = {:?}\nqueue_frames = 64\n[jobs]\ndefault_deadline = \"60s\"\n[correlate]\ndiscover = false\n",
-            publisher.endpoint()
-        ),
-    )
-    .expect("write config");
-    let run = Saltsight::spawn(&[
-        "--config",
-        config.to_str().expect("utf-8"),
-        "--log-format",
-        "json",
-        "run",
-        "--output",
-        "stdout",
-    ]);
-    let mut run = run;
-    let mut log = Vec::new();
-    let addr = metrics_address_once_connected(&run, &mut log);
+    let (mut run, addr) = run_against_bus(
+        &publisher,
+        dir.path(),
+        "60s",
+        "queue_frames = 64\n",
+        "",
+        &[],
+    );
     let mut sub = publisher.accept();
     let names: Vec<String> = (0..20_000).map(|i| format!("m{i:05}")).collect();
     let minions: Vec<&str> = names.iter().map(String::as_str).collect();
