@@ -213,10 +213,13 @@ impl Outbox {
                 self.dropped(1 + lost);
             }
         }
-        self.stats.spill_bytes.store(
-            self.spill.as_ref().map_or(0, Spill::held_bytes),
-            Ordering::Relaxed,
-        );
+        self.note_spill_bytes();
+    }
+
+    /// The bytes the spill holds now, for the gauge.
+    fn note_spill_bytes(&self) {
+        let held = self.spill.as_ref().map_or(0, Spill::held_bytes);
+        self.stats.spill_bytes.store(held, Ordering::Relaxed);
     }
 
     /// Hands the queue what it has room for from the spill, in order, with
@@ -279,10 +282,7 @@ impl Outbox {
             }
             self.flush_held();
         }
-        self.stats.spill_bytes.store(
-            self.spill.as_ref().map_or(0, Spill::held_bytes),
-            Ordering::Relaxed,
-        );
+        self.note_spill_bytes();
     }
 
     /// Sends the read in hand as one message. Returns false when it could not

@@ -256,8 +256,7 @@ impl Spill {
         if self.pending.len() < HEADER {
             return None;
         }
-        let mut segment_like = PendingCursor(&self.pending);
-        let frame = segment_like.read(self.base)?;
+        let frame = first_frame(&self.pending, self.base)?;
         let size = HEADER + frame.bytes.len();
         self.pending.drain(..size);
         Some(frame)
@@ -337,21 +336,18 @@ fn count_frames(mut encoded: &[u8]) -> (u64, u64) {
     (bytes, frames)
 }
 
-struct PendingCursor<'a>(&'a [u8]);
-
-impl PendingCursor<'_> {
-    fn read(&mut self, base: Instant) -> Option<Frame> {
-        let header: &[u8; HEADER] = self.0.get(..HEADER)?.try_into().ok()?;
-        let (len, flags, at, mono) = parse_header(header);
-        let bytes = self.0.get(HEADER..HEADER + len)?;
-        Some(frame_of(
-            Bytes::copy_from_slice(bytes),
-            flags,
-            at,
-            mono,
-            base,
-        ))
-    }
+/// The first frame of an encoded run of frames (what is pending, in memory).
+fn first_frame(encoded: &[u8], base: Instant) -> Option<Frame> {
+    let header: &[u8; HEADER] = encoded.get(..HEADER)?.try_into().ok()?;
+    let (len, flags, at, mono) = parse_header(header);
+    let bytes = encoded.get(HEADER..HEADER + len)?;
+    Some(frame_of(
+        Bytes::copy_from_slice(bytes),
+        flags,
+        at,
+        mono,
+        base,
+    ))
 }
 
 /// When a frame was received, as the spill keeps it: to the nanosecond.
