@@ -1,0 +1,273 @@
+//! How long one step of the pipeline holds it, as a job grows: the stages
+//! (triage, the tracker, the correlator, drift) and the periodic checkpoint's
+//! encoding, driven in event time with one failing `state.apply` job of N
+//! minions (2% never return), for a small job and for big ones. Each step is
+//! timed: the job's publication, each return, the checkpoint taken half way,
+//! and the tick past the deadline that closes the job (with every batch of
+//! verdicts it owes, as the agent hands them on). The longest step of each
+//! kind is reported, and its ratio to the small job's: a step whose ratio
+//! grows with N holds the pipeline for a time that grows with the job.
+//!
+//! Run: `taskset -c 0 cargo bench --bench big_job [-- MINIONS...]` (default
+//! 500 50000 200000; the first is the reference). `BIG_JOB_SLOW=1` prints
+//! each return over 1 ms with its place in the job (a table that grows with
+//! the returns shows at its sizes: 28,672, 57,344, ...); `BIG_JOB_DUMP=FILE`
+//! writes the last job's frames as a raw dump of the bus, for `saltsight
+//! replay` under `perf`.
+
+use std::time::{Duration, Instant};
+
+use saltsight::event::{decode, encode_frame};
+use saltsight::pipeline::{Checkpointer, Stages};
+use saltsight::time::Stamp;
+use serde_json::json;
+
+/// The longest and the total of one kind of step.
+#[derive(Default, Clone, Copy)]
+struct Steps {
+    longest: Duration,
+    total: Duration,
+    count: u32,
+}
+
+impl Steps {
+    fn time<T>(&mut self, step: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let value = step();
+        let took = started.elapsed();
+        self.longest = self.longest.max(took);
+        self.total += took;
+        self.count += 1;
+        value
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct JobSteps {
+    publish: Steps,
+    ret: Steps,
+    checkpoint: Steps,
+    close: Steps,
+    checkpoint_bytes: u64,
+}
+
+fn frame(tag: &str, data: &serde_json::Value) -> Vec<u8> {
+    encode_frame(tag, &rmp_serde::to_vec_named(data).expect("encode"), false)
+}
+
+fn stamp(secs: i64) -> String {
+    let text = Stamp(secs * 1_000_000 + 1_796_000_000_000_000).to_string();
+    format!("{}+00:00", text.trim_end_matches('Z'))
+}
+
+/// A state run's entry, as Salt returns it.
+fn state(
+    id: &str,
+    key: &str,
+    name: &str,
+    result: bool,
+    comment: &str,
+    run: usize,
+) -> (String, serde_json::Value) {
+    (
+        key.to_owned(),
+        json!({"name": name, "changes": {}, "result": result, "comment": comment,
+               "__sls__": "load", "__run_num__": run, "start_time": "03:12:51.506143",
+               "duration": 5.722, "__id__": id}),
+    )
+}
+
+/// About 1 KB: a passing state, two root causes, one failed by requisite.
+fn failing_states() -> serde_json::Value {
+    let states = [
+        state(
+            "lab_good",
+            "test_|-lab_good_|-good_|-succeed_without_changes",
+            "good",
+            true,
+            "Success!",
+            0,
+        ),
+        state(
+            "app_config",
+            "cmd_|-app_config_|-/usr/local/bin/render-config --strict_|-run",
+            "/usr/local/bin/render-config --strict",
+            false,
+            "Command \"/usr/local/bin/render-config --strict\" run",
+            1,
+        ),
+        state(
+            "app_pkg",
+            "pkg_|-app_pkg_|-app-server_|-installed",
+            "app-server",
+            false,
+            "The following packages failed to install/update: app-server",
+            2,
+        ),
+        state(
+            "app_service",
+            "service_|-app_service_|-app_|-running",
+            "app",
+            false,
+            "One or more requisite failed: load.app_config",
+            3,
+        ),
+    ];
+    serde_json::Value::Object(states.into_iter().collect())
+}
+
+fn stages() -> (tempfile::TempDir, Stages) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("saltsight.toml");
+    std::fs::write(
+        &path,
+        "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n",
+    )
+    .expect("write config");
+    let config = saltsight::config::load(&saltsight::config::Overrides {
+        config: Some(path),
+        ..Default::default()
+    })
+    .expect("config loads");
+    (dir, Stages::from_config(&config))
+}
+
+/// One job of `minions` through fresh stages, every step timed; its frames
+/// appended to `dump` when given (a raw dump of the bus, for `saltsight replay`
+/// under a profiler).
+fn one_job(minions: usize, mut dump: Option<&mut dyn std::io::Write>) -> JobSteps {
+    let (dir, mut stages) = stages();
+    let mut checkpointer = Checkpointer::new(dir.path(), "bench", Duration::from_secs(60));
+    let names: Vec<String> = (0..minions)
+        .map(|m| format!("web{m:06}.example.net"))
+        .collect();
+    let jid = "20261207120000000001";
+    let states = failing_states();
+    let mut steps = JobSteps::default();
+    let mut out = Vec::new();
+    let new = frame(
+        &format!("salt/job/{jid}/new"),
+        &json!({"jid": jid, "fun": "state.apply", "arg": ["load"], "tgt": "*", "tgt_type": "glob",
+                "user": "root", "minions": names, "missing": [], "_stamp": stamp(0)}),
+    );
+    if let Some(dump) = dump.as_mut() {
+        dump.write_all(&new).expect("dump");
+    }
+    let event = decode(&new).expect("decode");
+    steps.publish.time(|| {
+        stages.on_event(&event, Stamp::now(), &mut out);
+        while let Some(more) = stages.more() {
+            out.extend(more);
+        }
+    });
+    out.clear();
+    let returned: Vec<&String> = names
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 50 != 49)
+        .map(|(_, m)| m)
+        .collect();
+    for (i, minion) in returned.iter().enumerate() {
+        let ret = frame(
+            &format!("salt/job/{jid}/ret/{minion}"),
+            &json!({"cmd": "_return", "id": minion, "success": false, "return": states, "retcode": 2,
+                    "jid": jid, "fun": "state.apply", "fun_args": ["load"], "user": "root", "out": "highstate",
+                    "_stamp": stamp(1), "ts": 1_796_000_001}),
+        );
+        if let Some(dump) = dump.as_mut() {
+            dump.write_all(&ret).expect("dump");
+        }
+        let event = decode(&ret).expect("decode");
+        let started = Instant::now();
+        let at = Stamp(1_796_000_001_000_000);
+        if i == 0 {
+            // The first return warms triage up (its rules' first use): not a
+            // step that grows with the job, and not counted.
+            stages.on_event(&event, at, &mut out);
+        } else {
+            steps.ret.time(|| stages.on_event(&event, at, &mut out));
+        }
+        if started.elapsed() > Duration::from_millis(1)
+            && std::env::var_os("BIG_JOB_SLOW").is_some()
+        {
+            eprintln!("return {i}: {:?}", started.elapsed());
+        }
+        out.clear();
+        if i == returned.len() / 2 {
+            steps
+                .checkpoint
+                .time(|| checkpointer.write_behind(stages.saving(), Stamp::now()));
+            // Its size: the same written again, waited for (untimed).
+            checkpointer.write(stages.saving(), Stamp::now());
+            steps.checkpoint_bytes = checkpointer.stats.bytes.get();
+        }
+    }
+    let past_deadline = Stamp(1_796_000_000_000_000 + 24 * 3600 * 1_000_000);
+    steps.close.time(|| {
+        let mut records = stages.advance(past_deadline);
+        while let Some(more) = stages.more() {
+            records.extend(more);
+        }
+        records.len()
+    });
+    steps
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let mut sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    if sizes.is_empty() {
+        sizes = vec![500, 50_000, 200_000];
+    }
+    // BIG_JOB_DUMP=FILE: the last size's frames written to FILE.
+    let mut dump = std::env::var_os("BIG_JOB_DUMP")
+        .map(|path| std::io::BufWriter::new(std::fs::File::create(path).expect("create the dump")));
+    let reference = one_job(sizes[0], None);
+    println!(
+        "longest step of each kind, ms (x the {}-minion job's)",
+        sizes[0]
+    );
+    println!(
+        "{:>8} {:>16} {:>16} {:>22} {:>16} {:>10}",
+        "minions", "publish", "return", "checkpoint", "close", "ret mean µs"
+    );
+    for &n in &sizes {
+        let last = n == sizes[sizes.len() - 1];
+        let s = if n == sizes[0] {
+            reference
+        } else {
+            one_job(
+                n,
+                dump.as_mut()
+                    .filter(|_| last)
+                    .map(|d| d as &mut dyn std::io::Write),
+            )
+        };
+        let cell = |a: Steps, r: Steps| {
+            format!(
+                "{:.2} ({:.0}x)",
+                ms(a.longest),
+                a.longest.as_secs_f64() / r.longest.as_secs_f64().max(1e-9)
+            )
+        };
+        println!(
+            "{:>8} {:>16} {:>16} {:>22} {:>16} {:>10.1}",
+            n,
+            cell(s.publish, reference.publish),
+            cell(s.ret, reference.ret),
+            format!(
+                "{} {:.1} MB",
+                cell(s.checkpoint, reference.checkpoint),
+                s.checkpoint_bytes as f64 / 1e6
+            ),
+            cell(s.close, reference.close),
+            s.ret.total.as_secs_f64() * 1e6 / f64::from(s.ret.count.max(1)),
+        );
+    }
+}
