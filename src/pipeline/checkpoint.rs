@@ -30,9 +30,14 @@ use tracing::{info, warn};
 use super::stages::{SavedStages, SavingStages};
 use crate::time::Stamp;
 
-/// The body's layout. Bumped when a saved form changes incompatibly (a field
-/// added with a default does not).
-pub const FORMAT: u32 = 1;
+/// The body's layout written. Bumped when a saved form changes so that an
+/// older saltsight could not read it (a field added with a default does not):
+/// 2 holds a job's minions in their compact form (`jobs::tracker::minions`),
+/// where 1 held a map of names to states.
+pub const FORMAT: u32 = 2;
+/// The layouts read back: every one since the first (a job's minions read in
+/// either form), so an upgrade keeps the jobs in flight.
+pub const READS: std::ops::RangeInclusive<u32> = 1..=FORMAT;
 const MAGIC: &[u8; 8] = b"SSIGHTCK";
 /// magic, format (u32), body length (u64), CRC-32 of the body (u32).
 const HEADER_LEN: usize = 8 + 4 + 8 + 4;
@@ -125,7 +130,9 @@ impl std::fmt::Display for Unusable {
             Unusable::Damaged(why) => write!(f, "damaged: {why}"),
             Unusable::Format(n) => write!(
                 f,
-                "written in checkpoint format {n}; this saltsight reads format {FORMAT}"
+                "written in checkpoint format {n}; this saltsight reads formats {} to {}",
+                READS.start(),
+                READS.end()
             ),
             Unusable::OtherMaster(id) => write!(f, "written for master_id {id:?}"),
         }
@@ -368,7 +375,7 @@ impl Checkpointer {
             u32::from_le_bytes(b)
         };
         let format = u32_at(8);
-        if format != FORMAT {
+        if !READS.contains(&format) {
             return Err(Unusable::Format(format));
         }
         let mut len = [0u8; 8];
@@ -670,7 +677,12 @@ mod tests {
                 .iter()
                 .any(|n| n.contains("other-master"))
         );
-        // A good one reads back.
+        // A good one reads back, and so does one of format 1 (an upgrade).
         assert!(written(dir.path(), &master).read().is_some());
+        let checkpointer = written(dir.path(), &master);
+        let mut bytes = fs::read(&path).expect("read");
+        bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+        fs::write(&path, &bytes).expect("write");
+        assert!(checkpointer.read().is_some(), "format 1 is read");
     }
 }
