@@ -111,6 +111,13 @@ impl Correlator {
         }
     }
 
+    /// A job was published expecting `minions` (see [`super::fleet::Fleet::expect`]).
+    pub fn expect_minions(&mut self, minions: usize) {
+        if let Some(following) = &mut self.rollouts {
+            following.fleet.expect(minions);
+        }
+    }
+
     /// A minion showed itself on the bus (it joins the fleet when the keys
     /// cannot be read).
     pub fn saw_minion(&mut self, minion: &str, at: Stamp) {

@@ -52,6 +52,15 @@ impl Fleet {
         }
     }
 
+    /// A job expects `minions`: the fleet is at least that many, so room for
+    /// them is made now (within the bound), with the job's publication,
+    /// rather than a table of every minion seen being grown again under one
+    /// of its returns (9 ms at 57,344 minions on the `big_job` bench).
+    pub fn expect(&mut self, minions: usize) {
+        let room = minions.min(self.max);
+        self.seen.reserve(room.saturating_sub(self.seen.len()));
+    }
+
     /// Lists the keys again if the directory changed (one `stat` when it did
     /// not). Whether the fleet may have changed.
     pub fn refresh(&mut self) -> bool {
@@ -157,5 +166,25 @@ mod tests {
         assert_eq!(fleet.len(), 2);
         assert_eq!(fleet.refused, 1);
         assert!(fleet.contains("a"));
+    }
+
+    /// A job's publication makes room for its minions, within the bound:
+    /// their returns then never grow the table.
+    #[test]
+    fn a_published_job_makes_room_for_its_minions_within_the_bound() {
+        let mut fleet = Fleet::new("/nonexistent/saltsight-test/minions".into(), 5_000);
+        fleet.expect(3_000);
+        let room = fleet.seen.capacity();
+        assert!(room >= 3_000, "{room}");
+        for m in 0..3_000 {
+            fleet.saw(&format!("web{m}"), Stamp(1));
+        }
+        assert_eq!(fleet.seen.capacity(), room, "grown under the returns");
+        fleet.expect(1_000_000);
+        assert!(
+            fleet.seen.capacity() < 20_000,
+            "past the bound: {}",
+            fleet.seen.capacity()
+        );
     }
 }

@@ -234,6 +234,10 @@ impl Stages {
         };
         // A job it publishes is made whole with its commits, asked of the
         // correlator then (a HEAD that moved is a config_change first).
+        if let Body::JobNew(p) = &event.body {
+            self.correlator
+                .expect_minions(p.minions.as_ref().map_or(0, |m| m.0.len()));
+        }
         let correlator = &mut self.correlator;
         let mut changes = Vec::new();
         let mut tracked = std::mem::take(&mut self.tracked);
