@@ -174,10 +174,14 @@ impl Store {
             path: path.to_path_buf(),
             source,
         };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-            // The query commands run as the agent's group: they traverse it.
-            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750));
+        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+            // A directory made here is the agent's group's to traverse (the
+            // query commands run as that group); one that was there (`/tmp`,
+            // a shared directory) keeps the permissions it had.
+            if !dir.exists() {
+                std::fs::create_dir_all(dir).map_err(io)?;
+                let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750));
+            }
         }
         let conn = Connection::open(path).map_err(|source| HistoryError::Sql {
             path: path.to_path_buf(),

@@ -476,3 +476,21 @@ fn a_cause_shared_by_a_jobs_minions_is_kept_once_and_each_minion_keeps_its_own()
     let mut store = Writer::open(&dir.path().join("history.db")).expect("open");
     assert_eq!(store.write(&batch).unwrap(), 42);
 }
+
+/// A history's directory made here is the agent group's (0750); one that was
+/// there keeps its mode (`replay --history /tmp/x.db` left `/tmp` 0750).
+#[test]
+fn a_directory_that_was_there_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().expect("tempdir");
+    let shared = root.path().join("shared");
+    std::fs::create_dir(&shared).expect("mkdir");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    Store::open_to_write(&shared.join("history.db")).expect("opens");
+    let mode =
+        |dir: &std::path::Path| std::fs::metadata(dir).expect("stat").permissions().mode() & 0o7777;
+    assert_eq!(mode(&shared), 0o1777, "a directory that was there");
+    let made = root.path().join("made/state");
+    Store::open_to_write(&made.join("history.db")).expect("opens");
+    assert_eq!(mode(&made), 0o750, "a directory made for it");
+}
