@@ -22,6 +22,11 @@ use saltsight::pipeline::{Checkpointer, Stages};
 use saltsight::time::Stamp;
 use serde_json::json;
 
+/// The load test's traffic: its failing return is the one used here.
+#[path = "load/traffic.rs"]
+#[allow(dead_code)]
+mod traffic;
+
 /// The longest and the total of one kind of step.
 #[derive(Default, Clone, Copy)]
 struct Steps {
@@ -60,62 +65,6 @@ fn stamp(secs: i64) -> String {
     format!("{}+00:00", text.trim_end_matches('Z'))
 }
 
-/// A state run's entry, as Salt returns it.
-fn state(
-    id: &str,
-    key: &str,
-    name: &str,
-    result: bool,
-    comment: &str,
-    run: usize,
-) -> (String, serde_json::Value) {
-    (
-        key.to_owned(),
-        json!({"name": name, "changes": {}, "result": result, "comment": comment,
-               "__sls__": "load", "__run_num__": run, "start_time": "03:12:51.506143",
-               "duration": 5.722, "__id__": id}),
-    )
-}
-
-/// About 1 KB: a passing state, two root causes, one failed by requisite.
-fn failing_states() -> serde_json::Value {
-    let states = [
-        state(
-            "lab_good",
-            "test_|-lab_good_|-good_|-succeed_without_changes",
-            "good",
-            true,
-            "Success!",
-            0,
-        ),
-        state(
-            "app_config",
-            "cmd_|-app_config_|-/usr/local/bin/render-config --strict_|-run",
-            "/usr/local/bin/render-config --strict",
-            false,
-            "Command \"/usr/local/bin/render-config --strict\" run",
-            1,
-        ),
-        state(
-            "app_pkg",
-            "pkg_|-app_pkg_|-app-server_|-installed",
-            "app-server",
-            false,
-            "The following packages failed to install/update: app-server",
-            2,
-        ),
-        state(
-            "app_service",
-            "service_|-app_service_|-app_|-running",
-            "app",
-            false,
-            "One or more requisite failed: load.app_config",
-            3,
-        ),
-    ];
-    serde_json::Value::Object(states.into_iter().collect())
-}
-
 fn stages() -> (tempfile::TempDir, Stages) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("saltsight.toml");
@@ -142,7 +91,7 @@ fn one_job(minions: usize, mut dump: Option<&mut dyn std::io::Write>) -> JobStep
         .map(|m| format!("web{m:06}.example.net"))
         .collect();
     let jid = "20261207120000000001";
-    let states = failing_states();
+    let states = traffic::failing_states();
     let mut steps = JobSteps::default();
     let mut out = Vec::new();
     let new = frame(

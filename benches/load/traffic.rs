@@ -242,8 +242,9 @@ fn state(
     )
 }
 
-/// About 1 KB: a passing state, two root causes, one state failed by requisite.
-fn failing_states() -> serde_json::Value {
+/// About 1 KB: a passing state, two root causes, one state failed by requisite
+/// (also `big_job`'s return).
+pub fn failing_states() -> serde_json::Value {
     let states = [
         state(
             "test_|-lab_good_|-good_|-succeed_without_changes",

@@ -232,12 +232,13 @@ impl Stages {
             Body::JobReturn(r) if self.drift.enabled() => Some(r.jid.as_str()),
             _ => None,
         };
-        // A job it publishes is made whole with its commits, asked of the
-        // correlator then (a HEAD that moved is a config_change first).
+        // A job published: the fleet it expects is made room for.
         if let Body::JobNew(p) = &event.body {
             self.correlator
                 .expect_minions(p.minions.as_ref().map_or(0, |m| m.0.len()));
         }
+        // A job it publishes is made whole with its commits, asked of the
+        // correlator then (a HEAD that moved is a config_change first).
         let correlator = &mut self.correlator;
         let mut changes = Vec::new();
         let mut tracked = std::mem::take(&mut self.tracked);

@@ -1,4 +1,4 @@
-//! A job's minions in a checkpoint, as they are held: see [`Compact`].
+//! A job's minions in a checkpoint, as they are held.
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,12 +13,9 @@ use crate::time::Stamp;
 /// How a checkpoint holds a job's minions: `[names, lengths, states, asked]`,
 /// the names one after another in name order, each name's length in bytes
 /// (LEB128), one state byte each ([`pack`]), and `[position, stamp]` for the
-/// minions a find_job asked about. Read back, everything is checked (lengths
-/// that add up to the text and cut it at characters, names in strict order,
-/// one state byte per name of a known form, positions in range): a checkpoint
-/// that fails is set aside as damaged, never trusted.
-struct Compact;
-
+/// minions a find_job asked about. Read back, everything is checked
+/// ([`checked`]): a checkpoint that fails is set aside as damaged, never
+/// trusted.
 impl Serialize for JobMinions {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeTuple;
@@ -86,57 +83,57 @@ impl<'de> Deserialize<'de> for ByteBuf {
     }
 }
 
-impl Compact {
-    /// The minions of a checkpoint's compact form, checked.
-    fn read(
-        text: String,
-        lengths: &[u8],
-        states: Vec<u8>,
-        asked: Vec<(usize, Stamp)>,
-    ) -> Result<JobMinions, String> {
-        let mut starts = Vec::with_capacity(states.len() + 1);
-        let (mut at, mut len, mut shift) = (0usize, 0usize, 0u32);
-        starts.push(0);
-        for &byte in lengths {
-            if shift > 28 {
-                return Err("a name's length does not fit".into());
-            }
-            len |= usize::from(byte & 0x7f) << shift;
-            shift += 7;
-            if byte & 0x80 == 0 {
-                at = at
-                    .checked_add(len)
-                    .filter(|end| *end <= text.len() && text.is_char_boundary(*end))
-                    .ok_or("the names' lengths do not cut their text")?;
-                starts.push(at);
-                (len, shift) = (0, 0);
-            }
+/// The minions of a checkpoint's compact form, checked: lengths that add up
+/// to the text and cut it at characters, names in strict order, one state
+/// byte per name of a known form, find_job positions in range.
+fn checked(
+    text: String,
+    lengths: &[u8],
+    states: Vec<u8>,
+    asked: Vec<(usize, Stamp)>,
+) -> Result<JobMinions, String> {
+    let mut starts = Vec::with_capacity(states.len() + 1);
+    let (mut at, mut len, mut shift) = (0usize, 0usize, 0u32);
+    starts.push(0);
+    for &byte in lengths {
+        if shift > 28 {
+            return Err("a name's length does not fit".into());
         }
-        if shift != 0 || at != text.len() {
-            return Err("the names' lengths do not add up to their text".into());
+        len |= usize::from(byte & 0x7f) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            at = at
+                .checked_add(len)
+                .filter(|end| *end <= text.len() && text.is_char_boundary(*end))
+                .ok_or("the names' lengths do not cut their text")?;
+            starts.push(at);
+            (len, shift) = (0, 0);
         }
-        let names = Names { text, starts };
-        if states.len() != names.len() {
-            return Err(format!("{} states for {} names", states.len(), names.len()));
-        }
-        if (1..names.len()).any(|at| names.name(at - 1) >= names.name(at)) {
-            return Err("the names are not in order".into());
-        }
-        if let Some(byte) = states.iter().find(|b| pack(unpack(**b, None)).0 != **b) {
-            return Err(format!("a state byte of no known form ({byte:#04x})"));
-        }
-        if let Some((at, _)) = asked.iter().find(|(at, _)| *at >= names.len()) {
-            return Err(format!(
-                "a find_job time for minion {at} of {}",
-                names.len()
-            ));
-        }
-        Ok(JobMinions {
-            names: Arc::new(names),
-            states,
-            asked: asked.into_iter().collect(),
-        })
     }
+    if shift != 0 || at != text.len() {
+        return Err("the names' lengths do not add up to their text".into());
+    }
+    let names = Names { text, starts };
+    if states.len() != names.len() {
+        return Err(format!("{} states for {} names", states.len(), names.len()));
+    }
+    if (1..names.len()).any(|at| names.name(at - 1) >= names.name(at)) {
+        return Err("the names are not in order".into());
+    }
+    if let Some(byte) = states.iter().find(|b| pack(unpack(**b, None)).0 != **b) {
+        return Err(format!("a state byte of no known form ({byte:#04x})"));
+    }
+    if let Some((at, _)) = asked.iter().find(|(at, _)| *at >= names.len()) {
+        return Err(format!(
+            "a find_job time for minion {at} of {}",
+            names.len()
+        ));
+    }
+    Ok(JobMinions {
+        names: Arc::new(names),
+        states,
+        asked: asked.into_iter().collect(),
+    })
 }
 
 impl<'de> Deserialize<'de> for JobMinions {
@@ -162,7 +159,7 @@ impl<'de> Deserialize<'de> for JobMinions {
                 let asked: Vec<(usize, Stamp)> = seq
                     .next_element()?
                     .ok_or_else(|| missing("find_job times"))?;
-                Compact::read(text, &lengths.0, states.0, asked).map_err(A::Error::custom)
+                checked(text, &lengths.0, states.0, asked).map_err(A::Error::custom)
             }
 
             /// Checkpoints of format 1: a map of names to states.
