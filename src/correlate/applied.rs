@@ -80,8 +80,9 @@ impl Correlator {
         if following.fleet.refresh() {
             following.next_relist = Some(at.plus(following.relist_every));
         }
-        let fleet = following.fleet.members();
-        following.rollouts.head(facts, moved, &fleet, at, out);
+        following
+            .rollouts
+            .head(facts, moved, &following.fleet, at, out);
     }
 
     /// The commit's subject, time and changed SLS (empty when git cannot say).
@@ -111,10 +112,16 @@ impl Correlator {
         }
     }
 
-    /// A job was published expecting `minions` (see [`super::fleet::Fleet::expect`]).
+    /// A job was published expecting `minions`: room for them in the fleet
+    /// (see [`super::fleet::Fleet::expect`]), each open rollout (as many as
+    /// the fleet makes room for) and the (minion, state) history.
     pub fn expect_minions(&mut self, minions: usize) {
         if let Some(following) = &mut self.rollouts {
-            following.fleet.expect(minions);
+            let room = following.fleet.expect(minions);
+            following.rollouts.expect(room);
+        }
+        if self.watches_states() {
+            self.history.expect_minions(minions);
         }
     }
 
@@ -123,7 +130,9 @@ impl Correlator {
     pub fn saw_minion(&mut self, minion: &str, at: Stamp) {
         if let Some(following) = &mut self.rollouts {
             following.fleet.saw(minion, at);
-            self.stats.fleet_refused.set(following.fleet.refused);
+            self.stats
+                .fleet_refused
+                .set(following.fleet.refused + following.rollouts.refused);
         }
     }
 
@@ -174,6 +183,9 @@ impl Correlator {
                     following
                         .rollouts
                         .outcome(name, index, &outcome, &following.fleet, at, out);
+                    self.stats
+                        .fleet_refused
+                        .set(following.fleet.refused + following.rollouts.refused);
                     // A rollout this run completed is closed: the next one is
                     // at its index now.
                     if following.rollouts.open_rollouts(name).len() < open_before {
@@ -220,8 +232,7 @@ impl Correlator {
         if following.next_relist.is_none_or(|next| next <= now) {
             following.next_relist = Some(now.plus(following.relist_every));
             if following.fleet.refresh() {
-                let fleet = following.fleet.members();
-                following.rollouts.fleet_changed(&fleet, now, out);
+                following.rollouts.fleet_changed(&following.fleet, now, out);
             }
             self.stats.fleet.set(following.fleet.len() as u64);
         }

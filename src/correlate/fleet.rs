@@ -24,6 +24,9 @@ pub struct Fleet {
     /// Minions seen on the bus, and when last.
     seen: HashMap<Box<str>, Stamp>,
     warned: bool,
+    /// Bumped when the membership changed otherwise than by minions seen
+    /// joining it (the keys listed again, or no longer readable).
+    generation: u64,
     /// Minions not counted: the bound was reached.
     pub refused: u64,
 }
@@ -37,6 +40,7 @@ impl Fleet {
             keys: None,
             seen: HashMap::new(),
             warned: false,
+            generation: 0,
             refused: 0,
         }
     }
@@ -56,13 +60,17 @@ impl Fleet {
     /// them is made now (within the bound), with the job's publication,
     /// rather than a table of every minion seen being grown again under one
     /// of its returns (9 ms at 57,344 minions on the `big_job` bench).
-    pub fn expect(&mut self, minions: usize) {
+    /// The minions made room for.
+    pub fn expect(&mut self, minions: usize) -> usize {
         let room = minions.min(self.max);
         self.seen.reserve(room.saturating_sub(self.seen.len()));
+        room
     }
 
     /// Lists the keys again if the directory changed (one `stat` when it did
-    /// not). Whether the fleet may have changed.
+    /// not). Whether the fleet may have changed otherwise than by minions
+    /// seen joining it: not when the keys could not be read again (the fleet
+    /// is still the minions seen).
     pub fn refresh(&mut self) -> bool {
         let modified = std::fs::metadata(&self.dir).and_then(|m| m.modified()).ok();
         let unchanged = self
@@ -81,9 +89,12 @@ impl Fleet {
                 if !std::mem::replace(&mut self.warned, true) {
                     warn!(dir = %self.dir.display(), %error, "Cannot list the master's accepted minion keys; rollouts count the minions seen on the bus.");
                 }
-                self.keys = None;
+                if self.keys.take().is_none() {
+                    return false;
+                }
             }
         }
+        self.generation += 1;
         true
     }
 
@@ -128,6 +139,14 @@ impl Members for Fleet {
     fn listed(&self) -> Vec<&str> {
         self.members()
     }
+
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn bound(&self) -> usize {
+        self.max
+    }
 }
 
 #[cfg(test)]
@@ -161,6 +180,10 @@ mod tests {
         let mut fleet = Fleet::new("/nonexistent/saltsight-test/minions".into(), 2);
         fleet.refresh();
         fleet.saw("a", Stamp(1));
+        // Still unreadable: the fleet is still the minions seen, and no
+        // rollout need be counted again over it.
+        assert!(!fleet.refresh());
+        assert_eq!(fleet.generation(), 0);
         fleet.saw("b", Stamp(1));
         fleet.saw("c", Stamp(1));
         assert_eq!(fleet.len(), 2);

@@ -46,7 +46,7 @@ crate::counts! {
         gauge fleet = "saltsight_fleet_minions",
             "Minions a rollout is measured against: the master's accepted keys (or, unreadable, the minions seen on the bus)";
         counter fleet_refused = "saltsight_fleet_minions_refused",
-            "Minions not counted in the fleet: jobs.max_minions was reached";
+            "Minions not counted in the fleet, and runs of minions outside it a rollout did not remember: jobs.max_minions was reached";
         counter head_moves = "saltsight_head_moves",
             "Moves of a watched checkout's HEAD (config_change records)";
         counter git_calls = "saltsight_git_calls", "git commands run to correlate failures";

@@ -57,11 +57,20 @@ pub struct Open {
     emitted_at: Stamp,
     /// Changed since its last revision.
     dirty: bool,
+    /// The fleet's [`Members::generation`] when last counted whole.
+    #[serde(skip)]
+    counted_in: u64,
 }
 
 impl Open {
     pub fn commit(&self) -> &str {
         &self.record.commit
+    }
+
+    /// Counted against the whole fleet, as it stands now.
+    fn count_whole(&mut self, fleet: &(impl Members + ?Sized)) {
+        tally(&mut self.record, &self.minions, &fleet.listed());
+        self.counted_in = fleet.generation();
     }
 
     /// Whether a run covering `coverage` covers this commit's change.
@@ -96,11 +105,23 @@ pub struct CommitFacts {
 
 /// The fleet a rollout is counted against. A run is counted against it as
 /// it comes, by whether its minion is a member; the whole fleet is walked
-/// only when a rollout is emitted (its samples) or the fleet changed.
+/// only when a rollout is emitted (its samples) or the fleet changed
+/// otherwise than by growing.
 pub trait Members {
     fn has(&self, minion: &str) -> bool;
     fn count(&self) -> usize;
     fn listed(&self) -> Vec<&str>;
+    /// Changes when the membership changed otherwise than by minions joining
+    /// it (who joined has no standing yet: a minion joins the fleet before
+    /// its run is counted). A fleet that only grows keeps one.
+    fn generation(&self) -> u64 {
+        0
+    }
+    /// Standings a rollout keeps at most for minions outside the fleet (a
+    /// run seen before its key is listed again, a syndic's minion).
+    fn bound(&self) -> usize {
+        usize::MAX
+    }
 }
 
 impl Members for [&str] {
@@ -141,6 +162,9 @@ pub struct Rollouts {
     open: HashMap<String, Vec<Open>>,
     /// A job closed: changed rollouts go out within [`FLUSH_EVERY`].
     flush_asked: bool,
+    /// Runs of minions outside the fleet not remembered: a rollout held
+    /// [`Members::bound`] standings.
+    pub refused: u64,
 }
 
 impl Rollouts {
@@ -157,6 +181,7 @@ impl Rollouts {
             max_open: max_open.max(1),
             open: HashMap::new(),
             flush_asked: false,
+            refused: 0,
         }
     }
 
@@ -171,10 +196,12 @@ impl Rollouts {
         &mut self,
         facts: CommitFacts,
         moved: bool,
-        fleet: &[&str],
+        fleet: &(impl Members + ?Sized),
         at: Stamp,
         out: &mut Vec<Record>,
     ) {
+        let (listed, generation) = (fleet.listed(), fleet.generation());
+        let fleet = listed.as_slice();
         let list = self.open.entry(facts.repo.clone()).or_default();
         if list.iter().any(|o| o.record.commit == facts.commit) {
             return; // back to a commit already followed
@@ -219,6 +246,7 @@ impl Rollouts {
             emissions: 0,
             emitted_at: at,
             dirty: true,
+            counted_in: generation,
             record: {
                 tally(&mut record, &HashMap::new(), fleet);
                 record
@@ -254,6 +282,10 @@ impl Rollouts {
         let failed_before = match open.minions.get(run.minion) {
             Some(Standing::Applied(_)) => return, // applied stays applied
             Some(Standing::Failed { .. }) => true,
+            None if open.minions.len() >= fleet.bound() && !fleet.has(run.minion) => {
+                self.refused += 1;
+                return;
+            }
             None => false,
         };
         let standing = if run.succeeded {
@@ -275,21 +307,27 @@ impl Rollouts {
         open.record.last_progress = at;
         open.dirty = true;
         let was = open.record.status;
-        let record = &mut open.record;
-        if fleet.count() != record.known as usize {
-            // The fleet grew (minions seen on the bus): counted again.
-            tally(record, &open.minions, &fleet.listed());
-        } else if fleet.has(run.minion) {
-            record.failed = record.failed.saturating_sub(u32::from(failed_before));
-            if run.succeeded {
-                record.applied += 1;
-            } else {
-                record.failed += 1;
+        let count = u32::try_from(fleet.count()).unwrap_or(u32::MAX);
+        if open.counted_in != fleet.generation() || count < open.record.known {
+            // The fleet changed otherwise than by growing: counted again.
+            open.count_whole(fleet);
+        } else {
+            // Minions seen for the first time joined it, this one perhaps:
+            // pending until now, as the run being counted was.
+            let record = &mut open.record;
+            record.known = count;
+            if fleet.has(run.minion) {
+                record.failed = record.failed.saturating_sub(u32::from(failed_before));
+                if run.succeeded {
+                    record.applied += 1;
+                } else {
+                    record.failed += 1;
+                }
             }
             progress(record);
         }
         if open.record.status != was || open.emitted_at.plus(self.update_every) <= at {
-            tally(&mut open.record, &open.minions, &fleet.listed());
+            open.count_whole(fleet);
             out.push(emit(&self.records, open, at));
         }
         if open.record.status == RolloutStatus::Complete {
@@ -299,13 +337,20 @@ impl Rollouts {
 
     /// The fleet changed (a key accepted or removed): every open rollout is
     /// counted again, and may be complete now.
-    pub fn fleet_changed(&mut self, fleet: &[&str], at: Stamp, out: &mut Vec<Record>) {
+    pub fn fleet_changed(
+        &mut self,
+        fleet: &(impl Members + ?Sized),
+        at: Stamp,
+        out: &mut Vec<Record>,
+    ) {
+        let (listed, generation) = (fleet.listed(), fleet.generation());
         let repos: Vec<String> = self.open.keys().cloned().collect();
         for repo in repos {
             if let Some(list) = self.open.get_mut(&repo) {
                 for open in list.iter_mut() {
                     let was = (open.record.status, open.record.known);
-                    tally(&mut open.record, &open.minions, fleet);
+                    tally(&mut open.record, &open.minions, &listed);
+                    open.counted_in = generation;
                     if (open.record.status, open.record.known) != was {
                         out.push(emit(&self.records, open, at));
                     }
@@ -334,6 +379,7 @@ impl Rollouts {
                 if stalled || due {
                     let listed = listed.get_or_insert_with(|| fleet.listed());
                     tally(&mut open.record, &open.minions, listed);
+                    open.counted_in = fleet.generation();
                     if stalled && open.record.status != RolloutStatus::Complete {
                         open.record.status = RolloutStatus::Stalled;
                     }
@@ -384,6 +430,17 @@ impl Rollouts {
         }
     }
 
+    /// A job was published expecting `minions` (within the fleet's bound):
+    /// each open rollout makes room for them now, not under one of their
+    /// returns (a table of 28,672 standings grown again took the `big_job`
+    /// bench's longest return).
+    pub fn expect(&mut self, minions: usize) {
+        for open in self.open.values_mut().flatten() {
+            open.minions
+                .reserve(minions.saturating_sub(open.minions.len()));
+        }
+    }
+
     /// Every open rollout, for a checkpoint.
     pub fn all(&self) -> impl Iterator<Item = &Open> {
         self.open.values().flatten()
@@ -404,13 +461,13 @@ impl Rollouts {
     }
 }
 
-/// Counts the fleet's minions by standing, and the samples; then
-/// [`progress`].
+/// Counts the fleet's minions by standing, and the samples (the first
+/// [`SAMPLES`] names of each, in order: one pass, no sort of the fleet);
+/// then [`progress`].
 fn tally(record: &mut Rollout, minions: &HashMap<Box<str>, Standing>, fleet: &[&str]) {
     let (mut applied, mut failed) = (0u32, 0u32);
-    record.sample_failed.clear();
-    record.sample_pending.clear();
-    let mut pending_names = Vec::new();
+    let mut first_failed = Smallest::default();
+    let mut first_pending = Smallest::default();
     for minion in fleet {
         match minions.get(*minion) {
             Some(Standing::Applied(_)) => applied += 1,
@@ -418,28 +475,82 @@ fn tally(record: &mut Rollout, minions: &HashMap<Box<str>, Standing>, fleet: &[&
                 jid, fingerprint, ..
             }) => {
                 failed += 1;
-                if record.sample_failed.len() < SAMPLES {
-                    record.sample_failed.push(RolloutFailure {
-                        minion: (*minion).to_owned(),
-                        jid: jid.to_string(),
-                        fingerprint: fingerprint.as_deref().map(str::to_owned),
-                    });
-                }
+                first_failed.offer(minion, (jid, fingerprint));
             }
-            None => pending_names.push(*minion),
+            None => first_pending.offer(minion, ()),
         }
     }
-    pending_names.sort_unstable();
-    record.sample_pending = pending_names
-        .iter()
-        .take(SAMPLES)
-        .map(|m| (*m).to_owned())
+    record.sample_failed = first_failed
+        .sorted()
+        .map(|(minion, (jid, fingerprint))| RolloutFailure {
+            minion: minion.to_owned(),
+            jid: jid.to_string(),
+            fingerprint: fingerprint.as_deref().map(str::to_owned),
+        })
         .collect();
-    record.sample_failed.sort_by(|a, b| a.minion.cmp(&b.minion));
+    record.sample_pending = first_pending
+        .sorted()
+        .map(|(minion, ())| minion.to_owned())
+        .collect();
     record.known = u32::try_from(fleet.len()).unwrap_or(u32::MAX);
     record.applied = applied;
     record.failed = failed;
     progress(record);
+}
+
+/// The [`SAMPLES`] smallest names offered, with what each carries: a
+/// max-heap of that many, so a pass over the fleet keeps no list of it.
+struct Smallest<'a, T> {
+    heap: std::collections::BinaryHeap<Named<'a, T>>,
+}
+
+/// A name and what it carries, ordered by the name alone.
+struct Named<'a, T>(&'a str, T);
+
+impl<T> PartialEq for Named<'_, T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl<T> Eq for Named<'_, T> {}
+
+impl<T> PartialOrd for Named<'_, T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> Ord for Named<'_, T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.cmp(other.0)
+    }
+}
+
+impl<T> Default for Smallest<'_, T> {
+    fn default() -> Self {
+        Self {
+            heap: std::collections::BinaryHeap::with_capacity(SAMPLES + 1),
+        }
+    }
+}
+
+impl<'a, T> Smallest<'a, T> {
+    fn offer(&mut self, name: &'a str, with: T) {
+        if self.heap.len() < SAMPLES {
+            self.heap.push(Named(name, with));
+        } else if self.heap.peek().is_some_and(|largest| name < largest.0) {
+            self.heap.pop();
+            self.heap.push(Named(name, with));
+        }
+    }
+
+    fn sorted(self) -> impl Iterator<Item = (&'a str, T)> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|Named(n, t)| (n, t))
+    }
 }
 
 /// What the counts say: pending, the reach times (first reached only), the

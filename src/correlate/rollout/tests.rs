@@ -151,7 +151,7 @@ fn a_minion_leaving_the_fleet_can_complete_a_rollout() {
     r.head(facts("A", &[]), true, FLEET, Stamp(0), &mut out);
     r.outcome("states", 0, &run("web1", true), FLEET, Stamp(S), &mut out);
     r.outcome("states", 0, &run("web2", true), FLEET, Stamp(S), &mut out);
-    r.fleet_changed(&["web1", "web2"], Stamp(2 * S), &mut out);
+    r.fleet_changed(&["web1", "web2"][..], Stamp(2 * S), &mut out);
     let last = rollouts(&out).pop().unwrap();
     assert_eq!((last.status, last.known), (RolloutStatus::Complete, 2));
 }
@@ -192,7 +192,7 @@ fn a_run_is_counted_as_it_comes_and_the_fleet_walked_only_to_emit() {
         4,
     );
     let mut out = Vec::new();
-    r.head(facts("A", &[]), true, &fleet.listed(), Stamp(0), &mut out);
+    r.head(facts("A", &[]), true, &fleet, Stamp(0), &mut out);
     fleet.walks.set(0);
     let counts = |r: &Rollouts| {
         let x = &r.open_rollouts("states")[0].record;
@@ -240,17 +240,35 @@ fn a_run_is_counted_as_it_comes_and_the_fleet_walked_only_to_emit() {
     );
     assert_eq!(emitted.sample_pending[0], "m30");
     assert_eq!(emitted.sample_failed.len(), 9);
-    // The fleet grew (minions seen on the bus): counted again.
-    fleet.members.push("m40");
+    // The fleet grew (minions seen on the bus, each before its run):
+    // counted on, not again (a first run of a fleet whose keys cannot be
+    // read grows it at every return: a walk each was quadratic).
+    fleet.walks.set(0);
+    fleet.members.extend(["m40", "m41"]);
+    for name in ["m40", "m41"] {
+        r.outcome(
+            "states",
+            0,
+            &run(name, true),
+            &fleet,
+            Stamp(62 * S),
+            &mut out,
+        );
+    }
+    assert_eq!(counts(&r), (42, 23, 9, 10));
+    assert_eq!(fleet.walks.get(), 0, "no walk of the fleet as it grows");
+    // It shrank: counted again, whole.
+    fleet.members.retain(|m| *m != "m41");
     r.outcome(
         "states",
         0,
-        &run("m40", true),
+        &run("m39", true),
         &fleet,
-        Stamp(62 * S),
+        Stamp(63 * S),
         &mut out,
     );
-    assert_eq!(counts(&r), (41, 22, 9, 10));
+    assert_eq!(counts(&r), (41, 23, 9, 9));
+    assert_eq!(fleet.walks.get(), 1);
 }
 
 /// A job that closes sends its changed rollouts out at once (issue 68: a
@@ -309,4 +327,75 @@ fn a_closed_jobs_runs_go_out_at_its_close_not_at_the_tick() {
         Some(Stamp(3620 * S + 100_000)),
         "only its stall check: nothing changed since"
     );
+}
+
+/// A fleet of one member whose bound is two standings.
+struct Bounded;
+
+impl Members for Bounded {
+    fn has(&self, minion: &str) -> bool {
+        minion == "web1"
+    }
+
+    fn count(&self) -> usize {
+        1
+    }
+
+    fn listed(&self) -> Vec<&str> {
+        vec!["web1"]
+    }
+
+    fn bound(&self) -> usize {
+        2
+    }
+}
+
+/// Runs of minions outside the fleet (a syndic's, a key not listed yet) are
+/// remembered up to the fleet's bound, then refused (counted); a member's
+/// run always counts.
+#[test]
+fn standings_outside_the_fleet_are_bounded_and_a_members_run_always_counts() {
+    let mut r = followed(Duration::from_secs(3600));
+    let mut out = Vec::new();
+    r.head(facts("A", &[]), true, &Bounded, Stamp(0), &mut out);
+    for (i, minion) in ["far1", "far2", "far3", "web1"].into_iter().enumerate() {
+        let at = Stamp((i as i64 + 1) * S);
+        r.outcome("states", 0, &run(minion, true), &Bounded, at, &mut out);
+    }
+    assert_eq!(r.refused, 1, "far3: two standings held");
+    let last = rollouts(&out).pop().unwrap();
+    assert_eq!(
+        (last.known, last.applied, last.status),
+        (1, 1, RolloutStatus::Complete)
+    );
+}
+
+/// A published job makes room in each open rollout for its minions: their
+/// runs then never grow its table of standings.
+#[test]
+fn a_published_job_makes_room_in_each_open_rollout() {
+    let names: Vec<String> = (0..3_000).map(|i| format!("web{i}")).collect();
+    let fleet: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut r = Rollouts::new(
+        RecordFactory::new("m"),
+        Duration::from_secs(60),
+        Duration::from_secs(3600),
+        4,
+    );
+    let mut out = Vec::new();
+    r.head(facts("A", &[]), true, &fleet[..], Stamp(0), &mut out);
+    r.expect(fleet.len());
+    let room = r.open_rollouts("states")[0].minions.capacity();
+    assert!(room >= fleet.len(), "{room}");
+    for name in &fleet {
+        r.outcome(
+            "states",
+            0,
+            &run(name, false),
+            &fleet[..],
+            Stamp(S),
+            &mut out,
+        );
+    }
+    assert_eq!(r.open_rollouts("states")[0].minions.capacity(), room);
 }
