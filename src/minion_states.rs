@@ -103,6 +103,15 @@ impl<V: Copy> MinionStates<V> {
         self.len == 0
     }
 
+    /// Room for `minions` minions (within the bound) made now: a job
+    /// published expecting them, rather than the table of names grown
+    /// again under one of its returns.
+    pub fn expect_minions(&mut self, minions: usize) {
+        let room = minions.min(self.max_len).saturating_sub(self.minions.len());
+        self.ids.reserve(room);
+        self.minions.reserve(room);
+    }
+
     /// The minion's number, given it when new (`Full` past the bound).
     pub fn minion(&mut self, name: &str) -> Result<u32, Full> {
         if let Some(&id) = self.ids.get(name) {

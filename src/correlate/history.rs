@@ -75,6 +75,11 @@ impl History {
         self.entries.len()
     }
 
+    /// See [`MinionStates::expect_minions`].
+    pub fn expect_minions(&mut self, minions: usize) {
+        self.entries.expect_minions(minions);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -193,6 +193,14 @@ impl DriftStage {
         self.config.enabled
     }
 
+    /// A job was published expecting `minions`: room for them in the memory
+    /// (see [`MinionStates::expect_minions`]).
+    pub fn expect_minions(&mut self, minions: usize) {
+        if self.config.enabled {
+            self.memory.expect_minions(minions);
+        }
+    }
+
     /// One minion's state run (`state.apply`, `highstate`, `state.sls`):
     /// its changes judged, the memory updated (not by `test=True` runs), and
     /// its drift held for its job's close. A `non_idempotent` record in `out`
@@ -315,6 +323,7 @@ impl DriftStage {
     }
 
     fn decide(&mut self, jid: &str, mut job: OpenJob, out: &mut Vec<Record>) {
+        let mut latest = None;
         for mut run in std::mem::take(&mut job.runs) {
             let mut states = Vec::new();
             for (state, drifted, candidate) in run.states.drain(..) {
@@ -330,9 +339,7 @@ impl DriftStage {
                 continue;
             }
             self.drifted.insert(run.minion.clone(), run.at);
-            let since = Stamp(run.at.0 - DAY.as_micros() as i64);
-            self.drifted.retain(|_, at| *at >= since);
-            self.stats.minions_last_day.set(self.drifted.len() as u64);
+            latest = latest.max(Some(run.at));
             let listed = states.len().min(self.config.max_states_listed);
             let change = if states.iter().any(|s| s.change == ChangeKind::Detected) {
                 ChangeKind::Detected
@@ -360,6 +367,13 @@ impl DriftStage {
                 self.records
                     .make(run.at, &[jid, &minion], RecordBody::Drift(body)),
             );
+        }
+        // The minions drifted in the day before the job's last drift: one
+        // pass a job, not one a drifted run (quadratic over a fleet's job).
+        if let Some(latest) = latest {
+            let since = Stamp(latest.0 - DAY.as_micros() as i64);
+            self.drifted.retain(|_, at| *at >= since);
+            self.stats.minions_last_day.set(self.drifted.len() as u64);
         }
     }
 

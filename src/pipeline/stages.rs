@@ -232,11 +232,6 @@ impl Stages {
             Body::JobReturn(r) if self.drift.enabled() => Some(r.jid.as_str()),
             _ => None,
         };
-        // A job published: the fleet it expects is made room for.
-        if let Body::JobNew(p) = &event.body {
-            self.correlator
-                .expect_minions(p.minions.as_ref().map_or(0, |m| m.0.len()));
-        }
         // A job it publishes is made whole with its commits, asked of the
         // correlator then (a HEAD that moved is a config_change first).
         let correlator = &mut self.correlator;
@@ -268,6 +263,15 @@ impl Stages {
         out.append(&mut tracked);
         if tracked.capacity() <= KEPT_TRACKED {
             self.tracked = tracked;
+        }
+        // A job published (and any rollout its HEADs opened): the fleet it
+        // expects is made room for.
+        if let Body::JobNew(p) = &event.body {
+            let minions = p.minions.as_ref().map_or(0, |m| m.0.len());
+            self.correlator.expect_minions(minions);
+            if self.correlator_wants_outcomes {
+                self.drift.expect_minions(minions);
+            }
         }
         self.after_tracker(start, drift_after_return, out);
         if let Body::JobReturn(r) = &event.body {
