@@ -13,7 +13,9 @@
 //! each return over 1 ms with its place in the job (a table that grows with
 //! the returns shows at its sizes: 28,672, 57,344, ...); `BIG_JOB_DUMP=FILE`
 //! writes the last job's frames as a raw dump of the bus, for `saltsight
-//! replay` under `perf`.
+//! replay` under `perf`; `BIG_JOB_STATES=1` watches a state tree the job
+//! rolls out (rollouts, the correlator's history and drift then hold the
+//! fleet too).
 
 use std::time::{Duration, Instant};
 
@@ -65,14 +67,50 @@ fn stamp(secs: i64) -> String {
     format!("{}+00:00", text.trim_end_matches('Z'))
 }
 
+/// Fresh stages; with `BIG_JOB_STATES` set, watching a state tree (a git
+/// checkout whose one commit changed the job's SLS) whose rollout the job
+/// runs, on a master whose keys cannot be read (the fleet is the minions
+/// seen: it grows at every return).
 fn stages() -> (tempfile::TempDir, Stages) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("saltsight.toml");
-    std::fs::write(
-        &path,
-        "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n",
-    )
-    .expect("write config");
+    let mut config =
+        "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n".to_owned();
+    if std::env::var_os("BIG_JOB_STATES").is_some() {
+        let tree = dir.path().join("states");
+        std::fs::create_dir(&tree).expect("state tree");
+        std::fs::write(
+            tree.join("load.sls"),
+            "load:\n  test.fail_without_changes: []\n",
+        )
+        .expect("an SLS");
+        for args in [
+            &["init", "-q"][..],
+            &["add", "load.sls"],
+            &[
+                "-c",
+                "user.name=bench",
+                "-c",
+                "user.email=bench@localhost",
+                "commit",
+                "-qm",
+                "load",
+            ],
+        ] {
+            let done = std::process::Command::new("git")
+                .args(args)
+                .current_dir(&tree)
+                .status()
+                .expect("git");
+            assert!(done.success(), "git {args:?}");
+        }
+        config.push_str(&format!(
+            "state_repos = {{ states = {:?} }}\n[rollouts]\nminions_dir = {:?}\n",
+            tree,
+            dir.path().join("no-keys")
+        ));
+    }
+    std::fs::write(&path, config).expect("write config");
     let config = saltsight::config::load(&saltsight::config::Overrides {
         config: Some(path),
         ..Default::default()
