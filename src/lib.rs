@@ -8,7 +8,7 @@
 //!   → record (redacted) → sink | metrics | history | reactor (opt-in)
 //! ```
 //!
-//! - [`label`], [`counter`], [`time`], [`ratelimit`], [`fifo`], [`minion_states`], [`plain`]: leaves: closed label sets, a stage's counts, `Stamp`, log rate limits, a map bounded by count that forgets its oldest first, what a stage remembers per (minion, state), how a duration, a time, a list or a cut text is said to a person.
+//! - [`label`], [`counter`], [`time`], [`ratelimit`], [`fifo`], [`cow`], [`minion_states`], [`plain`]: leaves: closed label sets, a stage's counts, `Stamp`, log rate limits, a map bounded by count that forgets its oldest first, containers whose clone is a snapshot (copy on write, in parts), what a stage remembers per (minion, state), how a duration, a time, a list or a cut text is said to a person.
 //! - [`bus`]: the publisher endpoint, the sans-IO frame splitter, the reader task, recordings.
 //! - [`event`]: frame → [`event::Event`], borrowed and selective; no IO, no clock.
 //! - [`jobs`]: job lifecycles and missing-return verdicts; a state machine fed events and time.
@@ -37,6 +37,7 @@ pub mod cli;
 pub mod config;
 pub mod correlate;
 pub mod counter;
+pub mod cow;
 pub mod drift;
 pub mod event;
 pub mod fifo;

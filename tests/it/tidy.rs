@@ -15,6 +15,7 @@ const ORDER: &[&str] = &[
     "time",
     "ratelimit",
     "fifo",
+    "cow",
     "minion_states",
     "plain",
     "bus",
