@@ -183,9 +183,9 @@ fn one_job(minions: usize, mut dump: Option<&mut dyn std::io::Write>) -> JobStep
         if i == returned.len() / 2 {
             steps
                 .checkpoint
-                .time(|| checkpointer.write_behind(stages.saving(), Stamp::now()));
+                .time(|| checkpointer.write_behind(|| stages.snapshot(), Stamp::now()));
             // Its size: the same written again, waited for (untimed).
-            checkpointer.write(stages.saving(), Stamp::now());
+            checkpointer.write(stages.snapshot(), Stamp::now());
             steps.checkpoint_bytes = checkpointer.stats.bytes.get();
         }
     }

@@ -15,9 +15,15 @@
 //! most twice that many values in blocks (states numbered apart on one
 //! minion leave room unused in their blocks); past that a new pair or minion
 //! is refused (the caller counts it), known ones still update.
+//!
+//! What a checkpoint writes ([`Held`]: the names, the blocks, the states'
+//! hashes) is kept in copy-on-write parts ([`crate::cow`]): its clone is a
+//! snapshot the checkpoint encodes on its own thread.
 
 use foldhash::{HashMap, HashMapExt};
 use serde::ser::{Serialize, SerializeSeq, Serializer};
+
+use crate::cow::CowVec;
 
 /// States a block holds: consecutive numbers, one bit each in its `set`.
 const BLOCK: usize = 32;
@@ -56,16 +62,25 @@ impl<V: Copy> Block<V> {
 /// A minion's blocks, by number.
 type Blocks<V> = Vec<(u32, Block<V>)>;
 
+/// The pairs, without the indexes that find them: what a checkpoint writes.
+/// A clone is a snapshot (copy on write).
+#[derive(Debug, Clone)]
+pub struct Held<V> {
+    /// By minion number: its name.
+    names: CowVec<Box<str>>,
+    /// By minion number: its blocks, by block number.
+    minions: CowVec<Blocks<V>>,
+    /// By number: the state's hash.
+    states: CowVec<u64>,
+    len: usize,
+}
+
 #[derive(Debug)]
 pub struct MinionStates<V> {
+    held: Held<V>,
     ids: HashMap<Box<str>, u32>,
-    /// By minion number: its blocks, by block number.
-    minions: Vec<Blocks<V>>,
     /// State (its hash) → its number.
     numbers: HashMap<u64, u32>,
-    /// By number: the state's hash.
-    states: Vec<u64>,
-    len: usize,
     blocks: usize,
     max_len: usize,
     max_blocks: usize,
@@ -83,11 +98,14 @@ fn split(number: u32) -> (u32, usize) {
 impl<V: Copy> MinionStates<V> {
     pub fn new(max_len: usize) -> Self {
         Self {
+            held: Held {
+                names: CowVec::default(),
+                minions: CowVec::default(),
+                states: CowVec::default(),
+                len: 0,
+            },
             ids: HashMap::new(),
-            minions: Vec::new(),
             numbers: HashMap::new(),
-            states: Vec::new(),
-            len: 0,
             blocks: 0,
             max_len,
             max_blocks: max_len.saturating_mul(2).div_ceil(BLOCK).max(1),
@@ -96,20 +114,26 @@ impl<V: Copy> MinionStates<V> {
 
     /// Pairs held.
     pub fn len(&self) -> usize {
-        self.len
+        self.held.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.held.len == 0
+    }
+
+    /// What a checkpoint writes; clone it for a snapshot.
+    pub fn held(&self) -> &Held<V> {
+        &self.held
     }
 
     /// Room for `minions` minions (within the bound) made now: a job
     /// published expecting them, rather than the table of names grown
     /// again under one of its returns.
     pub fn expect_minions(&mut self, minions: usize) {
-        let room = minions.min(self.max_len).saturating_sub(self.minions.len());
+        let room = minions
+            .min(self.max_len)
+            .saturating_sub(self.held.minions.len());
         self.ids.reserve(room);
-        self.minions.reserve(room);
     }
 
     /// The minion's number, given it when new (`Full` past the bound).
@@ -117,12 +141,13 @@ impl<V: Copy> MinionStates<V> {
         if let Some(&id) = self.ids.get(name) {
             return Ok(id);
         }
-        if self.minions.len() >= self.max_len {
+        if self.held.minions.len() >= self.max_len {
             return Err(Full);
         }
-        let id = u32::try_from(self.minions.len()).map_err(|_| Full)?;
+        let id = u32::try_from(self.held.minions.len()).map_err(|_| Full)?;
         self.ids.insert(name.into(), id);
-        self.minions.push(Vec::new());
+        self.held.names.push(name.into());
+        self.held.minions.push(Vec::new());
         Ok(id)
     }
 
@@ -140,7 +165,7 @@ impl<V: Copy> MinionStates<V> {
     /// Where the pair's value is: its minion's block (by position) and its
     /// place there, whether set or not; `None` if the block is not there.
     fn find(&self, minion: u32, state: u64) -> Option<(usize, usize)> {
-        let blocks = self.minions.get(minion as usize)?;
+        let blocks = self.held.minions.get(minion as usize)?;
         let (block, at) = split(*self.numbers.get(&state)?);
         let found = Self::place(blocks, block).ok()?;
         Some((found, at))
@@ -148,12 +173,12 @@ impl<V: Copy> MinionStates<V> {
 
     pub fn get(&self, minion: u32, state: u64) -> Option<V> {
         let (found, at) = self.find(minion, state)?;
-        self.minions[minion as usize][found].1.get(at).copied()
+        self.held.minions[minion as usize][found].1.get(at).copied()
     }
 
     pub fn get_mut(&mut self, minion: u32, state: u64) -> Option<&mut V> {
         let (found, at) = self.find(minion, state)?;
-        let block = &mut self.minions[minion as usize][found].1;
+        let block = &mut self.held.minions.get_mut(minion as usize)?[found].1;
         if block.set & 1 << at == 0 {
             return None;
         }
@@ -162,10 +187,10 @@ impl<V: Copy> MinionStates<V> {
 
     /// Sets the pair's value; a new pair past the bound is refused.
     pub fn insert(&mut self, minion: u32, state: u64, value: V) -> Result<(), Full> {
-        let full = self.len >= self.max_len;
-        let Some(blocks) = self.minions.get_mut(minion as usize) else {
+        let full = self.held.len >= self.max_len;
+        if minion as usize >= self.held.minions.len() {
             return Err(Full);
-        };
+        }
         let known = self.numbers.get(&state).copied();
         if known.is_none() && full {
             return Err(Full);
@@ -173,9 +198,12 @@ impl<V: Copy> MinionStates<V> {
         // A new state takes the next number, once the pair is taken.
         let number = match known {
             Some(number) => number,
-            None => u32::try_from(self.states.len()).map_err(|_| Full)?,
+            None => u32::try_from(self.held.states.len()).map_err(|_| Full)?,
         };
         let (block, at) = split(number);
+        let Some(blocks) = self.held.minions.get_mut(minion as usize) else {
+            return Err(Full);
+        };
         let found = match Self::place(blocks, block) {
             Ok(found) => found,
             Err(_) if full || self.blocks >= self.max_blocks => return Err(Full),
@@ -197,12 +225,12 @@ impl<V: Copy> MinionStates<V> {
                 return Err(Full);
             }
             slot.set |= 1 << at;
-            self.len += 1;
+            self.held.len += 1;
         }
         slot.values[at] = value;
         if known.is_none() {
             self.numbers.insert(state, number);
-            self.states.push(state);
+            self.held.states.push(state);
         }
         Ok(())
     }
@@ -210,47 +238,36 @@ impl<V: Copy> MinionStates<V> {
     /// The state's value on each minion that has one.
     pub fn of_state(&self, state: u64) -> impl Iterator<Item = V> + '_ {
         let place = self.numbers.get(&state).map(|&number| split(number));
-        self.minions.iter().filter_map(move |blocks| {
+        self.held.minions.iter().filter_map(move |blocks| {
             let (block, at) = place?;
             let found = Self::place(blocks, block).ok()?;
             blocks[found].1.get(at).copied()
         })
     }
 
-    /// The minions' names with their numbers, in no order.
+    /// The minions' names with their numbers, by number.
     pub fn names(&self) -> impl Iterator<Item = (&str, u32)> {
-        self.ids.iter().map(|(name, &id)| (&**name, id))
-    }
-
-    /// One minion's pairs (state hash, value), in no order.
-    fn pairs_of<'a>(&'a self, blocks: &'a Blocks<V>) -> impl Iterator<Item = (u64, V)> + 'a {
-        let states = &self.states;
-        blocks.iter().flat_map(move |(number, block)| {
-            (0..block.values.len())
-                .filter(move |&at| block.set & 1 << at != 0)
-                .map(move |at| {
-                    let number = *number as usize * BLOCK + at;
-                    (states[number], block.values[at])
-                })
-        })
+        self.held.names()
     }
 
     /// Every pair, in no order (the tests' view; a checkpoint walks
-    /// [`sorted`](Self::sorted)).
+    /// [`Held::sorted`]).
     #[cfg(test)]
     pub fn entries(&self) -> impl Iterator<Item = (u32, u64, V)> + '_ {
-        self.minions.iter().enumerate().flat_map(|(id, blocks)| {
-            self.pairs_of(blocks)
-                .map(move |(state, value)| (id as u32, state, value))
-        })
+        self.held
+            .minions
+            .iter()
+            .enumerate()
+            .flat_map(|(id, blocks)| {
+                self.held
+                    .pairs_of(blocks)
+                    .map(move |(state, value)| (id as u32, state, value))
+            })
     }
 
-    /// Every pair as `to` makes it, by minion number then state: a
-    /// checkpoint's sequence, written as it is walked (a copy of 30,100
-    /// pairs to sort was 1 MB more at each checkpoint), the same memory
-    /// always in the same order.
+    /// See [`Held::sorted`].
     pub fn sorted<T: Serialize>(&self, to: fn(u32, u64, V) -> T) -> Sorted<'_, V, T> {
-        Sorted { memory: self, to }
+        self.held.sorted(to)
     }
 
     /// Takes back a saved memory in place of its own: the minions (a name
@@ -267,12 +284,15 @@ impl<V: Copy> MinionStates<V> {
         let count = names.len().min(self.max_len);
         *self = Self::new(self.max_len);
         self.ids = HashMap::with_capacity(count);
-        self.minions = (0..count).map(|_| Vec::new()).collect();
+        let mut by_number: Vec<Box<str>> = vec![Box::default(); count];
         for (name, id) in names {
-            if (id as usize) < count {
-                self.ids.insert(name, id);
+            if let Some(slot) = by_number.get_mut(id as usize) {
+                self.ids.insert(name.clone(), id);
+                *slot = name;
             }
         }
+        self.held.names = by_number.into_iter().collect();
+        self.held.minions = (0..count).map(|_| Vec::new()).collect();
         let mut left = 0;
         for (minion, state, value) in entries {
             let known = (minion as usize) < count;
@@ -284,10 +304,49 @@ impl<V: Copy> MinionStates<V> {
     }
 }
 
-/// See [`MinionStates::sorted`].
+impl<V: Copy> Held<V> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The minions' names with their numbers, by number.
+    pub fn names(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.names
+            .iter()
+            .enumerate()
+            .map(|(id, name)| (&**name, id as u32))
+    }
+
+    /// One minion's pairs (state hash, value), in no order.
+    fn pairs_of<'a>(&'a self, blocks: &'a Blocks<V>) -> impl Iterator<Item = (u64, V)> + 'a {
+        let states = &self.states;
+        blocks.iter().flat_map(move |(number, block)| {
+            (0..block.values.len())
+                .filter(move |&at| block.set & 1 << at != 0)
+                .map(move |at| {
+                    let number = *number as usize * BLOCK + at;
+                    (states[number], block.values[at])
+                })
+        })
+    }
+
+    /// Every pair as `to` makes it, by minion number then state: a
+    /// checkpoint's sequence, written as it is walked (a copy of 30,100
+    /// pairs to sort was 1 MB more at each checkpoint), the same memory
+    /// always in the same order.
+    pub fn sorted<T: Serialize>(&self, to: fn(u32, u64, V) -> T) -> Sorted<'_, V, T> {
+        Sorted { memory: self, to }
+    }
+}
+
+/// See [`Held::sorted`].
 #[derive(Debug)]
 pub struct Sorted<'a, V, T> {
-    memory: &'a MinionStates<V>,
+    memory: &'a Held<V>,
     to: fn(u32, u64, V) -> T,
 }
 
@@ -314,6 +373,7 @@ mod tests {
     /// Value slots held, over every minion's blocks.
     fn slots<V: Copy>(memory: &MinionStates<V>) -> usize {
         memory
+            .held
             .minions
             .iter()
             .flatten()

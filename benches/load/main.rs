@@ -730,7 +730,7 @@ fn run_once(lab: &Lab, tcp: bool, mix: Mix, options: &Options) -> anyhow::Result
     eprintln!(
         "  saltsight checkpoint: {:.0} KB, encoded in {:.1} ms, written in {:.1} ms (the last)",
         sample(&after, "saltsight_checkpoint_bytes") / 1e3,
-        sample(&after, "saltsight_checkpoint_encode_duration_seconds") * 1e3,
+        sample(&after, "saltsight_checkpoint_pause_duration_seconds") * 1e3,
         sample(&after, "saltsight_checkpoint_write_duration_seconds") * 1e3,
     );
     // What saltsight says of the steps that held its pipeline.

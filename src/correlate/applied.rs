@@ -113,12 +113,11 @@ impl Correlator {
     }
 
     /// A job was published expecting `minions`: room for them in the fleet
-    /// (see [`super::fleet::Fleet::expect`]), each open rollout (as many as
-    /// the fleet makes room for) and the (minion, state) history.
+    /// (see [`super::fleet::Fleet::expect`]) and the (minion, state) history
+    /// (a rollout's standings grow a 64th at a time, `crate::cow`).
     pub fn expect_minions(&mut self, minions: usize) {
         if let Some(following) = &mut self.rollouts {
-            let room = following.fleet.expect(minions);
-            following.rollouts.expect(room);
+            following.fleet.expect(minions);
         }
         if self.watches_states() {
             self.history.expect_minions(minions);
@@ -252,10 +251,10 @@ impl Correlator {
     }
 
     /// The open rollouts, for a checkpoint.
-    pub(super) fn saving_rollouts(&self) -> Vec<&Open> {
+    pub(super) fn snapshot_rollouts(&self) -> Vec<Open> {
         self.rollouts
             .as_ref()
-            .map(|f| f.rollouts.all().collect())
+            .map(|f| f.rollouts.all().cloned().collect())
             .unwrap_or_default()
     }
 

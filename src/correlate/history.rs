@@ -11,7 +11,7 @@
 
 use foldhash::HashMap;
 
-use crate::minion_states::{MinionStates, Sorted};
+use crate::minion_states::{Held, MinionStates, Sorted};
 
 /// No commit: the sentinel of [`Entry`]'s halves.
 const NONE: u32 = u32::MAX;
@@ -162,22 +162,31 @@ pub struct SavedHistory {
     entries: Vec<SavedEntry>,
 }
 
-impl History {
+/// The memory copied between two events: its pairs copy on write
+/// ([`Held`]), its commits (a few) copied.
+#[derive(Debug)]
+pub struct HistorySnapshot {
+    held: Held<Entry>,
+    commits: Vec<Box<str>>,
+}
+
+impl HistorySnapshot {
     pub fn saving(&self) -> SavingHistory<'_> {
-        let mut minions = Vec::new();
-        for (name, i) in self.entries.names() {
-            let i = i as usize;
-            if minions.len() <= i {
-                minions.resize(i + 1, "");
-            }
-            minions[i] = name;
-        }
         SavingHistory {
-            minions,
+            minions: self.held.names().map(|(name, _)| name).collect(),
             commits: self.commits.iter().map(|c| &**c).collect(),
             entries: self
-                .entries
+                .held
                 .sorted(|minion, state, e| (minion, state, e.last_ok(), e.failing_since())),
+        }
+    }
+}
+
+impl History {
+    pub fn snapshot(&self) -> HistorySnapshot {
+        HistorySnapshot {
+            held: self.entries.held().clone(),
+            commits: self.commits.clone(),
         }
     }
 
@@ -248,7 +257,7 @@ mod tests {
         h.record("web1", "A", &[(1, true), (2, true)]);
         h.record("web2", "A", &[(1, true)]);
         h.record("web1", "B", &[(1, false)]);
-        let bytes = rmp_serde::to_vec(&h.saving()).expect("save");
+        let bytes = rmp_serde::to_vec(&h.snapshot().saving()).expect("save");
         let mut back = History::new(100);
         back.restore(rmp_serde::from_slice(&bytes).expect("read"));
         assert_eq!(back.len(), 3);

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use foldhash::{HashMap, HashMapExt};
 
+use crate::cow::CowMap;
 use crate::record::{
     Delays, PullRequest, Record, RecordBody, RecordFactory, Rollout, RolloutFailure, RolloutStatus,
 };
@@ -52,7 +53,9 @@ enum Standing {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Open {
     record: Rollout,
-    minions: HashMap<Box<str>, Standing>,
+    /// Copy on write: a checkpoint's copy of a rollout costs its record and
+    /// 64 pointers, not its fleet.
+    minions: CowMap<Box<str>, Standing>,
     emissions: u32,
     emitted_at: Stamp,
     /// Changed since its last revision.
@@ -242,13 +245,13 @@ impl Rollouts {
             last_progress: at,
         };
         let mut open = Open {
-            minions: HashMap::new(),
+            minions: CowMap::default(),
             emissions: 0,
             emitted_at: at,
             dirty: true,
             counted_in: generation,
             record: {
-                tally(&mut record, &HashMap::new(), fleet);
+                tally(&mut record, &CowMap::default(), fleet);
                 record
             },
         };
@@ -430,17 +433,6 @@ impl Rollouts {
         }
     }
 
-    /// A job was published expecting `minions` (within the fleet's bound):
-    /// each open rollout makes room for them now, not under one of their
-    /// returns (a table of 28,672 standings grown again took the `big_job`
-    /// bench's longest return).
-    pub fn expect(&mut self, minions: usize) {
-        for open in self.open.values_mut().flatten() {
-            open.minions
-                .reserve(minions.saturating_sub(open.minions.len()));
-        }
-    }
-
     /// Every open rollout, for a checkpoint.
     pub fn all(&self) -> impl Iterator<Item = &Open> {
         self.open.values().flatten()
@@ -464,7 +456,7 @@ impl Rollouts {
 /// Counts the fleet's minions by standing, and the samples (the first
 /// [`SAMPLES`] names of each, in order: one pass, no sort of the fleet);
 /// then [`progress`].
-fn tally(record: &mut Rollout, minions: &HashMap<Box<str>, Standing>, fleet: &[&str]) {
+fn tally(record: &mut Rollout, minions: &CowMap<Box<str>, Standing>, fleet: &[&str]) {
     let (mut applied, mut failed) = (0u32, 0u32);
     let mut first_failed = Smallest::default();
     let mut first_pending = Smallest::default();

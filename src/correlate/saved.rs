@@ -2,13 +2,14 @@
 //! publish (oldest first), the (minion, state) history, `introduced_by` settled
 //! per fingerprint, and each checkout's last HEAD (so a move while saltsight
 //! was down is a `config_change` on its next read). git's answers are a cache
-//! and are not kept. Written from borrows, read back owned, in the same shape.
+//! and are not kept. Copied between events, written from borrows of the
+//! copy, read back owned, in the same shape.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::history::{SavedHistory, SavingHistory};
+use super::history::{HistorySnapshot, SavedHistory, SavingHistory};
 use super::rollout::Open;
 use super::{Correlator, Heads};
 use crate::record::IntroducedBy;
@@ -33,29 +34,61 @@ pub struct SavedCorrelator {
     rollouts: Vec<Open>,
 }
 
-impl Correlator {
+/// The correlator's memory copied between two events: the per-(minion,
+/// state) history and the rollouts' standings copy on write; the rest is
+/// bounded by jobs and commits.
+#[derive(Debug)]
+pub struct CorrelatorSnapshot {
+    job_heads: Vec<(Box<str>, Arc<Heads>)>,
+    history: HistorySnapshot,
+    settled: Vec<(Box<str>, IntroducedBy)>,
+    heads: Vec<(String, String)>,
+    rollouts: Vec<Open>,
+}
+
+impl CorrelatorSnapshot {
     pub fn saving(&self) -> SavingCorrelator<'_> {
         SavingCorrelator {
             job_heads: self
-                .job_order
+                .job_heads
                 .iter()
-                .filter_map(|jid| Some((&**jid, &**self.job_heads.get(jid)?)))
+                .map(|(jid, heads)| (&**jid, &**heads))
                 .collect(),
             history: self.history.saving(),
+            settled: self.settled.iter().map(|(fp, i)| (&**fp, i)).collect(),
+            heads: self
+                .heads
+                .iter()
+                .map(|(name, head)| (name.as_str(), head.as_str()))
+                .collect(),
+            rollouts: self.rollouts.iter().collect(),
+        }
+    }
+}
+
+impl Correlator {
+    pub fn snapshot(&self) -> CorrelatorSnapshot {
+        CorrelatorSnapshot {
+            job_heads: self
+                .job_order
+                .iter()
+                .filter_map(|jid| Some((jid.clone(), self.job_heads.get(jid)?.clone())))
+                .collect(),
+            history: self.history.snapshot(),
             settled: self
                 .settled_order
                 .iter()
-                .filter_map(|fp| Some((&**fp, self.settled.get(fp)?)))
+                .filter_map(|fp| Some((fp.clone(), self.settled.get(fp)?.clone())))
                 .collect(),
             heads: self
                 .repos
                 .iter()
                 .filter_map(|r| {
                     let head = r.watch.as_ref()?.head.as_deref()?;
-                    Some((r.spec.name.as_str(), head))
+                    Some((r.spec.name.clone(), head.to_owned()))
                 })
                 .collect(),
-            rollouts: self.saving_rollouts(),
+            rollouts: self.snapshot_rollouts(),
         }
     }
 

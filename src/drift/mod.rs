@@ -97,7 +97,7 @@ pub(crate) struct Judged {
 }
 
 /// A run with drift (or candidates), held until its job closes.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Held {
     minion: Box<str>,
     fun: Box<str>,
@@ -127,7 +127,7 @@ struct RunChanges {
 /// A job's runs with drift, and per state how many of its minions ran it and
 /// changed it again (`tally.rs`): runs counted by their shape, and per state
 /// what is not (candidates; a checkpoint written before shapes has only these).
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct OpenJob {
     runs: Vec<Held>,
     tally: BTreeMap<u64, (u32, u32)>,

@@ -1,14 +1,14 @@
 //! The drift stage's memory as a checkpoint keeps it: each (minion, state)'s
 //! last run, the minions and commits it names, the states judged to never
 //! settle, the minions drifted in the last day, and the jobs whose drift waits
-//! for their close. Written from borrows, read back owned, within today's
-//! bounds.
+//! for their close. Copied between events, written from borrows of the copy,
+//! read back owned, within today's bounds.
 
 use serde::{Deserialize, Serialize};
 
 use super::classify::Prior;
 use super::{DriftStage, Judged, OpenJob};
-use crate::minion_states::Sorted;
+use crate::minion_states::{Held as MemoryHeld, Sorted};
 use crate::record::NonIdempotent;
 use crate::time::Stamp;
 
@@ -35,7 +35,18 @@ pub struct SavedDrift {
     open: Vec<(String, OpenJob)>,
 }
 
-impl DriftStage {
+/// Drift's memory copied between two events: its (minion, state) memory copy
+/// on write ([`MemoryHeld`]); the minions drifted in the last day and the
+/// runs held for open jobs copied.
+pub struct DriftSnapshot {
+    memory: MemoryHeld<Prior>,
+    commits: Vec<(u64, Box<str>)>,
+    judged: Vec<(u64, NonIdempotent, u32)>,
+    drifted: Vec<(Box<str>, Stamp)>,
+    open: Vec<(Box<str>, OpenJob)>,
+}
+
+impl DriftSnapshot {
     /// In a stable order (the maps' own is not): the same memory writes the
     /// same checkpoint.
     pub fn saving(&self) -> SavingDrift<'_> {
@@ -56,7 +67,7 @@ impl DriftStage {
         let mut judged: Vec<(u64, &NonIdempotent, u32)> = self
             .judged
             .iter()
-            .map(|(state, j)| (*state, &j.record, j.calm))
+            .map(|(state, record, calm)| (*state, record, *calm))
             .collect();
         judged.sort_unstable_by_key(|(state, _, _)| *state);
         let mut drifted: Vec<(&str, Stamp)> =
@@ -68,10 +79,30 @@ impl DriftStage {
             commits,
             judged,
             drifted,
+            open: self.open.iter().map(|(jid, job)| (&**jid, job)).collect(),
+        }
+    }
+}
+
+impl DriftStage {
+    pub fn snapshot(&self) -> DriftSnapshot {
+        DriftSnapshot {
+            memory: self.memory.held().clone(),
+            commits: self.commits.iter().map(|(h, c)| (*h, c.clone())).collect(),
+            judged: self
+                .judged
+                .iter()
+                .map(|(state, j)| (*state, j.record.clone(), j.calm))
+                .collect(),
+            drifted: self
+                .drifted
+                .iter()
+                .map(|(m, at)| (m.clone(), *at))
+                .collect(),
             open: self
                 .open_order
                 .iter()
-                .filter_map(|jid| Some((&**jid, self.open.get(jid)?)))
+                .filter_map(|jid| Some((jid.clone(), self.open.get(jid)?.clone())))
                 .collect(),
         }
     }

@@ -45,7 +45,7 @@ fn shape_key(states: &[u64]) -> ShapeKey {
 }
 
 /// Runs of one shape in a job.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ShapeRuns {
     /// The state keys, sorted.
     states: Arc<[u64]>,

@@ -321,14 +321,17 @@ fn a_checkpoint_keeps_what_decides_the_next_runs() {
         at: Stamp(100_000_000),
     };
     lab.stage.on_state_run(&run, &mut Git, &mut out);
-    let written = serde_json::to_string(&lab.stage.saving()).expect("saves");
+    // A copy taken now is the memory as it is now, whatever runs come after
+    // it (its parts copy on write): the checkpoint's thread encodes it.
+    let snapshot = lab.stage.snapshot();
+    let written = serde_json::to_string(&snapshot.saving()).expect("saves");
     let mut after = Lab::new();
     after.t = lab.t;
     after
         .stage
         .restore(serde_json::from_str(&written).expect("reads back"));
     assert_eq!(
-        serde_json::to_string(&after.stage.saving()).expect("saves"),
+        serde_json::to_string(&after.stage.snapshot().saving()).expect("saves"),
         written,
         "the same memory"
     );
@@ -338,6 +341,12 @@ fn a_checkpoint_keeps_what_decides_the_next_runs() {
         ("m3", highstate(false, true, false, false)),
     ];
     let before = lab.job("j3", C1, false, &rest);
+    lab.job("j4", C2, false, &all(true, false));
+    assert_eq!(
+        serde_json::to_string(&snapshot.saving()).expect("saves"),
+        written,
+        "the copy is untouched by the runs after it"
+    );
     let restored = after.job("j3", C1, false, &rest);
     assert_eq!(drifts(&restored), drifts(&before));
     assert_eq!(

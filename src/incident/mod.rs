@@ -67,7 +67,7 @@ struct Seen {
 }
 
 /// A target and what is known of it.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Target {
     /// Recent failures within `window`, before it opens (a few per minion).
     recent: VecDeque<Seen>,
@@ -76,7 +76,7 @@ struct Target {
 }
 
 /// An open incident.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Open {
     record: ExternalIncident,
     minions: HashSet<Box<str>>,

@@ -1,25 +1,25 @@
 //! The incident stage's memory as a checkpoint keeps it: every followed
-//! target with its recent failures and its open incident. Written from
-//! borrows, read back owned, in the same shape.
+//! target with its recent failures and its open incident. Copied between
+//! events (a few hundred targets at most), written and read back in one
+//! shape.
 
 use serde::{Deserialize, Serialize};
 
 use super::{Incidents, Target};
 
-#[derive(Serialize)]
-pub struct SavingIncidents<'a> {
-    targets: Vec<(&'a str, &'a Target)>,
-}
-
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 pub struct SavedIncidents {
     targets: Vec<(Box<str>, Target)>,
 }
 
 impl Incidents {
-    pub fn saving(&self) -> SavingIncidents<'_> {
-        SavingIncidents {
-            targets: self.targets.iter().map(|(k, t)| (&**k, t)).collect(),
+    pub fn snapshot(&self) -> SavedIncidents {
+        SavedIncidents {
+            targets: self
+                .targets
+                .iter()
+                .map(|(k, t)| (k.clone(), t.clone()))
+                .collect(),
         }
     }
 

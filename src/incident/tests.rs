@@ -218,7 +218,7 @@ fn a_saved_stage_reads_back_and_reannounces_what_is_open() {
     for m in ["x", "y", "z"] {
         fail(&mut s, &a, "j", m, 0, &mut out);
     }
-    let bytes = rmp_serde::to_vec_named(&s.saving()).expect("save");
+    let bytes = rmp_serde::to_vec_named(&s.snapshot()).expect("save");
     let mut back = stage();
     back.restore(rmp_serde::from_slice(&bytes).expect("read"));
     assert!(back.any_open());

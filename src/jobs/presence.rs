@@ -39,7 +39,7 @@ pub enum Absence {
     During { at: Stamp },
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Presence {
     /// Followed minions now connected.
     connected: HashSet<Box<str>>,

@@ -22,7 +22,7 @@ struct Streak {
     since: Option<Stamp>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Streaks {
     by_minion: HashMap<Box<str>, Streak>,
     max_minions: usize,

@@ -291,9 +291,9 @@ impl Agent {
             .or(self.gap_since)
             .unwrap_or_else(|| self.clock.master_time(now));
         if periodic {
-            checkpointer.write_behind(self.stages.saving(), bus_until);
+            checkpointer.write_behind(|| self.stages.snapshot(), bus_until);
         } else {
-            checkpointer.write(self.stages.saving(), bus_until);
+            checkpointer.write(self.stages.snapshot(), bus_until);
         }
         self.unsaved = false;
         if let Some(next) = next {

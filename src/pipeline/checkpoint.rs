@@ -3,12 +3,13 @@
 //! every stop, read back at start. The restart itself becomes a bus gap from
 //! when the checkpoint was written to when the bus is read again.
 //!
-//! The periodic checkpoint is encoded between events (the stages' memory as it
-//! stands), streamed into its temporary file, and fsynced and renamed on a
-//! thread of its own, so the pipeline waits for the encoding only (and holds
-//! no copy of it); one still being synced when the next is due makes that one
-//! wait for the next interval (counted).
-//! The checkpoint at a stop is written whole before saltsight exits.
+//! The periodic checkpoint is a copy of the stages' memory taken between
+//! events ([`StagesSnapshot`]: the per-minion memories copy on write,
+//! `crate::cow`, so the copy costs the pipeline a few pointers per part, not
+//! the fleet), encoded into its temporary file, fsynced and renamed on a
+//! thread of its own; one still being written when the next is due makes
+//! that one wait for the next interval (counted). The checkpoint at a stop is
+//! written whole before saltsight exits.
 //!
 //! One file, `<state.dir>/checkpoint`: a fixed header (magic, format, length,
 //! CRC-32 of the body), then the body in MessagePack (maps with field names, so
@@ -27,7 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use super::stages::{SavedStages, SavingStages};
+use super::stages::{SavedStages, SavingStages, StagesSnapshot};
 use crate::time::Stamp;
 
 /// The body's layout written. Bumped when a saved form changes so that an
@@ -58,10 +59,10 @@ crate::counts! {
             "Size of the last checkpoint written";
         seconds write_micros = "saltsight_checkpoint_write_duration_seconds",
             "How long the last checkpoint took to encode and write; kept in microseconds";
-        seconds encode_micros = "saltsight_checkpoint_encode_duration_seconds",
-            "How long the pipeline waited for the last checkpoint (its encoding into the file; the fsyncs are a thread's); kept in microseconds";
+        seconds pause_micros = "saltsight_checkpoint_pause_duration_seconds",
+            "How long the pipeline waited for the last periodic checkpoint: its copy of the stages' memory (the encoding and the fsyncs are a thread's); kept in microseconds";
         counter skipped = "saltsight_checkpoint_skipped",
-            "Periodic checkpoints not taken because the one before was still being synced";
+            "Periodic checkpoints not taken because the one before was still being written";
     }
 }
 
@@ -149,15 +150,15 @@ pub struct Checkpointer {
     behind: Option<Behind>,
 }
 
-/// A checkpoint encoded into its temporary file, to be synced and renamed.
-struct Encoded {
-    file: File,
-    bytes: u64,
+/// The stages' memory to be written, and since when the bus was read.
+struct Taken {
+    stages: StagesSnapshot,
+    bus_until: Stamp,
     started: std::time::Instant,
 }
 
 struct Behind {
-    queue: std::sync::mpsc::Sender<Encoded>,
+    queue: std::sync::mpsc::Sender<Taken>,
     thread: std::thread::JoinHandle<()>,
     /// A checkpoint is being synced.
     busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -179,25 +180,21 @@ impl Checkpointer {
     }
 
     /// Writes the stages' memory, events read up to `bus_until`, and waits
-    /// for it (at a stop; a periodic one being synced is waited for first);
+    /// for it (at a stop; a periodic one being written is waited for first);
     /// counted, and on failure logged with the last good checkpoint left in
     /// place.
-    pub fn write(&mut self, stages: SavingStages<'_>, bus_until: Stamp) {
+    pub fn write(&mut self, stages: StagesSnapshot, bus_until: Stamp) {
         self.wait_behind();
         let started = std::time::Instant::now();
         let store = Store::of(self);
-        let stored = self
-            .encode(stages, bus_until)
-            .and_then(|(file, bytes)| store.sync(file, bytes));
-        store.counted(stored, started);
+        store.counted(store.store(&stages, bus_until), started);
     }
 
-    /// Encodes the stages' memory into the temporary file now (streamed: no
-    /// copy of it is held) and hands the file to the checkpoint's thread to
-    /// fsync and rename: the pipeline waits for the encoding only. While the
-    /// one before is still being synced this one is not taken (counted): the
-    /// next interval's will be.
-    pub fn write_behind(&mut self, stages: SavingStages<'_>, bus_until: Stamp) {
+    /// Takes the stages' memory (`take`: a copy, between events) and hands
+    /// it to the checkpoint's thread to encode, fsync and rename: the
+    /// pipeline waits for the copy only. While the one before is still being
+    /// written this one is not taken (counted): the next interval's will be.
+    pub fn write_behind(&mut self, take: impl FnOnce() -> StagesSnapshot, bus_until: Stamp) {
         if self
             .behind
             .as_ref()
@@ -207,22 +204,20 @@ impl Checkpointer {
             return;
         }
         let started = std::time::Instant::now();
-        let store = Store::of(self);
-        let (file, bytes) = match self.encode(stages, bus_until) {
-            Ok(encoded) => encoded,
-            Err(error) => {
-                store.counted(Err(error), started);
-                return;
-            }
+        let taken = Taken {
+            stages: take(),
+            bus_until,
+            started,
         };
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.stats.encode_micros.set(micros);
+        self.stats.pause_micros.set(micros);
+        let store = Store::of(self);
         if self.behind.is_none() {
             match self.start_behind() {
                 Ok(behind) => self.behind = Some(behind),
                 Err(error) => {
-                    warn!(%error, "Cannot start the checkpoint's writer; syncing it here.");
-                    store.counted(store.sync(file, bytes), started);
+                    warn!(%error, "Cannot start the checkpoint's writer; writing it here.");
+                    store.counted(store.store(&taken.stages, bus_until), started);
                     return;
                 }
             }
@@ -231,20 +226,16 @@ impl Checkpointer {
         behind
             .busy
             .store(true, std::sync::atomic::Ordering::Release);
-        if let Err(std::sync::mpsc::SendError(encoded)) = behind.queue.send(Encoded {
-            file,
-            bytes,
-            started,
-        }) {
-            // The thread is gone (it panicked): synced here, and the next
+        if let Err(std::sync::mpsc::SendError(taken)) = behind.queue.send(taken) {
+            // The thread is gone (it panicked): written here, and the next
             // one starts anew.
             self.behind = None;
-            store.counted(store.sync(encoded.file, encoded.bytes), encoded.started);
+            store.counted(store.store(&taken.stages, taken.bus_until), taken.started);
         }
     }
 
     fn start_behind(&self) -> std::io::Result<Behind> {
-        let (queue, encoded) = std::sync::mpsc::channel::<Encoded>();
+        let (queue, taken) = std::sync::mpsc::channel::<Taken>();
         let store = Store::of(self);
         let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let thread = std::thread::Builder::new()
@@ -252,13 +243,16 @@ impl Checkpointer {
             .spawn({
                 let busy = busy.clone();
                 move || {
-                    for Encoded {
-                        file,
-                        bytes,
+                    for Taken {
+                        stages,
+                        bus_until,
                         started,
-                    } in encoded
+                    } in taken
                     {
-                        store.counted(store.sync(file, bytes), started);
+                        store.counted(store.store(&stages, bus_until), started);
+                        // The copy's parts are let go before the next is
+                        // taken: the pipeline's writes stop copying them.
+                        drop(stages);
                         busy.store(false, std::sync::atomic::Ordering::Release);
                     }
                 }
@@ -276,52 +270,6 @@ impl Checkpointer {
             drop(queue);
             let _ = thread.join();
         }
-    }
-
-    /// The stages' memory streamed into the temporary file: the header
-    /// (magic, format, length, CRC) once the body is out. The file, not yet
-    /// synced, and its size.
-    fn encode(
-        &self,
-        stages: SavingStages<'_>,
-        bus_until: Stamp,
-    ) -> Result<(File, u64), CheckpointError> {
-        let store = Store::of(self);
-        fs::create_dir_all(&self.dir).map_err(store.io(&self.dir))?;
-        let header = Header {
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            master_id: self.master_id.clone(),
-            written_at: Stamp::now(),
-            bus_until,
-        };
-        let temp = store.temp();
-        let mut file = File::create(&temp).map_err(store.io(&temp))?;
-        // The header's place first; its length and checksum once the body is out.
-        file.write_all(&[0; HEADER_LEN]).map_err(store.io(&temp))?;
-        let mut body = Summing {
-            inner: BufWriter::new(file),
-            len: 0,
-            crc: crc32fast::Hasher::new(),
-        };
-        let writing = Writing {
-            header: &header,
-            stages,
-        };
-        writing.serialize(&mut rmp_serde::Serializer::new(&mut body).with_struct_map())?;
-        let (len, crc) = (body.len, body.crc.finalize());
-        let mut file = body
-            .inner
-            .into_inner()
-            .map_err(|e| store.io(&temp)(e.into_error()))?;
-        let mut head = Vec::with_capacity(HEADER_LEN);
-        head.extend_from_slice(MAGIC);
-        head.extend_from_slice(&FORMAT.to_le_bytes());
-        head.extend_from_slice(&len.to_le_bytes());
-        head.extend_from_slice(&crc.to_le_bytes());
-        file.seek(SeekFrom::Start(0))
-            .and_then(|_| file.write_all(&head))
-            .map_err(store.io(&temp))?;
-        Ok((file, HEADER_LEN as u64 + len))
     }
 
     /// The checkpoint, when there is one that can be trusted. One that cannot
@@ -454,6 +402,7 @@ impl<W: Write> Write for Summing<W> {
 #[derive(Clone)]
 struct Store {
     dir: PathBuf,
+    master_id: String,
     stats: std::sync::Arc<CheckpointStats>,
 }
 
@@ -461,8 +410,62 @@ impl Store {
     fn of(checkpointer: &Checkpointer) -> Self {
         Self {
             dir: checkpointer.dir.clone(),
+            master_id: checkpointer.master_id.clone(),
             stats: checkpointer.stats.clone(),
         }
+    }
+
+    /// The stages' memory encoded, synced and renamed over the last
+    /// checkpoint: its size.
+    fn store(&self, stages: &StagesSnapshot, bus_until: Stamp) -> Result<u64, CheckpointError> {
+        let (file, bytes) = self.encode(stages.saving(), bus_until)?;
+        self.sync(file, bytes)
+    }
+
+    /// The stages' memory streamed into the temporary file: the header
+    /// (magic, format, length, CRC) once the body is out. The file, not yet
+    /// synced, and its size.
+    fn encode(
+        &self,
+        stages: SavingStages<'_>,
+        bus_until: Stamp,
+    ) -> Result<(File, u64), CheckpointError> {
+        let store = self;
+        fs::create_dir_all(&self.dir).map_err(store.io(&self.dir))?;
+        let header = Header {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            master_id: self.master_id.clone(),
+            written_at: Stamp::now(),
+            bus_until,
+        };
+        let temp = store.temp();
+        let mut file = File::create(&temp).map_err(store.io(&temp))?;
+        // The header's place first; its length and checksum once the body is out.
+        file.write_all(&[0; HEADER_LEN]).map_err(store.io(&temp))?;
+        let mut body = Summing {
+            inner: BufWriter::new(file),
+            len: 0,
+            crc: crc32fast::Hasher::new(),
+        };
+        let writing = Writing {
+            header: &header,
+            stages,
+        };
+        writing.serialize(&mut rmp_serde::Serializer::new(&mut body).with_struct_map())?;
+        let (len, crc) = (body.len, body.crc.finalize());
+        let mut file = body
+            .inner
+            .into_inner()
+            .map_err(|e| store.io(&temp)(e.into_error()))?;
+        let mut head = Vec::with_capacity(HEADER_LEN);
+        head.extend_from_slice(MAGIC);
+        head.extend_from_slice(&FORMAT.to_le_bytes());
+        head.extend_from_slice(&len.to_le_bytes());
+        head.extend_from_slice(&crc.to_le_bytes());
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.write_all(&head))
+            .map_err(store.io(&temp))?;
+        Ok((file, HEADER_LEN as u64 + len))
     }
 
     fn io(&self, path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError {
@@ -576,7 +579,10 @@ mod tests {
         ret(&mut before, "a", 2);
         let mut checkpointer = Checkpointer::new(dir.path(), &config.master_id, Duration::ZERO);
         let bus_until = Stamp::parse("2026-11-24T10:00:03Z").expect("stamp");
-        checkpointer.write(before.saving(), bus_until);
+        // Taken between events: what comes after it is not in it.
+        let snapshot = before.snapshot();
+        ret(&mut before, "b", 3);
+        checkpointer.write(snapshot, bus_until);
         assert_eq!(checkpointer.stats.writes.get(), 1);
         assert!(checkpointer.stats.bytes.get() > HEADER_LEN as u64);
 
@@ -618,7 +624,7 @@ mod tests {
         let mut checkpointer = Checkpointer::new(dir, master, Duration::ZERO);
         let mut stages = Stages::from_config(&config());
         publish(&mut stages);
-        checkpointer.write(stages.saving(), Stamp(0));
+        checkpointer.write(stages.snapshot(), Stamp(0));
         checkpointer
     }
 

@@ -21,22 +21,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::correlate::Correlator;
-use crate::correlate::saved::{SavedCorrelator, SavingCorrelator};
+use crate::correlate::saved::{CorrelatorSnapshot, SavedCorrelator, SavingCorrelator};
 use crate::counter::Counts;
 use crate::drift::DriftStage;
-use crate::drift::saved::{SavedDrift, SavingDrift};
+use crate::drift::saved::{DriftSnapshot, SavedDrift, SavingDrift};
 use crate::event::{Body, Event};
-use crate::incident::saved::{SavedIncidents, SavingIncidents};
+use crate::incident::saved::SavedIncidents;
 use crate::incident::{Failure, Incidents};
 use crate::jobs::tracker::JobClosed;
-use crate::jobs::tracker::saved::{SavedTracker, SavingTracker};
+use crate::jobs::tracker::saved::{SavedTracker, SavingTracker, TrackerSnapshot};
 use crate::jobs::{JobTracker, TrackerConfig};
 use crate::master_processes::MasterSample;
 use crate::pressure::Pressure;
-use crate::pressure::saved::{SavedPressure, SavingPressure};
+use crate::pressure::saved::SavedPressure;
 use crate::record::{JobContext, Record, RecordBody, RecordFactory, RunKind, Shared};
 use crate::time::Stamp;
-use crate::triage::saved::{SavedTriage, SavingTriage};
+use crate::triage::saved::{SavedTriage, SavingTriage, TriageSnapshot};
 use crate::triage::{Findings, Triage};
 
 #[cfg(test)]
@@ -47,14 +47,39 @@ mod incident_tests;
 mod return_tests;
 mod state_runs;
 
+/// The stages' memory copied between two events, for a checkpoint written
+/// from a thread of its own: each stage's per-minion memory copy on write.
+pub struct StagesSnapshot {
+    tracker: TrackerSnapshot,
+    triage: TriageSnapshot,
+    correlator: CorrelatorSnapshot,
+    incidents: SavedIncidents,
+    pressure: SavedPressure,
+    drift: DriftSnapshot,
+}
+
+impl StagesSnapshot {
+    /// The copy as a checkpoint writes it (borrowed from the copy).
+    pub fn saving(&self) -> SavingStages<'_> {
+        SavingStages {
+            tracker: self.tracker.saving(),
+            triage: self.triage.saving(),
+            correlator: self.correlator.saving(),
+            incidents: &self.incidents,
+            pressure: &self.pressure,
+            drift: self.drift.saving(),
+        }
+    }
+}
+
 /// The stages' memory as a checkpoint writes it (borrowed).
 #[derive(Serialize)]
 pub struct SavingStages<'a> {
     tracker: SavingTracker<'a>,
     triage: SavingTriage<'a>,
     correlator: SavingCorrelator<'a>,
-    incidents: SavingIncidents<'a>,
-    pressure: SavingPressure<'a>,
+    incidents: &'a SavedIncidents,
+    pressure: &'a SavedPressure,
     drift: SavingDrift<'a>,
 }
 
@@ -143,16 +168,17 @@ impl Stages {
         }
     }
 
-    /// Their memory, for a checkpoint. Call between events, with no job part way
-    /// through its verdicts (the agent hands every batch on first).
-    pub fn saving(&self) -> SavingStages<'_> {
-        SavingStages {
-            tracker: self.tracker.saving(),
-            triage: self.triage.saving(),
-            correlator: self.correlator.saving(),
-            incidents: self.incidents.saving(),
-            pressure: self.pressure.saving(),
-            drift: self.drift.saving(),
+    /// Their memory copied, for a checkpoint. Call between events, with no
+    /// job part way through its verdicts (the agent hands every batch on
+    /// first).
+    pub fn snapshot(&self) -> StagesSnapshot {
+        StagesSnapshot {
+            tracker: self.tracker.snapshot(),
+            triage: self.triage.snapshot(),
+            correlator: self.correlator.snapshot(),
+            incidents: self.incidents.snapshot(),
+            pressure: self.pressure.snapshot(),
+            drift: self.drift.snapshot(),
         }
     }
 

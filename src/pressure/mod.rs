@@ -79,7 +79,7 @@ struct WorkerReports {
     previous: Option<f64>,
 }
 
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Episode {
     record: MasterPressure,
 }

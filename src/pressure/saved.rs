@@ -6,27 +6,19 @@ use serde::{Deserialize, Serialize};
 use super::{Episode, Pressure};
 use crate::time::Stamp;
 
-#[derive(Serialize)]
-pub struct SavingPressure<'a> {
-    open: Option<&'a Episode>,
-    recent: Vec<(&'a str, Stamp, Stamp)>,
-}
-
-#[derive(Deserialize)]
+/// Copied between events (an episode and a few recent ones), written and
+/// read back in one shape.
+#[derive(Serialize, Deserialize)]
 pub struct SavedPressure {
     open: Option<Episode>,
     recent: Vec<(String, Stamp, Stamp)>,
 }
 
 impl Pressure {
-    pub fn saving(&self) -> SavingPressure<'_> {
-        SavingPressure {
-            open: self.open.as_ref(),
-            recent: self
-                .recent
-                .iter()
-                .map(|(id, opened, closed)| (id.as_str(), *opened, *closed))
-                .collect(),
+    pub fn snapshot(&self) -> SavedPressure {
+        SavedPressure {
+            open: self.open.clone(),
+            recent: self.recent.iter().cloned().collect(),
         }
     }
 

@@ -129,7 +129,7 @@ pub struct FailureGroup {
     pub first_seen_at: Stamp,
 }
 
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 struct JobGroups {
     /// fingerprint → group.
     groups: BTreeMap<String, FailureGroup>,

@@ -1,6 +1,7 @@
 //! Triage's memory as a checkpoint keeps it: the failure groups of jobs not
 //! yet completed (oldest job first) and when each fingerprint was first seen.
-//! Written from borrows, read back owned, in the same shape.
+//! Copied between events, written from borrows of the copy, read back
+//! owned, in the same shape.
 
 use serde::{Deserialize, Serialize};
 
@@ -20,20 +21,41 @@ pub struct SavedTriage {
     first_seen: Vec<(String, String, Stamp)>,
 }
 
-impl Triage {
+/// Triage's memory copied between two events (a job's groups list a few
+/// example minions each, not all).
+#[derive(Debug)]
+pub struct TriageSnapshot {
+    jobs: Vec<(Box<str>, JobGroups)>,
+    first_seen: Vec<(String, String, Stamp)>,
+}
+
+impl TriageSnapshot {
     pub fn saving(&self) -> SavingTriage<'_> {
         SavingTriage {
+            jobs: self.jobs.iter().map(|(jid, g)| (&**jid, g)).collect(),
+            first_seen: self
+                .first_seen
+                .iter()
+                .map(|(fp, jid, at)| (fp.as_str(), jid.as_str(), *at))
+                .collect(),
+        }
+    }
+}
+
+impl Triage {
+    pub fn snapshot(&self) -> TriageSnapshot {
+        TriageSnapshot {
             jobs: self
                 .jobs_order
                 .iter()
-                .filter_map(|jid| Some((&**jid, self.jobs.get(jid)?)))
+                .filter_map(|jid| Some((jid.clone(), self.jobs.get(jid)?.clone())))
                 .collect(),
             first_seen: self
                 .first_seen_order
                 .iter()
                 .filter_map(|fp| {
                     let (jid, at) = self.first_seen.get(fp)?;
-                    Some((fp.as_str(), jid.as_str(), *at))
+                    Some((fp.clone(), jid.clone(), *at))
                 })
                 .collect(),
         }

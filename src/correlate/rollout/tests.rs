@@ -369,33 +369,3 @@ fn standings_outside_the_fleet_are_bounded_and_a_members_run_always_counts() {
         (1, 1, RolloutStatus::Complete)
     );
 }
-
-/// A published job makes room in each open rollout for its minions: their
-/// runs then never grow its table of standings.
-#[test]
-fn a_published_job_makes_room_in_each_open_rollout() {
-    let names: Vec<String> = (0..3_000).map(|i| format!("web{i}")).collect();
-    let fleet: Vec<&str> = names.iter().map(String::as_str).collect();
-    let mut r = Rollouts::new(
-        RecordFactory::new("m"),
-        Duration::from_secs(60),
-        Duration::from_secs(3600),
-        4,
-    );
-    let mut out = Vec::new();
-    r.head(facts("A", &[]), true, &fleet[..], Stamp(0), &mut out);
-    r.expect(fleet.len());
-    let room = r.open_rollouts("states")[0].minions.capacity();
-    assert!(room >= fleet.len(), "{room}");
-    for name in &fleet {
-        r.outcome(
-            "states",
-            0,
-            &run(name, false),
-            &fleet[..],
-            Stamp(S),
-            &mut out,
-        );
-    }
-    assert_eq!(r.open_rollouts("states")[0].minions.capacity(), room);
-}

@@ -44,7 +44,7 @@ use crate::record::{
 };
 use crate::time::Stamp;
 
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Job {
     /// Shared with its returns' `minion_return` records.
     fun: Arc<str>,
@@ -101,7 +101,7 @@ pub struct ReturnSeen {
 }
 
 /// A job past its verdict that still has missing minions, waiting for late returns.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct ClosedJob {
     summary: JobCompleted,
     missing: HashMap<Box<str>, MissingReason>,

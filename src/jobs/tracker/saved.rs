@@ -3,15 +3,18 @@
 //! find_job and runner jobs in flight, missing streaks and presence. What is
 //! derived (the deadline queue, the totals) is rebuilt on restore; what is
 //! short-lived (orchestration steps, jobs part way through their verdicts) is
-//! not kept. Written from borrows ([`SavingTracker`]), read back owned
-//! ([`SavedTracker`]): the same shape, so a save costs no copy of the state.
+//! not kept. Copied between events ([`TrackerSnapshot`]), written from
+//! borrows of the copy ([`SavingTracker`]) on the checkpoint's thread, read
+//! back owned ([`SavedTracker`]) in the same shape.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::{ClosedJob, Job, JobTracker};
-use crate::jobs::presence::{SavedPresence, SavingPresence};
+use crate::jobs::presence::{Presence, SavedPresence, SavingPresence};
+use crate::jobs::streaks::Streaks;
 use crate::time::Stamp;
 
 #[derive(Debug, Serialize)]
@@ -51,34 +54,79 @@ impl SavedTracker {
     }
 }
 
-impl JobTracker {
-    /// The tracker's memory, borrowed. Jobs part way through their verdicts are
-    /// not in it (the agent hands every batch on before it saves).
+/// The tracker's memory copied between two events, to be written from a
+/// thread of its own: each open job's minions are its shared list of names
+/// and a byte each, copied whole; the rest is the jobs and minions the tracker
+/// follows past a job (closed jobs' missing minions, streaks, presence).
+#[derive(Debug)]
+pub struct TrackerSnapshot {
+    open: Vec<(Arc<str>, Job)>,
+    closed: Vec<(Stamp, Box<str>, ClosedJob)>,
+    find_jobs: Vec<(Stamp, Box<str>, Box<str>)>,
+    runners: Vec<(Box<str>, Box<str>, Stamp)>,
+    last_gap_end: Option<Stamp>,
+    streaks: Streaks,
+    presence: Presence,
+}
+
+impl TrackerSnapshot {
     pub fn saving(&self) -> SavingTracker<'_> {
         SavingTracker {
             open: self.open.iter().map(|(jid, job)| (&**jid, job)).collect(),
             closed: self
+                .closed
+                .iter()
+                .map(|(at, jid, job)| (*at, &**jid, job))
+                .collect(),
+            find_jobs: self
+                .find_jobs
+                .iter()
+                .map(|(at, jid, watched)| (*at, &**jid, &**watched))
+                .collect(),
+            runners: self
+                .runners
+                .iter()
+                .map(|(jid, fun, at)| (&**jid, &**fun, *at))
+                .collect(),
+            last_gap_end: self.last_gap_end,
+            streaks: self.streaks.saving(),
+            streak_since: self.streaks.saving_since(),
+            presence: self.presence.saving(),
+        }
+    }
+}
+
+impl JobTracker {
+    /// The tracker's memory, copied. Jobs part way through their verdicts are
+    /// not in it (the agent hands every batch on before it saves).
+    pub fn snapshot(&self) -> TrackerSnapshot {
+        TrackerSnapshot {
+            open: self
+                .open
+                .iter()
+                .map(|(jid, job)| (jid.clone(), job.clone()))
+                .collect(),
+            closed: self
                 .closed_order
                 .iter()
-                .filter_map(|(at, jid)| Some((*at, &**jid, self.closed.get(jid)?)))
+                .filter_map(|(at, jid)| Some((*at, jid.clone(), self.closed.get(jid)?.clone())))
                 .collect(),
             find_jobs: self
                 .find_jobs_order
                 .iter()
                 .filter_map(|(at, jid)| {
                     let (_, watched) = self.find_jobs.get(jid)?;
-                    Some((*at, &**jid, &**watched))
+                    Some((*at, jid.clone(), watched.clone()))
                 })
                 .collect(),
             runners: self
                 .runners
                 .iter()
-                .map(|(jid, (fun, at))| (&**jid, &**fun, *at))
+                .map(|(jid, (fun, at))| (jid.clone(), fun.clone(), *at))
                 .collect(),
             last_gap_end: self.last_gap_end,
-            streaks: self.streaks.saving(),
-            streak_since: self.streaks.saving_since(),
-            presence: self.presence.saving(),
+            streaks: self.streaks.clone(),
+            presence: self.presence.clone(),
         }
     }
 
