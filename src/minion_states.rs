@@ -20,7 +20,10 @@
 //! hashes) is kept in copy-on-write parts ([`crate::cow`]): its clone is a
 //! snapshot the checkpoint encodes on its own thread.
 
+use std::hash::BuildHasher;
+
 use foldhash::{HashMap, HashMapExt};
+use hashbrown::HashTable;
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 
 use crate::cow::CowVec;
@@ -78,7 +81,11 @@ pub struct Held<V> {
 #[derive(Debug)]
 pub struct MinionStates<V> {
     held: Held<V>,
-    ids: HashMap<Box<str>, u32>,
+    /// Minion numbers, found by their name in `held`: a name is kept once
+    /// (a table keyed by names would hold each a second time: 2.4 MB a
+    /// memory at 50,000 minions).
+    ids: HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
     /// State (its hash) → its number.
     numbers: HashMap<u64, u32>,
     blocks: usize,
@@ -104,7 +111,8 @@ impl<V: Copy> MinionStates<V> {
                 states: CowVec::default(),
                 len: 0,
             },
-            ids: HashMap::new(),
+            ids: HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
             numbers: HashMap::new(),
             blocks: 0,
             max_len,
@@ -133,27 +141,42 @@ impl<V: Copy> MinionStates<V> {
         let room = minions
             .min(self.max_len)
             .saturating_sub(self.held.minions.len());
-        self.ids.reserve(room);
+        let (names, hasher) = (&self.held.names, &self.hasher);
+        self.ids
+            .reserve(room, |&id| hasher.hash_one(&*names[id as usize]));
     }
 
     /// The minion's number, given it when new (`Full` past the bound).
     pub fn minion(&mut self, name: &str) -> Result<u32, Full> {
-        if let Some(&id) = self.ids.get(name) {
+        if let Some(id) = self.known(name) {
             return Ok(id);
         }
         if self.held.minions.len() >= self.max_len {
             return Err(Full);
         }
         let id = u32::try_from(self.held.minions.len()).map_err(|_| Full)?;
-        self.ids.insert(name.into(), id);
         self.held.names.push(name.into());
         self.held.minions.push(Vec::new());
+        self.index(id);
         Ok(id)
+    }
+
+    /// Minion `id` (its name in `held`) found by its name from now on.
+    fn index(&mut self, id: u32) {
+        let (names, hasher) = (&self.held.names, &self.hasher);
+        let hash = hasher.hash_one(&*names[id as usize]);
+        self.ids
+            .insert_unique(hash, id, |&id| hasher.hash_one(&*names[id as usize]));
     }
 
     /// The minion's number, if it has one.
     pub fn known(&self, name: &str) -> Option<u32> {
-        self.ids.get(name).copied()
+        let names = &self.held.names;
+        self.ids
+            .find(self.hasher.hash_one(name), |&id| {
+                &*names[id as usize] == name
+            })
+            .copied()
     }
 
     /// Where the block numbered `block` is among a minion's (`Err`: where it
@@ -283,16 +306,22 @@ impl<V: Copy> MinionStates<V> {
         let names: Vec<(Box<str>, u32)> = names.into_iter().collect();
         let count = names.len().min(self.max_len);
         *self = Self::new(self.max_len);
-        self.ids = HashMap::with_capacity(count);
         let mut by_number: Vec<Box<str>> = vec![Box::default(); count];
         for (name, id) in names {
             if let Some(slot) = by_number.get_mut(id as usize) {
-                self.ids.insert(name.clone(), id);
                 *slot = name;
             }
         }
         self.held.names = by_number.into_iter().collect();
         self.held.minions = (0..count).map(|_| Vec::new()).collect();
+        let hasher = &self.hasher;
+        let names = &self.held.names;
+        self.ids = HashTable::with_capacity(count);
+        for id in 0..count as u32 {
+            let hash = hasher.hash_one(&*names[id as usize]);
+            self.ids
+                .insert_unique(hash, id, |&id| hasher.hash_one(&*names[id as usize]));
+        }
         let mut left = 0;
         for (minion, state, value) in entries {
             let known = (minion as usize) < count;
