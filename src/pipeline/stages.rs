@@ -17,26 +17,18 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::Config;
 use crate::correlate::Correlator;
-use crate::correlate::saved::{CorrelatorSnapshot, SavedCorrelator, SavingCorrelator};
 use crate::counter::Counts;
 use crate::drift::DriftStage;
-use crate::drift::saved::{DriftSnapshot, SavedDrift, SavingDrift};
 use crate::event::{Body, Event};
-use crate::incident::saved::SavedIncidents;
 use crate::incident::{Failure, Incidents};
 use crate::jobs::tracker::JobClosed;
-use crate::jobs::tracker::saved::{SavedTracker, SavingTracker, TrackerSnapshot};
 use crate::jobs::{JobTracker, TrackerConfig};
 use crate::master_processes::MasterSample;
 use crate::pressure::Pressure;
-use crate::pressure::saved::SavedPressure;
 use crate::record::{JobContext, Record, RecordBody, RecordFactory, RunKind, Shared};
 use crate::time::Stamp;
-use crate::triage::saved::{SavedTriage, SavingTriage, TriageSnapshot};
 use crate::triage::{Findings, Triage};
 
 #[cfg(test)]
@@ -45,64 +37,10 @@ mod correlation_tests;
 mod incident_tests;
 #[cfg(test)]
 mod return_tests;
+mod saved;
 mod state_runs;
 
-/// The stages' memory copied between two events, for a checkpoint written
-/// from a thread of its own: each stage's per-minion memory copy on write.
-pub struct StagesSnapshot {
-    tracker: TrackerSnapshot,
-    triage: TriageSnapshot,
-    correlator: CorrelatorSnapshot,
-    incidents: SavedIncidents,
-    pressure: SavedPressure,
-    drift: DriftSnapshot,
-}
-
-impl StagesSnapshot {
-    /// The copy as a checkpoint writes it (borrowed from the copy).
-    pub fn saving(&self) -> SavingStages<'_> {
-        SavingStages {
-            tracker: self.tracker.saving(),
-            triage: self.triage.saving(),
-            correlator: self.correlator.saving(),
-            incidents: &self.incidents,
-            pressure: &self.pressure,
-            drift: self.drift.saving(),
-        }
-    }
-}
-
-/// The stages' memory as a checkpoint writes it (borrowed).
-#[derive(Serialize)]
-pub struct SavingStages<'a> {
-    tracker: SavingTracker<'a>,
-    triage: SavingTriage<'a>,
-    correlator: SavingCorrelator<'a>,
-    incidents: &'a SavedIncidents,
-    pressure: &'a SavedPressure,
-    drift: SavingDrift<'a>,
-}
-
-/// The stages' memory as a checkpoint reads it back.
-#[derive(Deserialize)]
-pub struct SavedStages {
-    tracker: SavedTracker,
-    triage: SavedTriage,
-    correlator: SavedCorrelator,
-    #[serde(default)]
-    incidents: Option<SavedIncidents>,
-    #[serde(default)]
-    pressure: Option<SavedPressure>,
-    #[serde(default)]
-    drift: Option<SavedDrift>,
-}
-
-impl SavedStages {
-    /// Jobs open when it was written.
-    pub fn open_jobs(&self) -> usize {
-        self.tracker.open_jobs()
-    }
-}
+pub use saved::{SavedStages, SavingStages, StagesSnapshot};
 
 /// What triage found in a return, for the stages after the tracker.
 struct Triaged {
@@ -166,42 +104,6 @@ impl Stages {
             tracked: Vec::new(),
             closed_since_flush: false,
         }
-    }
-
-    /// Their memory copied, for a checkpoint. Call between events, with no
-    /// job part way through its verdicts (the agent hands every batch on
-    /// first).
-    pub fn snapshot(&self) -> StagesSnapshot {
-        StagesSnapshot {
-            tracker: self.tracker.snapshot(),
-            triage: self.triage.snapshot(),
-            correlator: self.correlator.snapshot(),
-            incidents: self.incidents.snapshot(),
-            pressure: self.pressure.snapshot(),
-            drift: self.drift.snapshot(),
-        }
-    }
-
-    /// Takes back a checkpoint's memory (stages just made from the config: its
-    /// bounds apply to what comes back). Its records: what was open, said
-    /// again (`at` is now).
-    pub fn restore(&mut self, saved: SavedStages, at: Stamp) -> Vec<Record> {
-        self.tracker.restore(saved.tracker);
-        self.triage.restore(saved.triage, at);
-        self.correlator.restore(saved.correlator);
-        let mut out = Vec::new();
-        if let Some(incidents) = saved.incidents {
-            self.incidents.restore(incidents);
-            self.incidents.reannounce(at, &mut out);
-        }
-        if let Some(drift) = saved.drift {
-            self.drift.restore(drift);
-        }
-        if let Some(pressure) = saved.pressure {
-            self.pressure.restore(pressure);
-            self.pressure.reannounce(at, &mut out);
-        }
-        out
     }
 
     /// Each stage's own counts, for the scrape.
