@@ -128,7 +128,7 @@ fn a_saturated_master_is_one_pressure_episode_that_its_verdicts_carry() {
             figures()
         );
         lab.salt(&["*", "test.ping"]).expect("ping");
-        let _ = read_records(&run.stdout, &mut seen, Duration::from_secs(15), closed);
+        let _ = read_records(&run.stdout, &mut seen, Duration::from_secs(30), closed);
     }
     let closed = of_kind(&seen, "master_pressure")
         .into_iter()
