@@ -1,50 +1,22 @@
 //! Triage's memory as a checkpoint keeps it: the failure groups of jobs not
 //! yet completed (oldest job first) and when each fingerprint was first seen.
-//! Copied between events, written from borrows of the copy, read back
-//! owned, in the same shape.
 
 use serde::{Deserialize, Serialize};
 
 use super::{JobGroups, Triage};
 use crate::time::Stamp;
 
-#[derive(Debug, Serialize)]
-pub struct SavingTriage<'a> {
-    jobs: Vec<(&'a str, &'a JobGroups)>,
-    /// Fingerprint, first jid, first seen at; oldest first.
-    first_seen: Vec<(&'a str, &'a str, Stamp)>,
-}
-
-#[derive(Debug, Deserialize)]
+/// Copied between events (a job's groups list a few example minions each,
+/// not all), written and read back in one shape.
+#[derive(Debug, Serialize, Deserialize)]
 pub struct SavedTriage {
     jobs: Vec<(Box<str>, JobGroups)>,
     first_seen: Vec<(String, String, Stamp)>,
 }
 
-/// Triage's memory copied between two events (a job's groups list a few
-/// example minions each, not all).
-#[derive(Debug)]
-pub struct TriageSnapshot {
-    jobs: Vec<(Box<str>, JobGroups)>,
-    first_seen: Vec<(String, String, Stamp)>,
-}
-
-impl TriageSnapshot {
-    pub fn saving(&self) -> SavingTriage<'_> {
-        SavingTriage {
-            jobs: self.jobs.iter().map(|(jid, g)| (&**jid, g)).collect(),
-            first_seen: self
-                .first_seen
-                .iter()
-                .map(|(fp, jid, at)| (fp.as_str(), jid.as_str(), *at))
-                .collect(),
-        }
-    }
-}
-
 impl Triage {
-    pub fn snapshot(&self) -> TriageSnapshot {
-        TriageSnapshot {
+    pub fn snapshot(&self) -> SavedTriage {
+        SavedTriage {
             jobs: self
                 .jobs_order
                 .iter()

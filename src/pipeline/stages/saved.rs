@@ -12,13 +12,13 @@ use crate::jobs::tracker::saved::{SavedTracker, SavingTracker, TrackerSnapshot};
 use crate::pressure::saved::SavedPressure;
 use crate::record::Record;
 use crate::time::Stamp;
-use crate::triage::saved::{SavedTriage, SavingTriage, TriageSnapshot};
+use crate::triage::saved::SavedTriage;
 
 /// The stages' memory copied between two events, for a checkpoint written
 /// from a thread of its own: each stage's per-minion memory copy on write.
 pub struct StagesSnapshot {
     tracker: TrackerSnapshot,
-    triage: TriageSnapshot,
+    triage: SavedTriage,
     correlator: CorrelatorSnapshot,
     incidents: SavedIncidents,
     pressure: SavedPressure,
@@ -30,7 +30,7 @@ impl StagesSnapshot {
     pub fn saving(&self) -> SavingStages<'_> {
         SavingStages {
             tracker: self.tracker.saving(),
-            triage: self.triage.saving(),
+            triage: &self.triage,
             correlator: self.correlator.saving(),
             incidents: &self.incidents,
             pressure: &self.pressure,
@@ -43,7 +43,7 @@ impl StagesSnapshot {
 #[derive(Serialize)]
 pub struct SavingStages<'a> {
     tracker: SavingTracker<'a>,
-    triage: SavingTriage<'a>,
+    triage: &'a SavedTriage,
     correlator: SavingCorrelator<'a>,
     incidents: &'a SavedIncidents,
     pressure: &'a SavedPressure,
