@@ -126,9 +126,9 @@ impl Correlator {
 
     /// A minion showed itself on the bus (it joins the fleet when the keys
     /// cannot be read).
-    pub fn saw_minion(&mut self, minion: &str, at: Stamp) {
+    pub fn saw_minion(&mut self, minion: &str) {
         if let Some(following) = &mut self.rollouts {
-            following.fleet.saw(minion, at);
+            following.fleet.saw(minion);
             self.stats
                 .fleet_refused
                 .set(following.fleet.refused + following.rollouts.refused);

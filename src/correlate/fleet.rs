@@ -4,14 +4,16 @@
 //! the bus (a start, a return). A key removed takes its minion out. Bounded:
 //! at most `max` minions; past it new ones are not counted (counted).
 
+use std::hash::BuildHasher;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use foldhash::{HashMap, HashMapExt, HashSet};
+use foldhash::HashSet;
+use foldhash::fast::FixedState;
+use hashbrown::HashTable;
 use tracing::warn;
 
 use super::rollout::Members;
-use crate::time::Stamp;
 
 #[derive(Debug)]
 pub struct Fleet {
@@ -21,8 +23,9 @@ pub struct Fleet {
     checked: Option<Option<SystemTime>>,
     /// Accepted keys, when the directory could be read.
     keys: Option<HashSet<Box<str>>>,
-    /// Minions seen on the bus, and when last.
-    seen: HashMap<Box<str>, Stamp>,
+    /// Minions seen on the bus, in the order they were first seen (a
+    /// rollout takes in who joined since it last counted).
+    seen: Seen,
     warned: bool,
     /// Bumped when the membership changed otherwise than by minions seen
     /// joining it (the keys listed again, or no longer readable).
@@ -38,7 +41,7 @@ impl Fleet {
             max,
             checked: None,
             keys: None,
-            seen: HashMap::new(),
+            seen: Seen::default(),
             warned: false,
             generation: 0,
             refused: 0,
@@ -46,12 +49,8 @@ impl Fleet {
     }
 
     /// A minion showed itself on the bus.
-    pub fn saw(&mut self, minion: &str, at: Stamp) {
-        if let Some(last) = self.seen.get_mut(minion) {
-            *last = (*last).max(at);
-        } else if self.seen.len() < self.max {
-            self.seen.insert(minion.into(), at);
-        } else {
+    pub fn saw(&mut self, minion: &str) {
+        if !self.seen.insert(minion, self.max) {
             self.refused += 1;
         }
     }
@@ -101,7 +100,7 @@ impl Fleet {
     pub fn contains(&self, minion: &str) -> bool {
         match &self.keys {
             Some(keys) => keys.contains(minion),
-            None => self.seen.contains_key(minion),
+            None => self.seen.contains(minion),
         }
     }
 
@@ -109,7 +108,7 @@ impl Fleet {
     pub fn members(&self) -> Vec<&str> {
         match &self.keys {
             Some(keys) => keys.iter().map(|k| &**k).collect(),
-            None => self.seen.keys().map(|k| &**k).collect(),
+            None => self.seen.order.iter().map(|k| &**k).collect(),
         }
     }
 
@@ -142,8 +141,73 @@ impl Members for Fleet {
         self.generation
     }
 
+    /// Only the minions seen join a fleet without a new generation: the
+    /// keys, when readable, change only by being listed again.
+    fn joined(&self, since: usize) -> impl Iterator<Item = &str> {
+        let joined = match &self.keys {
+            Some(_) => &[][..],
+            None => self.seen.order.get(since..).unwrap_or_default(),
+        };
+        joined.iter().map(|k| &**k)
+    }
+
     fn bound(&self) -> usize {
         self.max
+    }
+}
+
+/// Names in the order first inserted, each held once: the order a list, the
+/// lookup a table of places in it hashed by the name.
+#[derive(Debug, Default)]
+struct Seen {
+    order: Vec<Box<str>>,
+    places: HashTable<u32>,
+}
+
+impl Seen {
+    fn hash(name: &str) -> u64 {
+        FixedState::default().hash_one(name)
+    }
+
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.places
+            .find(Self::hash(name), |&at| &*self.order[at as usize] == name)
+            .is_some()
+    }
+
+    /// Whether `name` is held now: held before, or inserted within `max`.
+    fn insert(&mut self, name: &str, max: usize) -> bool {
+        if self.contains(name) {
+            return true;
+        }
+        let Ok(at) = u32::try_from(self.order.len()) else {
+            return false;
+        };
+        if self.order.len() >= max {
+            return false;
+        }
+        let order = &self.order;
+        self.places.insert_unique(Self::hash(name), at, |&place| {
+            Self::hash(&order[place as usize])
+        });
+        self.order.push(name.into());
+        true
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        self.order.reserve(additional);
+        let order = &self.order;
+        self.places
+            .reserve(additional, |&place| Self::hash(&order[place as usize]));
+    }
+
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        self.places.capacity().min(self.order.capacity())
     }
 }
 
@@ -160,7 +224,7 @@ mod tests {
         let mut fleet = Fleet::new(dir.path().to_path_buf(), 10);
         assert!(fleet.refresh());
         assert_eq!(fleet.len(), 3);
-        fleet.saw("laptop9", Stamp(1));
+        fleet.saw("laptop9");
         assert!(
             !fleet.contains("laptop9"),
             "keys, when readable, are the fleet"
@@ -177,16 +241,22 @@ mod tests {
     fn without_keys_the_minions_seen_on_the_bus_are_the_fleet_within_the_bound() {
         let mut fleet = Fleet::new("/nonexistent/saltsight-test/minions".into(), 2);
         fleet.refresh();
-        fleet.saw("a", Stamp(1));
+        fleet.saw("a");
         // Still unreadable: the fleet is still the minions seen, and no
         // rollout need be counted again over it.
         assert!(!fleet.refresh());
         assert_eq!(fleet.generation(), 0);
-        fleet.saw("b", Stamp(1));
-        fleet.saw("c", Stamp(1));
+        fleet.saw("b");
+        fleet.saw("c");
+        fleet.saw("a");
         assert_eq!(fleet.len(), 2);
         assert_eq!(fleet.refused, 1);
         assert!(fleet.contains("a"));
+        assert_eq!(
+            fleet.joined(1).collect::<Vec<_>>(),
+            ["b"],
+            "in the order seen"
+        );
     }
 
     /// A job's publication makes room for its minions, within the bound:
@@ -198,7 +268,7 @@ mod tests {
         let room = fleet.seen.capacity();
         assert!(room >= 3_000, "{room}");
         for m in 0..3_000 {
-            fleet.saw(&format!("web{m}"), Stamp(1));
+            fleet.saw(&format!("web{m}"));
         }
         assert_eq!(fleet.seen.capacity(), room, "grown under the returns");
         fleet.expect(1_000_000);

@@ -7,13 +7,16 @@
 //! Pure bookkeeping: the correlator does the git (ancestry, changed files)
 //! and hands in answers. Bounded: at most `max_open` open rollouts per state
 //! tree (the oldest closes as superseded), each minion one small entry, and
-//! samples capped.
+//! samples capped. A run is counted as it comes and its samples kept
+//! (`samples`): the fleet is walked when a rollout opens, when the fleet
+//! changed otherwise than by growing, and rarely for samples.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use foldhash::{HashMap, HashMapExt};
 
+use self::samples::{Candidates, Gathering};
 use crate::cow::CowMap;
 use crate::record::{
     Delays, PullRequest, Record, RecordBody, RecordFactory, Rollout, RolloutFailure, RolloutStatus,
@@ -63,6 +66,17 @@ pub struct Open {
     /// The fleet's [`Members::generation`] when last counted whole.
     #[serde(skip)]
     counted_in: u64,
+    /// Kept since it was last counted whole; none when restored (counted
+    /// whole at its next revision).
+    #[serde(skip)]
+    samples: Option<Samples>,
+}
+
+/// The smallest names of a rollout's failed and of its pending members.
+#[derive(Debug, Clone)]
+struct Samples {
+    failed: Candidates,
+    pending: Candidates,
 }
 
 impl Open {
@@ -70,10 +84,82 @@ impl Open {
         &self.record.commit
     }
 
-    /// Counted against the whole fleet, as it stands now.
-    fn count_whole(&mut self, fleet: &(impl Members + ?Sized)) {
-        tally(&mut self.record, &self.minions, &fleet.listed());
-        self.counted_in = fleet.generation();
+    /// Counted against the whole fleet (`listed`, of `generation`), as it
+    /// stands now.
+    fn count_whole(&mut self, listed: &[&str], generation: u64) {
+        let kept = tally(
+            &mut self.record,
+            &self.minions,
+            listed,
+            self.samples.as_ref(),
+        );
+        self.samples = Some(kept);
+        self.counted_in = generation;
+        self.write_samples();
+    }
+
+    /// Brought up to the fleet as it stands: the members who joined since
+    /// taken in (pending unless they ran already); counted whole when it
+    /// changed otherwise. The counts' consequences are the caller's
+    /// ([`progress`]).
+    fn follow(&mut self, fleet: &(impl Members + ?Sized)) {
+        let count = u32::try_from(fleet.count()).unwrap_or(u32::MAX);
+        let record = &mut self.record;
+        match &mut self.samples {
+            Some(samples) if self.counted_in == fleet.generation() && count >= record.known => {
+                if count > record.known {
+                    for joined in fleet.joined(record.known as usize) {
+                        match self.minions.get(joined) {
+                            None => samples.pending.add(joined),
+                            Some(Standing::Applied(_)) => record.applied += 1,
+                            Some(Standing::Failed { .. }) => {
+                                record.failed += 1;
+                                samples.failed.add(joined);
+                            }
+                        }
+                    }
+                    record.known = count;
+                }
+            }
+            _ => self.count_whole(&fleet.listed(), fleet.generation()),
+        }
+    }
+
+    /// Up to the fleet, with its samples written into its record: from
+    /// those kept, or from a walk when too few are kept to say.
+    fn revise(&mut self, fleet: &(impl Members + ?Sized)) {
+        self.follow(fleet);
+        progress(&mut self.record);
+        if !self.write_samples() {
+            self.count_whole(&fleet.listed(), fleet.generation());
+        }
+    }
+
+    /// The samples kept written into the record; false when too few are
+    /// kept to say.
+    fn write_samples(&mut self) -> bool {
+        let Some(samples) = &self.samples else {
+            return false;
+        };
+        let (Some(failed), Some(pending)) = (samples.failed.first(), samples.pending.first())
+        else {
+            return false;
+        };
+        let record = &mut self.record;
+        record.sample_failed = failed
+            .filter_map(|minion| match self.minions.get(minion) {
+                Some(Standing::Failed {
+                    jid, fingerprint, ..
+                }) => Some(RolloutFailure {
+                    minion: minion.to_owned(),
+                    jid: jid.to_string(),
+                    fingerprint: fingerprint.as_deref().map(str::to_owned),
+                }),
+                _ => None,
+            })
+            .collect();
+        record.sample_pending = pending.map(str::to_owned).collect();
+        true
     }
 
     /// Whether a run covering `coverage` covers this commit's change.
@@ -114,6 +200,10 @@ pub trait Members {
     fn has(&self, minion: &str) -> bool;
     fn count(&self) -> usize;
     fn listed(&self) -> Vec<&str>;
+    /// The members past the first `since` of a fleet that only grew since it
+    /// had `since` members (of one [`Members::generation`]): who joined, in
+    /// the order they did.
+    fn joined(&self, since: usize) -> impl Iterator<Item = &str>;
     /// Changes when the membership changed otherwise than by minions joining
     /// it (who joined has no standing yet: a minion joins the fleet before
     /// its run is counted). A fleet that only grows keeps one.
@@ -138,6 +228,10 @@ impl Members for [&str] {
 
     fn listed(&self) -> Vec<&str> {
         self.to_vec()
+    }
+
+    fn joined(&self, since: usize) -> impl Iterator<Item = &str> {
+        self.get(since..).unwrap_or_default().iter().copied()
     }
 }
 
@@ -203,19 +297,17 @@ impl Rollouts {
         at: Stamp,
         out: &mut Vec<Record>,
     ) {
-        let (listed, generation) = (fleet.listed(), fleet.generation());
-        let fleet = listed.as_slice();
         let list = self.open.entry(facts.repo.clone()).or_default();
         if list.iter().any(|o| o.record.commit == facts.commit) {
             return; // back to a commit already followed
         }
         for mut older in list.drain(..) {
-            tally(&mut older.record, &older.minions, fleet);
+            older.revise(fleet);
             older.record.status = RolloutStatus::Superseded;
             older.record.superseded_by = Some(facts.commit.clone());
             out.push(emit(&self.records, &mut older, at));
         }
-        let mut record = Rollout {
+        let record = Rollout {
             repo: facts.repo.clone(),
             commit: facts.commit,
             subject: facts.subject,
@@ -245,31 +337,30 @@ impl Rollouts {
             last_progress: at,
         };
         let mut open = Open {
+            record,
             minions: CowMap::default(),
             emissions: 0,
             emitted_at: at,
             dirty: true,
-            counted_in: generation,
-            record: {
-                tally(&mut record, &CowMap::default(), fleet);
-                record
-            },
+            counted_in: 0,
+            samples: None,
         };
+        open.count_whole(&fleet.listed(), fleet.generation());
         out.push(emit(&self.records, &mut open, at));
         let list = self.open.entry(facts.repo).or_default();
         list.push(open);
         while list.len() > self.max_open {
             let mut oldest = list.remove(0);
-            tally(&mut oldest.record, &oldest.minions, fleet);
+            oldest.revise(fleet);
             oldest.record.status = RolloutStatus::Superseded;
             out.push(emit(&self.records, &mut oldest, at));
         }
     }
 
     /// A run of `repo`'s rollout `index` (the correlator found it under that
-    /// commit or a descendant, and covering it). Counted as it comes (the
-    /// fleet is walked again only when the fleet grew since, or when the
-    /// rollout is emitted), so a return costs the same on any fleet.
+    /// commit or a descendant, and covering it). Counted as it comes, its
+    /// samples kept (the fleet is walked again only when it changed
+    /// otherwise than by growing), so a return costs the same on any fleet.
     pub fn outcome(
         &mut self,
         repo: &str,
@@ -291,6 +382,9 @@ impl Rollouts {
             }
             None => false,
         };
+        // Who joined the fleet (this minion perhaps) taken in first, pending
+        // until now as the run being counted was.
+        open.follow(fleet);
         let standing = if run.succeeded {
             Standing::Applied(at)
         } else {
@@ -307,30 +401,24 @@ impl Rollouts {
                 open.minions.insert(run.minion.into(), standing);
             }
         }
+        if let Some(samples) = open.samples.as_mut().filter(|_| fleet.has(run.minion)) {
+            let record = &mut open.record;
+            record.failed = record.failed.saturating_sub(u32::from(failed_before));
+            samples.pending.remove(run.minion);
+            if run.succeeded {
+                record.applied += 1;
+                samples.failed.remove(run.minion);
+            } else {
+                record.failed += 1;
+                samples.failed.add(run.minion);
+            }
+        }
         open.record.last_progress = at;
         open.dirty = true;
         let was = open.record.status;
-        let count = u32::try_from(fleet.count()).unwrap_or(u32::MAX);
-        if open.counted_in != fleet.generation() || count < open.record.known {
-            // The fleet changed otherwise than by growing: counted again.
-            open.count_whole(fleet);
-        } else {
-            // Minions seen for the first time joined it, this one perhaps:
-            // pending until now, as the run being counted was.
-            let record = &mut open.record;
-            record.known = count;
-            if fleet.has(run.minion) {
-                record.failed = record.failed.saturating_sub(u32::from(failed_before));
-                if run.succeeded {
-                    record.applied += 1;
-                } else {
-                    record.failed += 1;
-                }
-            }
-            progress(record);
-        }
+        progress(&mut open.record);
         if open.record.status != was || open.emitted_at.plus(self.update_every) <= at {
-            open.count_whole(fleet);
+            open.revise(fleet);
             out.push(emit(&self.records, open, at));
         }
         if open.record.status == RolloutStatus::Complete {
@@ -352,8 +440,7 @@ impl Rollouts {
             if let Some(list) = self.open.get_mut(&repo) {
                 for open in list.iter_mut() {
                     let was = (open.record.status, open.record.known);
-                    tally(&mut open.record, &open.minions, &listed);
-                    open.counted_in = generation;
+                    open.count_whole(&listed, generation);
                     if (open.record.status, open.record.known) != was {
                         out.push(emit(&self.records, open, at));
                     }
@@ -363,11 +450,9 @@ impl Rollouts {
         }
     }
 
-    /// Time moved to `now`: pending revisions go out (counted against `fleet`
-    /// first, for their samples), rollouts with no progress for `stall_after`
-    /// are stalled.
+    /// Time moved to `now`: pending revisions go out (brought up to `fleet`
+    /// first), rollouts with no progress for `stall_after` are stalled.
     pub fn advance(&mut self, now: Stamp, fleet: &(impl Members + ?Sized), out: &mut Vec<Record>) {
-        let mut listed = None;
         for list in self.open.values_mut() {
             for open in list.iter_mut() {
                 let stalled = open.record.status == RolloutStatus::InProgress
@@ -380,9 +465,7 @@ impl Rollouts {
                 };
                 let due = open.dirty && open.emitted_at.plus(every) <= now;
                 if stalled || due {
-                    let listed = listed.get_or_insert_with(|| fleet.listed());
-                    tally(&mut open.record, &open.minions, listed);
-                    open.counted_in = fleet.generation();
+                    open.revise(fleet);
                     if stalled && open.record.status != RolloutStatus::Complete {
                         open.record.status = RolloutStatus::Stalled;
                     }
@@ -399,8 +482,8 @@ impl Rollouts {
         }
     }
 
-    /// A job closed: every rollout its runs changed goes out now (counted
-    /// against `fleet` first) if its last revision is [`FLUSH_EVERY`] old,
+    /// A job closed: every rollout its runs changed goes out now (brought up
+    /// to `fleet` first) if its last revision is [`FLUSH_EVERY`] old,
     /// else that long after it, not at the next `update_every`: an answer
     /// read right after a highstate has it.
     pub fn flush(&mut self, now: Stamp, fleet: &(impl Members + ?Sized), out: &mut Vec<Record>) {
@@ -453,96 +536,38 @@ impl Rollouts {
     }
 }
 
-/// Counts the fleet's minions by standing, and the samples (the first
-/// [`SAMPLES`] names of each, in order: one pass, no sort of the fleet);
-/// then [`progress`].
-fn tally(record: &mut Rollout, minions: &CowMap<Box<str>, Standing>, fleet: &[&str]) {
+/// Counts the fleet's minions by standing and finds the smallest names of
+/// each kind (one pass, no sort of the fleet), then [`progress`] and the
+/// samples: the names it found (as many as `before` kept, more of a kind it
+/// ran short of).
+fn tally(
+    record: &mut Rollout,
+    minions: &CowMap<Box<str>, Standing>,
+    fleet: &[&str],
+    before: Option<&Samples>,
+) -> Samples {
     let (mut applied, mut failed) = (0u32, 0u32);
-    let mut first_failed = Smallest::default();
-    let mut first_pending = Smallest::default();
+    let mut failed_names = Gathering::new(before.map(|b| &b.failed));
+    let mut pending_names = Gathering::new(before.map(|b| &b.pending));
     for minion in fleet {
         match minions.get(*minion) {
             Some(Standing::Applied(_)) => applied += 1,
-            Some(Standing::Failed {
-                jid, fingerprint, ..
-            }) => {
+            Some(Standing::Failed { .. }) => {
                 failed += 1;
-                first_failed.offer(minion, (jid, fingerprint));
+                failed_names.offer(minion);
             }
-            None => first_pending.offer(minion, ()),
+            None => pending_names.offer(minion),
         }
     }
-    record.sample_failed = first_failed
-        .sorted()
-        .map(|(minion, (jid, fingerprint))| RolloutFailure {
-            minion: minion.to_owned(),
-            jid: jid.to_string(),
-            fingerprint: fingerprint.as_deref().map(str::to_owned),
-        })
-        .collect();
-    record.sample_pending = first_pending
-        .sorted()
-        .map(|(minion, ())| minion.to_owned())
-        .collect();
+    let kept = Samples {
+        failed: failed_names.done(),
+        pending: pending_names.done(),
+    };
     record.known = u32::try_from(fleet.len()).unwrap_or(u32::MAX);
     record.applied = applied;
     record.failed = failed;
     progress(record);
-}
-
-/// The [`SAMPLES`] smallest names offered, with what each carries: a
-/// max-heap of that many, so a pass over the fleet keeps no list of it.
-struct Smallest<'a, T> {
-    heap: std::collections::BinaryHeap<Named<'a, T>>,
-}
-
-/// A name and what it carries, ordered by the name alone.
-struct Named<'a, T>(&'a str, T);
-
-impl<T> PartialEq for Named<'_, T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-
-impl<T> Eq for Named<'_, T> {}
-
-impl<T> PartialOrd for Named<'_, T> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl<T> Ord for Named<'_, T> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.cmp(other.0)
-    }
-}
-
-impl<T> Default for Smallest<'_, T> {
-    fn default() -> Self {
-        Self {
-            heap: std::collections::BinaryHeap::with_capacity(SAMPLES + 1),
-        }
-    }
-}
-
-impl<'a, T> Smallest<'a, T> {
-    fn offer(&mut self, name: &'a str, with: T) {
-        if self.heap.len() < SAMPLES {
-            self.heap.push(Named(name, with));
-        } else if self.heap.peek().is_some_and(|largest| name < largest.0) {
-            self.heap.pop();
-            self.heap.push(Named(name, with));
-        }
-    }
-
-    fn sorted(self) -> impl Iterator<Item = (&'a str, T)> {
-        self.heap
-            .into_sorted_vec()
-            .into_iter()
-            .map(|Named(n, t)| (n, t))
-    }
+    kept
 }
 
 /// What the counts say: pending, the reach times (first reached only), the
@@ -600,5 +625,6 @@ fn emit(records: &RecordFactory, open: &mut Open, at: Stamp) -> Record {
     )
 }
 
+mod samples;
 #[cfg(test)]
 mod tests;

@@ -175,6 +175,10 @@ impl Members for Walked<'_> {
         self.walks.set(self.walks.get() + 1);
         self.members.clone()
     }
+
+    fn joined(&self, since: usize) -> impl Iterator<Item = &str> {
+        self.members.joined(since)
+    }
 }
 
 #[test]
@@ -214,10 +218,11 @@ fn a_run_is_counted_as_it_comes_and_the_fleet_walked_only_to_emit() {
     assert_eq!(fleet.walks.get(), 0, "no walk of the fleet per run");
     let open = &r.open_rollouts("states")[0];
     let mut whole = open.record.clone();
-    tally(
+    let _ = tally(
         &mut whole,
         &open.minions,
         &names.iter().map(String::as_str).collect::<Vec<_>>(),
+        None,
     );
     assert_eq!(
         (
@@ -230,9 +235,9 @@ fn a_run_is_counted_as_it_comes_and_the_fleet_walked_only_to_emit() {
         (40, 21, 9, 10, open.record.reached_50),
         "as counting the whole fleet says"
     );
-    // Due: emitted with its samples, from one walk.
+    // Due: emitted with its samples, kept as the runs came.
     r.advance(Stamp(61 * S), &fleet, &mut out);
-    assert_eq!(fleet.walks.get(), 1);
+    assert_eq!(fleet.walks.get(), 0);
     let emitted = rollouts(&out).pop().unwrap();
     assert_eq!(
         (emitted.applied, emitted.failed, emitted.pending),
@@ -240,6 +245,7 @@ fn a_run_is_counted_as_it_comes_and_the_fleet_walked_only_to_emit() {
     );
     assert_eq!(emitted.sample_pending[0], "m30");
     assert_eq!(emitted.sample_failed.len(), 9);
+    assert_eq!(emitted.sample_failed[0].minion, "m03");
     // The fleet grew (minions seen on the bus, each before its run):
     // counted on, not again (a first run of a fleet whose keys cannot be
     // read grows it at every return: a walk each was quadratic).
@@ -256,6 +262,12 @@ fn a_run_is_counted_as_it_comes_and_the_fleet_walked_only_to_emit() {
         );
     }
     assert_eq!(counts(&r), (42, 23, 9, 10));
+    // One joins with no run yet: pending, first of the samples.
+    fleet.members.push("a00");
+    r.advance(Stamp(200 * S), &fleet, &mut out);
+    let emitted = rollouts(&out).pop().unwrap();
+    assert_eq!((emitted.known, emitted.pending), (43, 11));
+    assert_eq!(emitted.sample_pending[..2], ["a00", "m30"]);
     assert_eq!(fleet.walks.get(), 0, "no walk of the fleet as it grows");
     // It shrank: counted again, whole.
     fleet.members.retain(|m| *m != "m41");
@@ -264,10 +276,10 @@ fn a_run_is_counted_as_it_comes_and_the_fleet_walked_only_to_emit() {
         0,
         &run("m39", true),
         &fleet,
-        Stamp(63 * S),
+        Stamp(201 * S),
         &mut out,
     );
-    assert_eq!(counts(&r), (41, 23, 9, 9));
+    assert_eq!(counts(&r), (42, 23, 9, 10));
     assert_eq!(fleet.walks.get(), 1);
 }
 
@@ -345,6 +357,10 @@ impl Members for Bounded {
         vec!["web1"]
     }
 
+    fn joined(&self, since: usize) -> impl Iterator<Item = &str> {
+        ["web1"][..].joined(since)
+    }
+
     fn bound(&self) -> usize {
         2
     }
@@ -368,4 +384,64 @@ fn standings_outside_the_fleet_are_bounded_and_a_members_run_always_counts() {
         (last.known, last.applied, last.status),
         (1, 1, RolloutStatus::Complete)
     );
+}
+
+/// A fleet larger than the samples' candidates: the samples a revision
+/// gives are those of a walk of the whole fleet at every step (the smallest
+/// names first), the fleet walked only when too few candidates are left:
+/// rarely with runs in no order, a few times with runs in the order of their
+/// names (each run takes a sample out).
+#[test]
+fn samples_kept_as_runs_come_are_those_of_a_walk_and_walks_are_rare() {
+    let names: Vec<String> = (0..2_000).map(|i| format!("m{i:04}")).collect();
+    let in_order: Vec<usize> = (0..names.len()).collect();
+    // A permutation: 7 is prime to 2,000.
+    let no_order: Vec<usize> = (0..names.len()).map(|i| i * 7 % names.len()).collect();
+    assert!(walks_to_apply(&names, &in_order) <= 4);
+    assert_eq!(walks_to_apply(&names, &no_order), 1);
+}
+
+/// Every minion of `names` runs once, in `order`, a tenth failing, then the
+/// failed again, applying it: each revision's samples and counts checked
+/// against a walk; how many walks the rollout made.
+fn walks_to_apply(names: &[String], order: &[usize]) -> u32 {
+    let fleet = Walked {
+        members: names.iter().map(String::as_str).collect(),
+        walks: std::cell::Cell::new(0),
+    };
+    let mut r = followed(Duration::from_secs(3600));
+    let mut out = Vec::new();
+    r.head(facts("A", &[]), true, &fleet, Stamp(0), &mut out);
+    fleet.walks.set(0);
+    let runs = order
+        .iter()
+        .map(|&i| (&names[i], i % 10 != 3))
+        .chain(names.iter().skip(3).step_by(10).map(|name| (name, true)));
+    let mut emitted = 0;
+    for (i, (name, ok)) in runs.enumerate() {
+        let at = Stamp((i as i64 + 1) * S);
+        out.clear();
+        r.outcome("states", 0, &run(name, ok), &fleet, at, &mut out);
+        let got = rollouts(&out).pop().expect("emitted at every run");
+        emitted += 1;
+        let Some(open) = r.open_rollouts("states").first() else {
+            assert_eq!(got.status, RolloutStatus::Complete);
+            continue;
+        };
+        let walks = fleet.walks.get();
+        let mut whole = got.clone();
+        let _ = tally(&mut whole, &open.minions, &fleet.listed(), None);
+        fleet.walks.set(walks);
+        assert_eq!(
+            (&got.sample_pending, &got.sample_failed),
+            (&whole.sample_pending, &whole.sample_failed),
+            "after run {i}"
+        );
+        assert_eq!(
+            (got.applied, got.failed, got.pending),
+            (whole.applied, whole.failed, whole.pending)
+        );
+    }
+    assert_eq!(emitted, 2_200);
+    fleet.walks.get()
 }

@@ -24,7 +24,7 @@ impl Stages {
         out: &mut Vec<Record>,
     ) {
         let (jid, minion) = (r.jid.as_str(), r.minion.as_str());
-        self.correlator.saw_minion(minion, at);
+        self.correlator.saw_minion(minion);
         // The tracker's judgement of this very return (the event it judged
         // last); none when it did not count it (a duplicate).
         let Some(returned) = self.tracker.last_return() else {
