@@ -8,7 +8,7 @@
 //!   → record (redacted) → sink | metrics | history | reactor (opt-in)
 //! ```
 //!
-//! - [`label`], [`counter`], [`time`], [`ratelimit`], [`fifo`], [`cow`], [`minion_states`], [`plain`]: leaves: closed label sets, a stage's counts, `Stamp`, log rate limits, a map bounded by count that forgets its oldest first, containers whose clone is a snapshot (copy on write, in parts), what a stage remembers per (minion, state), how a duration, a time, a list or a cut text is said to a person.
+//! - [`label`], [`counter`], [`time`], [`ratelimit`], [`fifo`], [`cow`], [`minion_states`], [`names`], [`plain`]: leaves: closed label sets, a stage's counts, `Stamp`, log rate limits, a map bounded by count that forgets its oldest first, containers whose clone is a snapshot (copy on write, in parts), what a stage remembers per (minion, state), a list of names found by name, how a duration, a time, a list or a cut text is said to a person.
 //! - [`bus`]: the publisher endpoint, the sans-IO frame splitter, the reader task, recordings.
 //! - [`event`]: frame → [`event::Event`], borrowed and selective; no IO, no clock.
 //! - [`jobs`]: job lifecycles and missing-return verdicts; a state machine fed events and time.
@@ -51,6 +51,7 @@ pub mod master_keys;
 pub mod master_processes;
 pub mod metrics;
 pub mod minion_states;
+pub mod names;
 pub mod pipeline;
 pub mod plain;
 pub mod pressure;

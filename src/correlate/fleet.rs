@@ -4,16 +4,14 @@
 //! the bus (a start, a return). A key removed takes its minion out. Bounded:
 //! at most `max` minions; past it new ones are not counted (counted).
 
-use std::hash::BuildHasher;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
 use foldhash::HashSet;
-use foldhash::fast::FixedState;
-use hashbrown::HashTable;
 use tracing::warn;
 
 use super::rollout::Members;
+use crate::names::NameList;
 
 #[derive(Debug)]
 pub struct Fleet {
@@ -25,7 +23,7 @@ pub struct Fleet {
     keys: Option<HashSet<Box<str>>>,
     /// Minions seen on the bus, in the order they were first seen (a
     /// rollout takes in who joined since it last counted).
-    seen: Seen,
+    seen: NameList,
     warned: bool,
     /// Bumped when the membership changed otherwise than by minions seen
     /// joining it (the keys listed again, or no longer readable).
@@ -41,7 +39,7 @@ impl Fleet {
             max,
             checked: None,
             keys: None,
-            seen: Seen::default(),
+            seen: NameList::default(),
             warned: false,
             generation: 0,
             refused: 0,
@@ -50,7 +48,12 @@ impl Fleet {
 
     /// A minion showed itself on the bus.
     pub fn saw(&mut self, minion: &str) {
-        if !self.seen.insert(minion, self.max) {
+        if self.seen.contains(minion) {
+            return;
+        }
+        if self.seen.len() < self.max {
+            self.seen.insert(minion);
+        } else {
             self.refused += 1;
         }
     }
@@ -108,7 +111,7 @@ impl Fleet {
     pub fn members(&self) -> Vec<&str> {
         match &self.keys {
             Some(keys) => keys.iter().map(|k| &**k).collect(),
-            None => self.seen.order.iter().map(|k| &**k).collect(),
+            None => self.seen.iter().collect(),
         }
     }
 
@@ -144,70 +147,15 @@ impl Members for Fleet {
     /// Only the minions seen join a fleet without a new generation: the
     /// keys, when readable, change only by being listed again.
     fn joined(&self, since: usize) -> impl Iterator<Item = &str> {
-        let joined = match &self.keys {
-            Some(_) => &[][..],
-            None => self.seen.order.get(since..).unwrap_or_default(),
+        let since = match &self.keys {
+            Some(_) => usize::MAX,
+            None => since,
         };
-        joined.iter().map(|k| &**k)
+        self.seen.since(since)
     }
 
     fn bound(&self) -> usize {
         self.max
-    }
-}
-
-/// Names in the order first inserted, each held once: the order a list, the
-/// lookup a table of places in it hashed by the name.
-#[derive(Debug, Default)]
-struct Seen {
-    order: Vec<Box<str>>,
-    places: HashTable<u32>,
-}
-
-impl Seen {
-    fn hash(name: &str) -> u64 {
-        FixedState::default().hash_one(name)
-    }
-
-    fn len(&self) -> usize {
-        self.order.len()
-    }
-
-    fn contains(&self, name: &str) -> bool {
-        self.places
-            .find(Self::hash(name), |&at| &*self.order[at as usize] == name)
-            .is_some()
-    }
-
-    /// Whether `name` is held now: held before, or inserted within `max`.
-    fn insert(&mut self, name: &str, max: usize) -> bool {
-        if self.contains(name) {
-            return true;
-        }
-        let Ok(at) = u32::try_from(self.order.len()) else {
-            return false;
-        };
-        if self.order.len() >= max {
-            return false;
-        }
-        let order = &self.order;
-        self.places.insert_unique(Self::hash(name), at, |&place| {
-            Self::hash(&order[place as usize])
-        });
-        self.order.push(name.into());
-        true
-    }
-
-    fn reserve(&mut self, additional: usize) {
-        self.order.reserve(additional);
-        let order = &self.order;
-        self.places
-            .reserve(additional, |&place| Self::hash(&order[place as usize]));
-    }
-
-    #[cfg(test)]
-    fn capacity(&self) -> usize {
-        self.places.capacity().min(self.order.capacity())
     }
 }
 
@@ -265,17 +213,17 @@ mod tests {
     fn a_published_job_makes_room_for_its_minions_within_the_bound() {
         let mut fleet = Fleet::new("/nonexistent/saltsight-test/minions".into(), 5_000);
         fleet.expect(3_000);
-        let room = fleet.seen.capacity();
-        assert!(room >= 3_000, "{room}");
+        let room = fleet.seen.capacities();
+        assert!(room.0 >= 3_000, "{room:?}");
         for m in 0..3_000 {
-            fleet.saw(&format!("web{m}"));
+            fleet.saw(&format!("web{m:04}.example.net"));
         }
-        assert_eq!(fleet.seen.capacity(), room, "grown under the returns");
+        assert_eq!(fleet.seen.capacities(), room, "grown under the returns");
         fleet.expect(1_000_000);
         assert!(
-            fleet.seen.capacity() < 20_000,
-            "past the bound: {}",
-            fleet.seen.capacity()
+            fleet.seen.capacities().0 < 20_000,
+            "past the bound: {:?}",
+            fleet.seen.capacities()
         );
     }
 }

@@ -17,6 +17,7 @@ const ORDER: &[&str] = &[
     "fifo",
     "cow",
     "minion_states",
+    "names",
     "plain",
     "bus",
     "master_processes",

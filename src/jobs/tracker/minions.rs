@@ -1,9 +1,10 @@
 //! A job's expected minions and where each of them is, kept small. A map of
 //! boxed names cost a 500-minion job about 58 KB (a table sized to the next
-//! power of two, an allocation per name); here it is the names sorted in one
-//! string with an offset each, looked up by binary search, and a byte of
-//! state per minion. The names are kept once for the open jobs that expect
-//! the same minions ([`SharedLists`]): a fleet's highstate every half hour,
+//! power of two, an allocation per name); here it is the names in the order
+//! Salt listed them, in one string with an offset each and a table of
+//! places ([`NameList`]: taken in one pass, no sort), and a byte of state
+//! per minion. The names are kept once for the open jobs that expect the
+//! same minions ([`SharedLists`]): a fleet's highstate every half hour,
 //! or a schedule's job, expects the same list each time, and 500 such jobs
 //! open (2% of their minions missing, kept to the deadline) held 1.4 MB of
 //! copies of 100 names. When a find_job last asked a pending minion is kept
@@ -15,12 +16,12 @@
 //! encoded one by one (10 MB in 40 ms before, on the `big_job` bench). The
 //! map of names to states that checkpoints of format 1 hold reads back too.
 
-use std::cmp::Ordering;
 use std::sync::{Arc, Weak};
 
 use foldhash::HashMap;
 
 use crate::jobs::verdict::{Evidence, MinionState};
+use crate::names::NameList;
 use crate::time::Stamp;
 
 /// The low two bits of a state byte: which state.
@@ -39,64 +40,31 @@ const BATCH: u8 = 0b10_0000;
 /// Lists of expected minions a new job's is compared with: the last made.
 const SHARED_LISTS: usize = 16;
 
-/// Minions' names, sorted and without duplicates, one after another.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Names {
-    text: String,
-    /// Where each name starts in `text`, then where the last one ends.
-    starts: Vec<usize>,
-}
-
-impl Names {
-    fn of(sorted: &[&str]) -> Self {
-        let mut names = Names {
-            text: String::with_capacity(sorted.iter().map(|n| n.len()).sum()),
-            starts: Vec::with_capacity(sorted.len() + 1),
-        };
-        for name in sorted {
-            names.starts.push(names.text.len());
-            names.text.push_str(name);
-        }
-        names.starts.push(names.text.len());
-        names
-    }
-
-    fn len(&self) -> usize {
-        self.starts.len().saturating_sub(1)
-    }
-
-    fn name(&self, at: usize) -> &str {
-        &self.text[self.starts[at]..self.starts[at + 1]]
-    }
-
-    /// These are the names `sorted` holds.
-    fn are(&self, sorted: &[&str]) -> bool {
-        self.len() == sorted.len()
-            && self.text.len() == sorted.iter().map(|n| n.len()).sum::<usize>()
-            && sorted.iter().enumerate().all(|(at, n)| self.name(at) == *n)
-    }
-}
-
 /// The lists of expected minions open jobs hold, each kept once: a new job
-/// expecting the same minions as one of the last [`SHARED_LISTS`] lists made
-/// shares it. A list is freed with the last job holding it; an older one is
+/// expecting the same minions (in any order) as one of the last
+/// [`SHARED_LISTS`] lists made shares it. A list is freed with the last job holding it; an older one is
 /// not looked for (a new job expecting it holds a copy of its own).
 #[derive(Debug, Default)]
 pub struct SharedLists {
-    lists: Vec<Weak<Names>>,
+    lists: Vec<Weak<NameList>>,
 }
 
 impl SharedLists {
-    fn share(&mut self, sorted: &[&str]) -> Arc<Names> {
-        if let Some(names) = self
-            .lists
-            .iter()
-            .filter_map(Weak::upgrade)
-            .find(|names| names.are(sorted))
-        {
+    fn share(&mut self, given: &[&str]) -> Arc<NameList> {
+        let mut live = self.lists.iter().filter_map(Weak::upgrade);
+        if let Some(names) = live.find(|names| names.are(given)) {
             return names;
         }
-        let names = Arc::new(Names::of(sorted));
+        let names = NameList::of(given.iter().copied());
+        // Some given twice: compared again, as the names they are.
+        if names.len() < given.len() {
+            let distinct: Vec<&str> = names.iter().collect();
+            let mut live = self.lists.iter().filter_map(Weak::upgrade);
+            if let Some(names) = live.find(|names| names.are(&distinct)) {
+                return names;
+            }
+        }
+        let names = Arc::new(names);
         self.lists.retain(|list| list.strong_count() > 0);
         if self.lists.len() >= SHARED_LISTS {
             self.lists.remove(0);
@@ -109,7 +77,7 @@ impl SharedLists {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct JobMinions {
     /// The names, shared with the open jobs that expect the same minions.
-    names: Arc<Names>,
+    names: Arc<NameList>,
     /// Each minion's state as a byte ([`pack`]), by position.
     states: Vec<u8>,
     /// When a find_job last asked each pending minion it asked about, by
@@ -117,30 +85,19 @@ pub struct JobMinions {
     asked: HashMap<usize, Stamp>,
 }
 
-/// The names given, sorted; a name given twice is one.
-fn sorted<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut sorted: Vec<&str> = names.into_iter().collect();
-    sorted.sort_unstable();
-    sorted.dedup();
-    sorted
-}
-
 impl JobMinions {
     /// These minions, all pending; a name given twice is one minion.
     pub fn pending<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
-        Self::of(Arc::new(Names::of(&sorted(names))))
+        Self::of(Arc::new(NameList::of(names)))
     }
 
     /// These minions, all pending, their names shared with an open job that
     /// expects the same.
-    pub fn pending_shared<'a>(
-        lists: &mut SharedLists,
-        names: impl IntoIterator<Item = &'a str>,
-    ) -> Self {
-        Self::of(lists.share(&sorted(names)))
+    pub fn pending_shared(lists: &mut SharedLists, names: &[&str]) -> Self {
+        Self::of(lists.share(names))
     }
 
-    fn of(names: Arc<Names>) -> Self {
+    fn of(names: Arc<NameList>) -> Self {
         JobMinions {
             states: vec![PENDING; names.len()],
             names,
@@ -154,16 +111,7 @@ impl JobMinions {
 
     /// Where `name` is, if the job expects it.
     pub fn position(&self, name: &str) -> Option<usize> {
-        let (mut low, mut high) = (0, self.len());
-        while low < high {
-            let middle = low + (high - low) / 2;
-            match self.name(middle).cmp(name) {
-                Ordering::Less => low = middle + 1,
-                Ordering::Greater => high = middle,
-                Ordering::Equal => return Some(middle),
-            }
-        }
-        None
+        self.names.position(name)
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -208,10 +156,8 @@ impl JobMinions {
         names: impl IntoIterator<Item = &'a str>,
         state: MinionState,
     ) -> usize {
-        let new: Vec<&str> = sorted(names)
-            .into_iter()
-            .filter(|name| !self.contains(name))
-            .collect();
+        let given = NameList::of(names);
+        let new: Vec<&str> = given.iter().filter(|name| !self.contains(name)).collect();
         if new.is_empty() {
             return 0;
         }
@@ -219,11 +165,11 @@ impl JobMinions {
             .iter()
             .map(|(name, state)| (name.to_owned(), state))
             .collect();
-        let all = sorted(
-            old.iter()
-                .map(|(name, _)| name.as_str())
-                .chain(new.iter().copied()),
-        );
+        let all: Vec<&str> = old
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .chain(new.iter().copied())
+            .collect();
         let mut grown = JobMinions::of(lists.share(&all));
         for (name, state) in &old {
             grown.update(name, |s| *s = *state);
@@ -235,7 +181,7 @@ impl JobMinions {
         new.len()
     }
 
-    /// Every minion with its state, in name order.
+    /// Every minion with its state, in the order Salt listed them.
     pub fn iter(&self) -> impl Iterator<Item = (&str, MinionState)> {
         (0..self.len()).map(|at| (self.name(at), self.state(at)))
     }
@@ -348,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn names_are_found_in_any_order_given_and_duplicates_are_one() {
+    fn names_are_kept_in_the_order_given_and_duplicates_are_one() {
         let given = ["web-2", "db-1", "web-10", "", "web-2", "é-minion", "a"];
         let minions = JobMinions::pending(given);
         assert_eq!(minions.len(), 6);
@@ -363,7 +309,7 @@ mod tests {
             assert_eq!(minions.position(absent), None, "{absent:?}");
         }
         let order: Vec<&str> = minions.iter().map(|(name, _)| name).collect();
-        assert_eq!(order, ["", "a", "db-1", "web-10", "web-2", "é-minion"]);
+        assert_eq!(order, ["web-2", "db-1", "web-10", "", "é-minion", "a"]);
         assert_eq!(JobMinions::pending([]).len(), 0);
     }
 
@@ -432,8 +378,7 @@ mod tests {
         for (why, text, lengths, states, asked) in [
             ("do not add up", "abc", &[1u8, 1][..], &[0u8, 0][..], vec![]),
             ("do not cut", "é", &[1u8, 1][..], &[0u8, 0][..], vec![]),
-            ("not in order", "ba", &[1u8, 1][..], &[0u8, 0][..], vec![]),
-            ("not in order", "aa", &[1u8, 1][..], &[0u8, 0][..], vec![]),
+            ("listed twice", "aa", &[1u8, 1][..], &[0u8, 0][..], vec![]),
             (
                 "3 states for 2 names",
                 "ab",
@@ -471,7 +416,7 @@ mod tests {
     #[test]
     fn minions_added_later_keep_every_state_and_find_their_place() {
         let mut lists = SharedLists::default();
-        let mut minions = JobMinions::pending_shared(&mut lists, ["web-2", "db-1"]);
+        let mut minions = JobMinions::pending_shared(&mut lists, &["web-2", "db-1"]);
         let asked = Some(Stamp(1_700_000_000_000_000));
         let at = minions.position("web-2").expect("expected");
         minions.set(
@@ -493,9 +438,6 @@ mod tests {
         assert_eq!(
             order,
             [
-                ("app-1", MinionState::Queued),
-                ("db-1", MinionState::Returned),
-                ("web-1", MinionState::Queued),
                 (
                     "web-2",
                     MinionState::Pending {
@@ -504,6 +446,9 @@ mod tests {
                         asked_at: asked
                     }
                 ),
+                ("db-1", MinionState::Returned),
+                ("web-1", MinionState::Queued),
+                ("app-1", MinionState::Queued),
             ]
         );
         assert_eq!(minions.add(&mut lists, ["web-2"], MinionState::Queued), 0);
@@ -512,9 +457,9 @@ mod tests {
     #[test]
     fn jobs_expecting_the_same_minions_share_their_names() {
         let mut lists = SharedLists::default();
-        let mut first = JobMinions::pending_shared(&mut lists, ["web-2", "web-1", "db-1"]);
-        let second = JobMinions::pending_shared(&mut lists, ["db-1", "web-1", "web-2", "db-1"]);
-        let other = JobMinions::pending_shared(&mut lists, ["db-1", "web-1"]);
+        let mut first = JobMinions::pending_shared(&mut lists, &["web-2", "web-1", "db-1"]);
+        let second = JobMinions::pending_shared(&mut lists, &["db-1", "web-1", "web-2", "db-1"]);
+        let other = JobMinions::pending_shared(&mut lists, &["db-1", "web-1"]);
         assert!(Arc::ptr_eq(&first.names, &second.names), "the same minions");
         assert!(!Arc::ptr_eq(&first.names, &other.names));
         assert_eq!(other.len(), 2);
@@ -532,21 +477,21 @@ mod tests {
         let kept = Arc::downgrade(&first.names);
         drop((first, second));
         assert!(kept.upgrade().is_none());
-        let again = JobMinions::pending_shared(&mut lists, ["web-1", "web-2", "db-1"]);
+        let again = JobMinions::pending_shared(&mut lists, &["web-1", "web-2", "db-1"]);
         assert_eq!(again.len(), 3);
 
         // Only the last lists made are looked for.
         let held: Vec<JobMinions> = (0..SHARED_LISTS)
-            .map(|i| JobMinions::pending_shared(&mut lists, [format!("m{i}").as_str()]))
+            .map(|i| JobMinions::pending_shared(&mut lists, &[format!("m{i}").as_str()]))
             .collect();
         assert!(lists.lists.len() <= SHARED_LISTS);
-        let late = JobMinions::pending_shared(&mut lists, ["web-1", "web-2", "db-1"]);
+        let late = JobMinions::pending_shared(&mut lists, &["web-1", "web-2", "db-1"]);
         assert!(
             !Arc::ptr_eq(&again.names, &late.names),
             "too old to be found"
         );
         assert_eq!(late, again, "the same minions all the same");
-        let last = JobMinions::pending_shared(&mut lists, ["m15"]);
+        let last = JobMinions::pending_shared(&mut lists, &["m15"]);
         assert!(Arc::ptr_eq(&last.names, &held[15].names));
     }
 }

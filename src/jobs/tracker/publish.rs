@@ -103,7 +103,7 @@ impl JobTracker {
         let tgt = texts(p.tgt.as_ref());
         let context = Shared::new(self.contexts.for_publication(p, &tgt, at));
         self.stats.jobs_published.inc();
-        let mut minions = JobMinions::pending_shared(&mut self.lists, expected.iter().copied());
+        let mut minions = JobMinions::pending_shared(&mut self.lists, expected);
         let mut batch_run = None;
         if let Some((mut run, queued)) = batch {
             run.queued = u32::try_from(minions.add(

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{JobMinions, Names, pack, unpack};
+use super::{JobMinions, pack, unpack};
 use crate::jobs::verdict::MinionState;
+use crate::names::NameList;
 use crate::time::Stamp;
 
 /// How a checkpoint holds a job's minions: `[names, lengths, states, asked]`,
-/// the names one after another in name order, each name's length in bytes
+/// the names one after another in the job's order, each name's length in bytes
 /// (LEB128), one state byte each ([`pack`]), and `[position, stamp]` for the
 /// minions a find_job asked about. Read back, everything is checked
 /// ([`checked`]): a checkpoint that fails is set aside as damaged, never
@@ -19,9 +20,10 @@ use crate::time::Stamp;
 impl Serialize for JobMinions {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeTuple;
+        let (text, starts) = self.names.parts();
         let mut lengths = Vec::with_capacity(self.len() + self.len() / 8);
         for at in 0..self.len() {
-            let mut len = self.names.starts[at + 1] - self.names.starts[at];
+            let mut len = starts[at + 1] - starts[at];
             while len >= 0x80 {
                 lengths.push((len as u8 & 0x7f) | 0x80);
                 len >>= 7;
@@ -31,7 +33,7 @@ impl Serialize for JobMinions {
         let mut asked: Vec<(usize, Stamp)> = self.asked.iter().map(|(at, t)| (*at, *t)).collect();
         asked.sort_unstable();
         let mut tuple = serializer.serialize_tuple(4)?;
-        tuple.serialize_element(&*self.names.text)?;
+        tuple.serialize_element(text)?;
         tuple.serialize_element(&Bytes(&lengths))?;
         tuple.serialize_element(&Bytes(&self.states))?;
         tuple.serialize_element(&asked)?;
@@ -84,7 +86,7 @@ impl<'de> Deserialize<'de> for ByteBuf {
 }
 
 /// The minions of a checkpoint's compact form, checked: lengths that add up
-/// to the text and cut it at characters, names in strict order, one state
+/// to the text and cut it at characters, no name twice, one state
 /// byte per name of a known form, find_job positions in range.
 fn checked(
     text: String,
@@ -113,12 +115,9 @@ fn checked(
     if shift != 0 || at != text.len() {
         return Err("the names' lengths do not add up to their text".into());
     }
-    let names = Names { text, starts };
+    let names = NameList::from_parts(text, starts).map_err(|error| error.to_string())?;
     if states.len() != names.len() {
         return Err(format!("{} states for {} names", states.len(), names.len()));
-    }
-    if (1..names.len()).any(|at| names.name(at - 1) >= names.name(at)) {
-        return Err("the names are not in order".into());
     }
     if let Some(byte) = states.iter().find(|b| pack(unpack(**b, None)).0 != **b) {
         return Err(format!("a state byte of no known form ({byte:#04x})"));

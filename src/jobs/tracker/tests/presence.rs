@@ -149,16 +149,16 @@ fn connections_judge_an_absent_minion_at_publish_and_a_hung_one_at_the_deadline(
                 None
             ),
             (
-                "goes".into(),
-                MissingReason::NotConnected,
-                MissingEvidence::PresenceLost,
-                None
-            ),
-            (
                 "hung".into(),
                 MissingReason::NoResponse,
                 MissingEvidence::ConnectedSilent,
                 Some("127.0.0.3".into())
+            ),
+            (
+                "goes".into(),
+                MissingReason::NotConnected,
+                MissingEvidence::PresenceLost,
+                None
             ),
             (
                 "nat".into(),
