@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt};
 use serde::de::{Deserialize, Deserializer};
-use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
 /// Entries of a [`CowVec`] part.
 const CHUNK: usize = 1024;
@@ -85,6 +85,36 @@ impl<T: Clone> FromIterator<T> for CowVec<T> {
             list.push(value);
         }
         list
+    }
+}
+
+/// Its entries owned: a part no snapshot shares is moved, not copied.
+impl<T: Clone> IntoIterator for CowVec<T> {
+    type Item = T;
+    type IntoIter =
+        std::iter::FlatMap<std::vec::IntoIter<Arc<Vec<T>>>, Vec<T>, fn(Arc<Vec<T>>) -> Vec<T>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.chunks
+            .into_iter()
+            .flat_map(Arc::unwrap_or_clone as fn(Arc<Vec<T>>) -> Vec<T>)
+    }
+}
+
+/// Written as one list, as a `Vec` is: a checkpoint reads either.
+impl<T: Serialize> Serialize for CowVec<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.len))?;
+        for value in self.chunks.iter().flat_map(|chunk| chunk.iter()) {
+            seq.serialize_element(value)?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de, T: Deserialize<'de> + Clone> Deserialize<'de> for CowVec<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Vec::<T>::deserialize(deserializer)?.into_iter().collect())
     }
 }
 
@@ -220,6 +250,20 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Written and read back as a plain list, and taken apart owned, in
+    /// order, across its parts.
+    #[test]
+    fn a_list_is_written_as_a_vec_and_taken_apart_in_order() {
+        let list: CowVec<u32> = (0..CHUNK as u32 + 5).collect();
+        let written = rmp_serde::to_vec(&list).unwrap();
+        let as_vec: Vec<u32> = rmp_serde::from_slice(&written).unwrap();
+        assert_eq!(as_vec, (0..CHUNK as u32 + 5).collect::<Vec<_>>());
+        let read: CowVec<u32> = rmp_serde::from_slice(&written).unwrap();
+        let snapshot = read.clone();
+        assert_eq!(read.into_iter().collect::<Vec<_>>(), as_vec);
+        assert_eq!(snapshot.len(), CHUNK + 5, "a snapshot keeps its own");
+    }
 
     /// A clone is the memory as it was: writes after it go to copies of the
     /// parts they touch, and only those parts are copied.

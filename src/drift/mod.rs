@@ -22,6 +22,7 @@ use classify::{Judgement, Prior, after_run, judge, unsettled_in_job};
 use foldhash::{HashMap, HashMapExt};
 
 use crate::config::drift::DriftConfig;
+use crate::cow::CowVec;
 use crate::event::changes::{Changed, changed, state_run};
 use crate::event::states::{States, trimmed};
 use crate::minion_states::MinionStates;
@@ -129,7 +130,9 @@ struct RunChanges {
 /// what is not (candidates; a checkpoint written before shapes has only these).
 #[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct OpenJob {
-    runs: Vec<Held>,
+    /// Copy on write: a checkpoint's copy of a job's runs is its parts'
+    /// pointers, and the list grows a part at a time, never copied whole.
+    runs: CowVec<Held>,
     tally: BTreeMap<u64, (u32, u32)>,
     #[serde(default)]
     shapes: Vec<tally::ShapeRuns>,

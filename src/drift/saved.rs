@@ -35,9 +35,9 @@ pub struct SavedDrift {
     open: Vec<(String, OpenJob)>,
 }
 
-/// Drift's memory copied between two events: its (minion, state) memory copy
-/// on write ([`MemoryHeld`]); the minions drifted in the last day and the
-/// runs held for open jobs copied.
+/// Drift's memory copied between two events: its (minion, state) memory and
+/// the runs held for open jobs copy on write ([`MemoryHeld`], `CowVec`); the
+/// minions drifted in the last day copied.
 pub struct DriftSnapshot {
     memory: MemoryHeld<Prior>,
     commits: Vec<(u64, Box<str>)>,
