@@ -79,8 +79,10 @@ impl Traffic {
             last_jid: 0,
             ping_minions: (0..500).map(minion).collect(),
             highstate_minions: (0..100).map(minion).collect(),
+            // In no order, as Salt lists a big target's minions (the key
+            // directory's order): a permutation, 7,919 prime to the sizes.
             big_minions: if mix == Mix::Big {
-                (0..big).map(minion).collect()
+                (0..big).map(|m| minion(m * 7_919 % big)).collect()
             } else {
                 Vec::new()
             },
