@@ -33,6 +33,13 @@ fn hash(name: &str) -> u64 {
     FixedState::default().hash_one(name)
 }
 
+/// The name at `place` of `text` cut at `starts` (the table's closures see
+/// the parts, not the list, while it is borrowed to change).
+fn named<'a>(text: &'a str, starts: &[usize], place: u32) -> &'a str {
+    let place = place as usize;
+    &text[starts[place]..starts[place + 1]]
+}
+
 impl NameList {
     /// The distinct names of `names`, in the order first given.
     pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
@@ -71,7 +78,7 @@ impl NameList {
             starts,
             places,
         } = &mut list;
-        let name = |at: u32| &text[starts[at as usize]..starts[at as usize + 1]];
+        let name = |at: u32| named(text, starts, at);
         places.reserve(count, |&at| hash(name(at)));
         for at in 0..count as u32 {
             let this = name(at);
@@ -125,14 +132,10 @@ impl NameList {
             starts.push(0);
         }
         let at = starts.len() - 1;
-        let named = |place: u32| {
-            let place = place as usize;
-            &text[starts[place]..starts[place + 1]]
-        };
         match places.entry(
             hash(name),
-            |&place| named(place) == name,
-            |&place| hash(named(place)),
+            |&place| named(text, starts, place) == name,
+            |&place| hash(named(text, starts, place)),
         ) {
             Entry::Occupied(held) => *held.get() as usize,
             Entry::Vacant(room) => {
@@ -160,10 +163,7 @@ impl NameList {
         } = self;
         text.reserve(additional.saturating_mul(average));
         starts.reserve(additional + usize::from(starts.is_empty()));
-        places.reserve(additional, |&other| {
-            let other = other as usize;
-            hash(&text[starts[other]..starts[other + 1]])
-        });
+        places.reserve(additional, |&other| hash(named(text, starts, other)));
     }
 
     /// Every name, in the order listed.
@@ -176,17 +176,22 @@ impl NameList {
         (since.min(self.len())..self.len()).map(|at| self.name(at))
     }
 
-    /// Whether the names are those of `names`, in any order (none given
-    /// twice): the same count, each of them listed, none twice.
+    /// Whether the names are those of `names`, in any order, a name given
+    /// twice being one: each of them listed, and every listed one given.
     pub fn are(&self, names: &[&str]) -> bool {
-        if names.len() != self.len() {
+        if names.len() < self.len() {
             return false;
         }
         let mut seen = vec![false; self.len()];
-        names.iter().all(|name| match self.position(name) {
-            Some(at) => !std::mem::replace(&mut seen[at], true),
+        let mut distinct = 0;
+        let all_listed = names.iter().all(|name| match self.position(name) {
+            Some(at) => {
+                distinct += usize::from(!std::mem::replace(&mut seen[at], true));
+                true
+            }
             None => false,
-        })
+        });
+        all_listed && distinct == self.len()
     }
 
     /// The room of its table, its offsets and its text.
@@ -230,6 +235,8 @@ mod tests {
         assert_eq!(list.since(4).collect::<Vec<_>>(), ["é-minion", "a"]);
         assert!(list.are(&["a", "", "é-minion", "web-10", "db-1", "web-2"]));
         assert!(!list.are(&["a", "a", "é-minion", "web-10", "db-1", "web-2"]));
+        assert!(list.are(&["a", "a", "", "é-minion", "web-10", "db-1", "web-2"]));
+        assert!(!list.are(&["a", "", "é-minion", "web-10", "db-1", "web-2", "z"]));
         assert!(!list.are(&["a"]));
         assert!(NameList::of([]).is_empty());
     }

@@ -48,12 +48,9 @@ impl Fleet {
 
     /// A minion showed itself on the bus.
     pub fn saw(&mut self, minion: &str) {
-        if self.seen.contains(minion) {
-            return;
-        }
         if self.seen.len() < self.max {
             self.seen.insert(minion);
-        } else {
+        } else if !self.seen.contains(minion) {
             self.refused += 1;
         }
     }

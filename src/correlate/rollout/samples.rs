@@ -18,7 +18,7 @@ pub const HELD: usize = 256;
 pub const MAX_HELD: usize = 4_096;
 
 /// The smallest names of one kind of the fleet's minions (failed, pending).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Candidates {
     /// How many are held at most.
     keep: usize,
@@ -62,10 +62,12 @@ impl Candidates {
     }
 }
 
-/// Names of one kind offered from a walk of the fleet, for [`Candidates`].
+/// Names of one kind offered from a walk of the fleet, for [`Candidates`]:
+/// the smallest kept in a max-heap of that many, so a pass over the fleet
+/// keeps no list of it.
 pub struct Gathering<'a> {
     keep: usize,
-    smallest: Smallest<'a, ()>,
+    smallest: BinaryHeap<&'a str>,
     offered: usize,
 }
 
@@ -80,21 +82,25 @@ impl<'a> Gathering<'a> {
         };
         Self {
             keep,
-            smallest: Smallest::new(keep),
+            smallest: BinaryHeap::with_capacity(keep + 1),
             offered: 0,
         }
     }
 
     pub fn offer(&mut self, name: &'a str) {
         self.offered += 1;
-        self.smallest.offer(name, ());
+        if self.smallest.len() < self.keep {
+            self.smallest.push(name);
+        } else if self.smallest.peek().is_some_and(|largest| name < *largest) {
+            self.smallest.pop();
+            self.smallest.push(name);
+        }
     }
 
     /// The smallest names offered, as many as are kept.
     pub fn done(self) -> Candidates {
-        let offered = self.offered;
-        let names: BTreeSet<Box<str>> = self.smallest.sorted().map(|(n, ())| n.into()).collect();
-        let through = (offered > names.len())
+        let names: BTreeSet<Box<str>> = self.smallest.into_iter().map(Box::from).collect();
+        let through = (self.offered > names.len())
             .then(|| names.last().cloned())
             .flatten();
         Candidates {
@@ -102,61 +108,6 @@ impl<'a> Gathering<'a> {
             names,
             through,
         }
-    }
-}
-
-/// The `keep` smallest names offered, with what each carries: a max-heap of
-/// that many, so a pass over the fleet keeps no list of it.
-pub struct Smallest<'a, T> {
-    keep: usize,
-    heap: BinaryHeap<Named<'a, T>>,
-}
-
-/// A name and what it carries, ordered by the name alone.
-struct Named<'a, T>(&'a str, T);
-
-impl<T> PartialEq for Named<'_, T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-
-impl<T> Eq for Named<'_, T> {}
-
-impl<T> PartialOrd for Named<'_, T> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl<T> Ord for Named<'_, T> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.cmp(other.0)
-    }
-}
-
-impl<'a, T> Smallest<'a, T> {
-    pub fn new(keep: usize) -> Self {
-        Self {
-            keep,
-            heap: BinaryHeap::with_capacity(keep + 1),
-        }
-    }
-
-    pub fn offer(&mut self, name: &'a str, with: T) {
-        if self.heap.len() < self.keep {
-            self.heap.push(Named(name, with));
-        } else if self.heap.peek().is_some_and(|largest| name < largest.0) {
-            self.heap.pop();
-            self.heap.push(Named(name, with));
-        }
-    }
-
-    pub fn sorted(self) -> impl Iterator<Item = (&'a str, T)> {
-        self.heap
-            .into_sorted_vec()
-            .into_iter()
-            .map(|Named(n, t)| (n, t))
     }
 }
 

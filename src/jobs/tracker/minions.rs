@@ -42,8 +42,9 @@ const SHARED_LISTS: usize = 16;
 
 /// The lists of expected minions open jobs hold, each kept once: a new job
 /// expecting the same minions (in any order) as one of the last
-/// [`SHARED_LISTS`] lists made shares it. A list is freed with the last job holding it; an older one is
-/// not looked for (a new job expecting it holds a copy of its own).
+/// [`SHARED_LISTS`] lists made shares it. A list is freed with the last job
+/// holding it; an older one is not looked for (a new job expecting it holds
+/// a copy of its own).
 #[derive(Debug, Default)]
 pub struct SharedLists {
     lists: Vec<Weak<NameList>>,
@@ -55,16 +56,7 @@ impl SharedLists {
         if let Some(names) = live.find(|names| names.are(given)) {
             return names;
         }
-        let names = NameList::of(given.iter().copied());
-        // Some given twice: compared again, as the names they are.
-        if names.len() < given.len() {
-            let distinct: Vec<&str> = names.iter().collect();
-            let mut live = self.lists.iter().filter_map(Weak::upgrade);
-            if let Some(names) = live.find(|names| names.are(&distinct)) {
-                return names;
-            }
-        }
-        let names = Arc::new(names);
+        let names = Arc::new(NameList::of(given.iter().copied()));
         self.lists.retain(|list| list.strong_count() > 0);
         if self.lists.len() >= SHARED_LISTS {
             self.lists.remove(0);
