@@ -120,15 +120,21 @@ impl JobTracker {
         self.emit_closing(out);
     }
 
-    /// Whether a job is part way through its verdicts: call [`JobTracker::more`].
+    /// Whether a job is part way through its names or its verdicts: call
+    /// [`JobTracker::more`].
     pub fn has_more(&self) -> bool {
-        !self.closing.is_empty()
+        self.taking() || !self.closing.is_empty()
     }
 
-    /// The next batch of verdicts of the jobs being closed.
+    /// The next slice of the names of the job being taken, else the next
+    /// batch of verdicts of the jobs being closed.
     pub fn more(&mut self, out: &mut Vec<Record>) {
         let start = out.len();
-        self.emit_closing(out);
+        if self.taking() {
+            self.take_slice(out);
+        } else {
+            self.emit_closing(out);
+        }
         self.mark_pressure(&mut out[start..]);
     }
 

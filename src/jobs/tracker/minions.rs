@@ -89,6 +89,29 @@ impl JobMinions {
         Self::of(lists.share(names))
     }
 
+    /// No minions yet, with room for `expected`: a big job's list, taken a
+    /// slice at a time ([`JobMinions::take`]), its own (not shared).
+    pub fn growing(expected: usize) -> Self {
+        let mut names = NameList::default();
+        names.reserve(expected);
+        JobMinions {
+            names: Arc::new(names),
+            states: Vec::with_capacity(expected),
+            asked: HashMap::default(),
+        }
+    }
+
+    /// Lists `name` last, pending, unless listed already: where it is, and
+    /// whether it is new.
+    pub fn take(&mut self, name: &str) -> (usize, bool) {
+        let at = Arc::make_mut(&mut self.names).insert(name);
+        let new = at == self.states.len();
+        if new {
+            self.states.push(PENDING);
+        }
+        (at, new)
+    }
+
     fn of(names: Arc<NameList>) -> Self {
         JobMinions {
             states: vec![PENDING; names.len()],

@@ -136,6 +136,8 @@ pub struct JobTracker {
     presence: Presence,
     /// Jobs being closed, their verdicts given a batch at a time.
     closing: VecDeque<closing::Closing>,
+    /// A big job just published, its names taken a slice at a time.
+    intake: Option<intake::Intake>,
     /// Missing minions remembered by closed jobs, for their late returns.
     closed_missing: usize,
     /// The master pressure episodes, as the pressure stage last said:
@@ -201,6 +203,7 @@ impl JobTracker {
             gap_open: false,
             closed_now: Vec::new(),
             closing: VecDeque::new(),
+            intake: None,
             streaks,
             presence,
             closed_missing: 0,
@@ -296,6 +299,7 @@ impl JobTracker {
     ) {
         let start = out.len();
         self.unplaced = false;
+        self.finish_intake(out);
         self.take_event(event, now, commits, out);
         self.last_return = out[start..]
             .iter()
@@ -506,6 +510,7 @@ impl JobTracker {
     /// closed jobs past the late window.
     pub fn advance(&mut self, now: Stamp, out: &mut Vec<Record>) {
         let start = out.len();
+        self.finish_intake(out);
         while let Some((deadline, jid)) = self.deadlines.pop_due(now) {
             if let Some(job) = self.open.remove(&*jid) {
                 self.close(jid, job, deadline, false, out);
@@ -527,6 +532,7 @@ impl JobTracker {
     /// End of a recording: every open job reaches its deadline.
     pub fn finish(&mut self, out: &mut Vec<Record>) {
         let start = out.len();
+        self.finish_intake(out);
         while let Some((deadline, jid)) = self.deadlines.pop_first() {
             if let Some(job) = self.open.remove(&*jid) {
                 self.close(jid, job, deadline, false, out);
@@ -607,6 +613,7 @@ impl JobTracker {
 
 mod batch;
 mod closing;
+mod intake;
 mod minions;
 mod publish;
 mod returns;

@@ -9,8 +9,8 @@ use super::minions::JobMinions;
 use super::{Commits, Job, JobTracker, batch, listed};
 use crate::event::args::{first_arg, is_internal, raw_to_json, text_refs, texts};
 use crate::event::{JobPublication, Text};
-use crate::jobs::verdict::{MinionState, Verdict};
-use crate::record::{JobPublished, MissingEvidence, MissingReason, Record, RecordBody, Shared};
+use crate::jobs::verdict::MinionState;
+use crate::record::{JobPublished, Record, RecordBody, Shared};
 use crate::time::Stamp;
 
 impl JobTracker {
@@ -103,7 +103,13 @@ impl JobTracker {
         let tgt = texts(p.tgt.as_ref());
         let context = Shared::new(self.contexts.for_publication(p, &tgt, at));
         self.stats.jobs_published.inc();
-        let mut minions = JobMinions::pending_shared(&mut self.lists, expected);
+        // A big job's names are listed a slice at a time, its own.
+        let sliced = !oversized && Self::takes_in_slices(expected, batch.is_some());
+        let mut minions = if sliced {
+            JobMinions::growing(expected.len())
+        } else {
+            JobMinions::pending_shared(&mut self.lists, expected)
+        };
         let mut batch_run = None;
         if let Some((mut run, queued)) = batch {
             run.queued = u32::try_from(minions.add(
@@ -134,14 +140,14 @@ impl JobTracker {
         };
         // A batch known from its events announces every minion it targets,
         // those its ping did not hear from too.
-        let announced: Vec<&str> = match &job.batch {
+        let announced: std::borrow::Cow<'_, [&str]> = match &job.batch {
             Some(run) if run.from_events => {
                 let mut all: Vec<&str> = job.minions.iter().map(|(m, _)| m).collect();
                 all.extend(run.unanswered.iter().map(|m| &**m));
                 all.sort_unstable();
-                all
+                all.into()
             }
-            _ => expected.to_vec(),
+            _ => expected.into(),
         };
         out.push(self.records.make(
             at,
@@ -162,6 +168,10 @@ impl JobTracker {
                 batch: Self::published_batch(&job),
             })),
         ));
+        if sliced {
+            self.open_in_slices(jid, job, expected, p.missing.as_ref(), out);
+            return;
+        }
         self.judge_absent_at_publish(jid, &mut job, expected, p.missing.as_ref(), out);
         self.expected_total += job.pending;
         if oversized {
@@ -200,24 +210,8 @@ impl JobTracker {
                 _ => continue,
             }
             job.pending -= 1;
-            *job.missing.entry(MissingReason::NotConnected).or_default() += 1;
-            let verdict = Verdict {
-                disconnected_at: since,
-                ..Verdict::new(MissingReason::NotConnected, MissingEvidence::PresenceAbsent)
-            };
-            let record = self.missing_record(jid, job, minion, verdict, true);
-            out.push(record);
+            self.judged_not_connected(jid, job, minion, since, out);
         }
-        for minion in text_refs(missing) {
-            if job.minions.contains(minion) {
-                continue;
-            }
-            *job.missing.entry(MissingReason::NotConnected).or_default() += 1;
-            let verdict = Verdict::new(
-                MissingReason::NotConnected,
-                MissingEvidence::NewEventMissing,
-            );
-            out.push(self.missing_record(jid, job, minion, verdict, true));
-        }
+        self.judge_master_missing(jid, job, text_refs(missing).into_iter(), out);
     }
 }

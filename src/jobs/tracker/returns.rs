@@ -222,6 +222,7 @@ impl JobTracker {
         out: &mut Vec<Record>,
     ) {
         let start = out.len();
+        self.finish_intake(out);
         self.unreadable_return(jid, minion, at, out);
         self.mark_pressure(&mut out[start..]);
     }

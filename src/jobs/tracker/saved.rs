@@ -98,8 +98,10 @@ impl TrackerSnapshot {
 
 impl JobTracker {
     /// The tracker's memory, copied. Jobs part way through their verdicts are
-    /// not in it (the agent hands every batch on before it saves).
+    /// not in it, and none is part way through its names (the agent hands
+    /// every batch on before it saves).
     pub fn snapshot(&self) -> TrackerSnapshot {
+        debug_assert!(!self.taking(), "a snapshot of a job part way taken");
         TrackerSnapshot {
             open: self
                 .open

@@ -654,4 +654,5 @@ fn a_trimmed_return_is_flagged_and_a_trimmed_state_run_never_succeeds() {
     assert_eq!(lab.tracker.stats.trimmed_returns.get(), 3);
 }
 
+mod intake;
 mod presence;
