@@ -62,11 +62,23 @@ impl<'a> Cursor<'a> {
 
     /// Reads a map header and returns its number of key/value pairs.
     pub fn read_map_len(&mut self) -> Option<u32> {
+        self.read_len(0x80, 0xde)
+    }
+
+    /// Reads an array header and returns its number of items.
+    pub fn read_array_len(&mut self) -> Option<u32> {
+        self.read_len(0x90, 0xdc)
+    }
+
+    /// A map's or an array's length: `fix` its fix form's marker (the
+    /// length in its low four bits), `with_16` the 16-bit form's, followed
+    /// by the 32-bit form's.
+    fn read_len(&mut self, fix: u8, with_16: u8) -> Option<u32> {
         let marker = self.peek()?;
         let (head, len) = match marker {
-            0x80..=0x8f => (1, u64::from(marker & 0x0f)),
-            0xde => (3, be(self.buf, self.pos + 1, 2).ok()?),
-            0xdf => (5, be(self.buf, self.pos + 1, 4).ok()?),
+            _ if marker & 0xf0 == fix => (1, u64::from(marker & 0x0f)),
+            _ if marker == with_16 => (3, be(self.buf, self.pos + 1, 2).ok()?),
+            _ if marker == with_16 + 1 => (5, be(self.buf, self.pos + 1, 4).ok()?),
             _ => return None,
         };
         self.pos += head;
