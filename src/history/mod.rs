@@ -77,6 +77,9 @@ const TABLES: &str = "
     CREATE INDEX IF NOT EXISTS records_minion ON records(minion) WHERE minion IS NOT NULL;
 ";
 
+/// The page cache (KiB) a store opens with.
+const CACHE_KIB: usize = 512;
+
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     #[error("history {path}: {source}")]
@@ -193,14 +196,15 @@ impl Store {
         };
         // auto_vacuum must be chosen before the first table exists. The
         // writer appends at the right edge of its B-trees: a page cache of
-        // 512 KiB (SQLite's default is 2 MiB) holds what it touches.
-        store.sql(store.conn.execute_batch(
+        // 512 KiB (SQLite's default is 2 MiB) holds what it touches, and
+        // the writer makes room for the minions' names as the fleet grows.
+        store.sql(store.conn.execute_batch(&format!(
             "PRAGMA auto_vacuum = INCREMENTAL;
              PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
              PRAGMA busy_timeout = 5000;
-             PRAGMA cache_size = -512;",
-        ))?;
+             PRAGMA cache_size = -{CACHE_KIB};"
+        )))?;
         let found: i64 = store.sql(
             store
                 .conn

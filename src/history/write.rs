@@ -22,6 +22,12 @@ use crate::time::Stamp;
 const MAX_JOB_KEYS: usize = 65_536;
 /// Minion numbers remembered at most.
 const MAX_MINION_KEYS: usize = 1 << 20;
+/// The page cache's room per minion the store knows: its index of names
+/// (`minions.name`) is written in no order, a new minion's page anywhere.
+const CACHE_BYTES_PER_MINION: usize = 48;
+/// The page cache at most (KiB), whatever the fleet (`Store`'s own is the
+/// least: the writer's other B-trees are appended at their right edge).
+const MAX_CACHE_KIB: usize = 32 * 1024;
 
 /// One job's verdicts in a batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,6 +149,12 @@ struct Keys {
     minions: HashMap<String, u32>,
     /// The next chunk's sequence number.
     seq: i64,
+    /// The minions the store knows, and how many the page cache was last
+    /// sized for.
+    known_minions: usize,
+    cache_for: usize,
+    /// Forgotten after a write that failed: [`Keys::start`] again first.
+    forgotten: bool,
 }
 
 impl Keys {
@@ -152,12 +164,37 @@ impl Keys {
             [],
             |r| r.get(0),
         )?;
-        Ok(())
+        let known: i64 = conn.query_row("SELECT count(*) FROM minions", [], |r| r.get(0))?;
+        self.known_minions = usize::try_from(known).unwrap_or(0);
+        self.forgotten = false;
+        self.size_cache(conn)
+    }
+
+    /// The page cache made room for the minions' index of names, each time
+    /// the fleet known has doubled: a 200,000-minion job's first returns
+    /// each read and wrote a page of it from the disk with SQLite's room
+    /// (18 µs a new minion, a third of the agent's CPU over that job).
+    fn size_cache(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        if self.known_minions < self.cache_for.saturating_mul(2).max(1) {
+            return Ok(());
+        }
+        self.cache_for = self.known_minions;
+        let kib = cache_kib(self.known_minions);
+        conn.execute_batch(&format!("PRAGMA cache_size = -{kib};"))
     }
 
     /// After a prune: a job number may be gone.
     fn forget_jobs(&mut self) {
         self.jobs.clear();
+    }
+
+    /// After a write rolled back: every number may be gone; read again
+    /// what the store holds before the next.
+    fn forget_all(&mut self) {
+        *self = Keys {
+            forgotten: true,
+            ..Keys::default()
+        };
     }
 
     /// The number of job `jid` (its row made when new; its function set when
@@ -192,23 +229,40 @@ impl Keys {
         if let Some(id) = self.minions.get(name) {
             return Ok(*id);
         }
-        let known: Option<i64> = conn
-            .prepare_cached("SELECT id FROM minions WHERE name = ?1")?
-            .query_row([name], |r| r.get(0))
-            .optional()?;
+        // Every minion the store knows is remembered (a new store, or each
+        // looked up since): one that is not is new, no need to ask.
+        let known: Option<i64> = if self.minions.len() < self.known_minions {
+            conn.prepare_cached("SELECT id FROM minions WHERE name = ?1")?
+                .query_row([name], |r| r.get(0))
+                .optional()?
+        } else {
+            None
+        };
         let id = match known {
             Some(id) => id,
-            None => conn
-                .prepare_cached("INSERT INTO minions (name) VALUES (?1) RETURNING id")?
-                .query_row([name], |r| r.get(0))?,
+            None => {
+                // Not `RETURNING`: SQLite builds a table for what it returns.
+                conn.prepare_cached("INSERT INTO minions (name) VALUES (?1)")?
+                    .execute([name])?;
+                let id = conn.last_insert_rowid();
+                self.known_minions += 1;
+                self.size_cache(conn)?;
+                id
+            }
         };
         let id = u32::try_from(id).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, id))?;
         if self.minions.len() >= MAX_MINION_KEYS {
+            // Not every one remembered now: looked up again.
             self.minions.clear();
         }
         self.minions.insert(name.to_owned(), id);
         Ok(id)
     }
+}
+
+/// The page cache (KiB) for a store that knows `minions`.
+fn cache_kib(minions: usize) -> usize {
+    (minions.saturating_mul(CACHE_BYTES_PER_MINION) / 1024).clamp(super::CACHE_KIB, MAX_CACHE_KIB)
 }
 
 /// The store as the agent writes it.
@@ -240,7 +294,19 @@ impl Writer {
 
     /// Writes `batch` in one transaction. The records written.
     pub fn write(&mut self, batch: &Batch) -> Result<u64, HistoryError> {
+        let written = self.write_keeping_keys(batch);
+        if written.is_err() {
+            // Rolled back: the numbers it made are not in the store.
+            self.keys.forget_all();
+        }
+        written
+    }
+
+    fn write_keeping_keys(&mut self, batch: &Batch) -> Result<u64, HistoryError> {
         let tx = self.store.sql(self.store.immediate())?;
+        if self.keys.forgotten {
+            self.store.sql(self.keys.start(&tx))?;
+        }
         let written = put(&tx, &mut self.keys, batch);
         let written = self.store.sql(written)?;
         self.store.sql(tx.commit())?;
@@ -474,5 +540,87 @@ fn verdict_of_v1(kind: RecordKind, json: &str) -> Option<(String, Option<String>
             Some((m.body.jid, Some(m.body.fun), verdict))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache_size(writer: &Writer) -> i64 {
+        let conn = &writer.store.conn;
+        conn.query_row("PRAGMA cache_size", [], |r| r.get(0))
+            .expect("reads")
+    }
+
+    /// The page cache grows with the minions the store knows, each time
+    /// they double, from the store's own to its bound; reopened, it is
+    /// sized for them at once.
+    #[test]
+    fn the_page_cache_makes_room_for_the_fleets_names() {
+        assert_eq!(cache_kib(0), super::super::CACHE_KIB);
+        assert_eq!(cache_kib(100_000), 100_000 * CACHE_BYTES_PER_MINION / 1024);
+        assert_eq!(cache_kib(usize::MAX), MAX_CACHE_KIB);
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("history.db");
+        let mut writer = Writer::open(&path).expect("opens");
+        assert_eq!(cache_size(&writer), -(cache_kib(0) as i64));
+        for m in 0..30_000 {
+            let Writer { store, keys } = &mut writer;
+            keys.minion(&store.conn, &format!("web{m:05}"))
+                .expect("a number");
+        }
+        assert_eq!(cache_size(&writer), -(cache_kib(16_384) as i64));
+        drop(writer);
+        let writer = Writer::open(&path).expect("opens again");
+        assert_eq!(cache_size(&writer), -(cache_kib(30_000) as i64));
+    }
+
+    /// A minion's number is the store's, whether it is remembered, looked
+    /// up (the store knew it before), or new; after a write rolled back,
+    /// the numbers it made are forgotten.
+    #[test]
+    fn a_minions_number_is_the_stores_after_a_reopen_and_a_rollback() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("history.db");
+        let number = |writer: &mut Writer, name: &str| {
+            let Writer { store, keys } = writer;
+            let tx = store.conn.unchecked_transaction().expect("a transaction");
+            if keys.forgotten {
+                keys.start(&tx).expect("read again");
+            }
+            let id = keys.minion(&tx, name).expect("a number");
+            tx.commit().expect("commits");
+            let stored: u32 = store
+                .conn
+                .query_row("SELECT id FROM minions WHERE name = ?1", [name], |r| {
+                    r.get(0)
+                })
+                .expect("stored");
+            assert_eq!(id, stored, "{name}");
+            id
+        };
+        let mut writer = Writer::open(&path).expect("opens");
+        let (a, b) = (number(&mut writer, "a"), number(&mut writer, "b"));
+        assert_eq!(number(&mut writer, "a"), a, "remembered");
+        drop(writer);
+        let mut writer = Writer::open(&path).expect("opens again");
+        assert_eq!(number(&mut writer, "b"), b, "looked up");
+        let c = number(&mut writer, "c");
+        assert_eq!(
+            number(&mut writer, "a"),
+            a,
+            "looked up, every one known now"
+        );
+        assert!(number(&mut writer, "d") > c, "new");
+
+        let Writer { store, keys } = &mut writer;
+        let tx = store.conn.unchecked_transaction().expect("a transaction");
+        keys.minion(&tx, "lost").expect("a number");
+        drop(tx);
+        writer.keys.forget_all();
+        let e = number(&mut writer, "e");
+        assert_ne!(number(&mut writer, "lost"), e);
     }
 }
