@@ -13,6 +13,7 @@ use super::{Job, JobTracker};
 use crate::event::TextList;
 use crate::event::args::text_refs;
 use crate::jobs::verdict::{MinionState, Verdict};
+use crate::names::NameList;
 use crate::record::{MissingEvidence, MissingReason, Record};
 use crate::time::Stamp;
 
@@ -32,10 +33,38 @@ pub(super) struct Intake {
     /// The master's `missing` of the publication, judged once every name
     /// is taken (a name it gives that the job lists is no verdict).
     missing: Vec<Box<str>>,
+    /// An open job's list of as many names, while every name taken is in
+    /// it: shared once all are.
+    sharing: Option<Sharing>,
+}
+
+/// A list a job being taken may share, and where each name it took is in it.
+#[derive(Debug)]
+struct Sharing {
+    list: Arc<NameList>,
+    places: Vec<u32>,
+}
+
+impl Sharing {
+    /// `name`, just taken, is in the list too; `false` when not.
+    fn follows(&mut self, name: &str) -> bool {
+        match self.list.position(name) {
+            Some(place) => {
+                self.places.push(u32::try_from(place).unwrap_or(u32::MAX));
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl Intake {
-    fn new(jid: Arc<str>, rest: &[&str], missing: Option<&TextList<'_>>) -> Self {
+    fn new(
+        jid: Arc<str>,
+        rest: &[&str],
+        missing: Option<&TextList<'_>>,
+        sharing: Option<Sharing>,
+    ) -> Self {
         let mut text = String::with_capacity(rest.iter().map(|name| name.len()).sum());
         let mut ends = Vec::with_capacity(rest.len());
         for name in rest {
@@ -48,6 +77,7 @@ impl Intake {
             ends,
             next: 0,
             missing: text_refs(missing).into_iter().map(Box::from).collect(),
+            sharing,
         }
     }
 
@@ -78,10 +108,15 @@ impl JobTracker {
         let (first, rest) = expected.split_at(INTAKE_SLICE.min(expected.len()));
         self.expected_total += job.pending;
         self.deadlines.insert(job.deadline, jid);
-        self.take_names(jid, &mut job, first.iter().copied(), out);
+        // A fleet's highstate every half hour expects the same minions.
+        let mut sharing = self.lists.like(expected.len()).map(|list| Sharing {
+            places: Vec::with_capacity(list.len()),
+            list,
+        });
+        self.take_names(jid, &mut job, first.iter().copied(), &mut sharing, out);
         let jid: Arc<str> = jid.into();
         self.open.insert(Arc::clone(&jid), job);
-        self.intake = Some(Intake::new(jid, rest, missing));
+        self.intake = Some(Intake::new(jid, rest, missing, sharing));
     }
 
     /// Whether a job's names are part way taken.
@@ -103,12 +138,22 @@ impl JobTracker {
         };
         let end = (intake.next + INTAKE_SLICE).min(intake.ends.len());
         let slice = intake.next..end;
-        self.take_names(&jid, &mut job, slice.map(|at| intake.name(at)), out);
+        let mut sharing = intake.sharing.take();
+        let names = slice.map(|at| intake.name(at));
+        self.take_names(&jid, &mut job, names, &mut sharing, out);
+        intake.sharing = sharing;
         intake.next = end;
         if intake.next < intake.ends.len() {
             self.open.insert(jid, job);
             self.intake = Some(intake);
             return;
+        }
+        // Every name taken: the same names as an open job's are its list.
+        match intake.sharing.take() {
+            Some(Sharing { list, places }) if places.len() == list.len() => {
+                job.minions.share(list, &places)
+            }
+            _ => self.lists.keep(job.minions.names()),
         }
         self.judge_master_missing(&jid, &mut job, intake.missing.iter().map(|m| &**m), out);
         let at = job.published_at;
@@ -130,12 +175,16 @@ impl JobTracker {
         jid: &str,
         job: &mut Job,
         names: impl Iterator<Item = &'n str>,
+        sharing: &mut Option<Sharing>,
         out: &mut Vec<Record>,
     ) {
         for name in names {
             let (position, new) = job.minions.take(name);
             if !new {
                 continue;
+            }
+            if sharing.as_mut().is_some_and(|s| !s.follows(name)) {
+                *sharing = None;
             }
             if let Some(since) = self.presence.absent_now(name) {
                 job.minions.set(position, MinionState::NotConnected);

@@ -57,12 +57,26 @@ impl SharedLists {
             return names;
         }
         let names = Arc::new(NameList::of(given.iter().copied()));
+        self.keep(&names);
+        names
+    }
+
+    /// A list to share that may be a big job's: a live one of `len` names.
+    pub fn like(&self, len: usize) -> Option<Arc<NameList>> {
+        self.lists
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|names| names.len() == len)
+    }
+
+    /// `names` offered to the jobs that follow, the oldest offered
+    /// forgotten past [`SHARED_LISTS`].
+    pub fn keep(&mut self, names: &Arc<NameList>) {
         self.lists.retain(|list| list.strong_count() > 0);
         if self.lists.len() >= SHARED_LISTS {
             self.lists.remove(0);
         }
-        self.lists.push(Arc::downgrade(&names));
-        names
+        self.lists.push(Arc::downgrade(names));
     }
 }
 
@@ -90,7 +104,8 @@ impl JobMinions {
     }
 
     /// No minions yet, with room for `expected`: a big job's list, taken a
-    /// slice at a time ([`JobMinions::take`]), its own (not shared).
+    /// slice at a time ([`JobMinions::take`]), its own until every name is
+    /// taken ([`JobMinions::share`]).
     pub fn growing(expected: usize) -> Self {
         let mut names = NameList::default();
         names.reserve(expected);
@@ -110,6 +125,33 @@ impl JobMinions {
             self.states.push(PENDING);
         }
         (at, new)
+    }
+
+    /// Its list of names, to offer to the jobs that follow.
+    pub fn names(&self) -> &Arc<NameList> {
+        &self.names
+    }
+
+    /// Its names swapped for `list`, the same names in another order
+    /// (`places`: where each of its own is in `list`), each state moved to
+    /// its minion's place.
+    pub fn share(&mut self, list: Arc<NameList>, places: &[u32]) {
+        let mut states = vec![PENDING; list.len()];
+        for (&state, &place) in self.states.iter().zip(places) {
+            states[place as usize] = state;
+        }
+        self.asked = std::mem::take(&mut self.asked)
+            .into_iter()
+            .filter_map(|(at, asked)| Some((*places.get(at)? as usize, asked)))
+            .collect();
+        self.states = states;
+        self.names = list;
+    }
+
+    /// Whether it holds the same list of names as `other`, not a copy.
+    #[cfg(test)]
+    pub fn shares_names_with(&self, other: &JobMinions) -> bool {
+        Arc::ptr_eq(&self.names, &other.names)
     }
 
     fn of(names: Arc<NameList>) -> Self {

@@ -103,7 +103,7 @@ impl JobTracker {
         let tgt = texts(p.tgt.as_ref());
         let context = Shared::new(self.contexts.for_publication(p, &tgt, at));
         self.stats.jobs_published.inc();
-        // A big job's names are listed a slice at a time, its own.
+        // A big job's names are listed a slice at a time, then shared.
         let sliced = !oversized && Self::takes_in_slices(expected, batch.is_some());
         let mut minions = if sliced {
             JobMinions::growing(expected.len())

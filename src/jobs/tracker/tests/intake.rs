@@ -127,3 +127,63 @@ fn anything_before_the_last_slice_takes_the_rest_first() {
     assert_eq!(lab.tracker.open_jobs(), 0);
     assert_eq!(lab.tracker.expected_outstanding(), 0);
 }
+
+/// Big jobs expecting the same minions, in another order, hold one list
+/// once taken, each with its own states; a list with one minion more is
+/// its own.
+#[test]
+fn big_jobs_expecting_the_same_minions_share_their_names() {
+    let mut config = short("state.apply", 60);
+    config.max_expected = 100_000;
+    let mut lab = Lab::new(config);
+    let names = names(INTAKE_SLICE + 100);
+    let minions: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut reversed = minions.clone();
+    reversed.reverse();
+    lab.feed(0, "salt/presence/present", json!({"present": minions}));
+    lab.new_job(1, "1", "state.apply", json!([]), &minions);
+    drain(&mut lab);
+    // Judged not connected while its job is taken: its state moves with it.
+    let lost = reversed[20];
+    lab.feed(
+        2,
+        "salt/presence/change",
+        json!({"new": [], "lost": [lost]}),
+    );
+    lab.new_job(2, "2", "state.apply", json!([]), &reversed);
+    drain(&mut lab);
+    let mut other = reversed.clone();
+    other[5] = "elsewhere";
+    lab.new_job(3, "3", "state.apply", json!([]), &other);
+    drain(&mut lab);
+    let held = |jid: &str| &lab.tracker.open[jid].minions;
+    assert!(held("2").shares_names_with(held("1")));
+    assert!(!held("3").shares_names_with(held("1")));
+
+    // Each job's states are its own, each at its minion's place.
+    for &minion in &reversed[..10] {
+        lab.ret(5, "2", minion, "state.apply", json!({}));
+    }
+    lab.ret(5, "1", minions[0], "state.apply", json!({}));
+    assert_eq!(lab.tracker.stats.unplaced_returns.get(), 0);
+    lab.tracker.advance(Stamp(70 * S), &mut lab.out);
+    drain(&mut lab);
+    let missing = |jid: &str| lab.missing().iter().filter(|(j, ..)| j == jid).count();
+    assert_eq!(missing("1"), minions.len() - 1);
+    assert_eq!(missing("2"), minions.len() - 10);
+    let judged_2: Vec<String> = lab
+        .missing()
+        .into_iter()
+        .filter(|(jid, ..)| jid == "2")
+        .map(|(_, minion, _)| minion)
+        .collect();
+    assert!(
+        reversed[..10]
+            .iter()
+            .all(|m| !judged_2.iter().any(|j| j == m))
+    );
+    for minion in [lost, minions[20]] {
+        let times = judged_2.iter().filter(|j| *j == minion).count();
+        assert_eq!(times, 1, "{minion} judged once");
+    }
+}
