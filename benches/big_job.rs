@@ -2,13 +2,14 @@
 //! (triage, the tracker, the correlator, drift) and the periodic checkpoint's
 //! encoding, driven in event time with one failing `state.apply` job of N
 //! minions (2% never return), for a small job and for big ones. Each step is
-//! timed: the job's publication (its decoding too), each return, the checkpoint taken half way,
-//! and the tick past the deadline that closes the job; each further slice of
-//! a big job's names and each batch of verdicts it owes is a step of its
-//! own, as the agent takes them. The longest step of each kind is
-//! reported, and its ratio to the small job's (a step whose ratio grows
-//! with N holds the pipeline for a time that grows with the job), and the
-//! publication's and the close's steps added up.
+//! timed: the job's publication (its decoding too), each return, the
+//! checkpoint taken half way (the pause; then its write, on its thread in
+//! the agent, timed apart), and the tick past the deadline that closes the
+//! job; each further slice of a big job's names and each batch of verdicts
+//! it owes is a step of its own, as the agent takes them. The longest step
+//! of each kind is reported, and its ratio to the small job's (a step whose
+//! ratio grows with N holds the pipeline for a time that grows with the
+//! job), and the publication's and the close's steps added up.
 //!
 //! Run: `taskset -c 0 cargo bench --bench big_job [-- MINIONS...]` (default
 //! 500 50000 200000; the first is the reference). `BIG_JOB_SLOW=1` prints
@@ -58,6 +59,8 @@ struct JobSteps {
     checkpoint: Steps,
     close: Steps,
     checkpoint_bytes: u64,
+    /// A checkpoint taken and written on the caller's thread.
+    checkpoint_write: Duration,
 }
 
 fn frame(tag: &str, data: &serde_json::Value) -> Vec<u8> {
@@ -190,8 +193,10 @@ fn one_job(minions: usize, mut dump: Option<&mut dyn std::io::Write>) -> JobStep
             steps
                 .checkpoint
                 .time(|| checkpointer.write_behind(|| stages.snapshot(), Stamp::now()));
-            // Its size: the same written again, waited for (untimed).
+            // Its size and its thread's time (to encode and write it): the
+            // same written again, waited for.
             checkpointer.write(stages.snapshot(), Stamp::now());
+            steps.checkpoint_write = Duration::from_micros(checkpointer.stats.write_micros.get());
             steps.checkpoint_bytes = checkpointer.stats.bytes.get();
         }
     }
@@ -225,7 +230,7 @@ fn main() {
         sizes[0]
     );
     println!(
-        "{:>8} {:>16} {:>16} {:>22} {:>16} {:>10} {:>14}",
+        "{:>8} {:>16} {:>16} {:>28} {:>16} {:>10} {:>14}",
         "minions", "publish", "return", "checkpoint", "close", "ret mean µs", "pub/close all"
     );
     for &n in &sizes {
@@ -248,14 +253,15 @@ fn main() {
             )
         };
         println!(
-            "{:>8} {:>16} {:>16} {:>22} {:>16} {:>10.1} {:>14}",
+            "{:>8} {:>16} {:>16} {:>28} {:>16} {:>10.1} {:>14}",
             n,
             cell(s.publish, reference.publish),
             cell(s.ret, reference.ret),
             format!(
-                "{} {:.1} MB",
+                "{} {:.1} MB {:.0} ms",
                 cell(s.checkpoint, reference.checkpoint),
-                s.checkpoint_bytes as f64 / 1e6
+                s.checkpoint_bytes as f64 / 1e6,
+                ms(s.checkpoint_write)
             ),
             cell(s.close, reference.close),
             s.ret.total.as_secs_f64() * 1e6 / f64::from(s.ret.count.max(1)),
