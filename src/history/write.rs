@@ -14,7 +14,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::Stored;
 use super::verdicts::{self, Answer, FailedState, MissingFacts, Verdict};
-use super::{HistoryError, Row, SCHEMA, Store, TABLES};
+use super::{CACHE_KIB, HistoryError, Row, SCHEMA, Store, TABLES};
 use crate::record::{MinionMissing, MinionReturn, Record, RecordKind, StateFailure};
 use crate::time::Stamp;
 
@@ -262,7 +262,7 @@ impl Keys {
 
 /// The page cache (KiB) for a store that knows `minions`.
 fn cache_kib(minions: usize) -> usize {
-    (minions.saturating_mul(CACHE_BYTES_PER_MINION) / 1024).clamp(super::CACHE_KIB, MAX_CACHE_KIB)
+    (minions.saturating_mul(CACHE_BYTES_PER_MINION) / 1024).clamp(CACHE_KIB, MAX_CACHE_KIB)
 }
 
 /// The store as the agent writes it.
@@ -558,7 +558,7 @@ mod tests {
     /// sized for them at once.
     #[test]
     fn the_page_cache_makes_room_for_the_fleets_names() {
-        assert_eq!(cache_kib(0), super::super::CACHE_KIB);
+        assert_eq!(cache_kib(0), CACHE_KIB);
         assert_eq!(cache_kib(100_000), 100_000 * CACHE_BYTES_PER_MINION / 1024);
         assert_eq!(cache_kib(usize::MAX), MAX_CACHE_KIB);
 
