@@ -17,21 +17,13 @@ pub const INTERNAL_FUNCTIONS: &[&str] = &[
 
 /// A list of texts as owned strings (empty when absent).
 pub fn texts(list: Option<&TextList<'_>>) -> Vec<String> {
-    each_text(list).map(str::to_owned).collect()
+    list.map_or_else(Vec::new, |l| l.iter().map(str::to_owned).collect())
 }
 
 /// A list of texts borrowed from the event (empty when absent): a job's
-/// minions are read without a copy of each name.
+/// minions are read without a copy of each name, into room made once.
 pub fn text_refs<'l>(list: Option<&'l TextList<'_>>) -> Vec<&'l str> {
-    each_text(list).collect()
-}
-
-/// Each text of a list (none when absent), borrowed; its length known, so
-/// a vector collected from it is allocated once.
-fn each_text<'l>(list: Option<&'l TextList<'_>>) -> impl ExactSizeIterator<Item = &'l str> {
-    list.map_or(&[][..], |l| l.0.as_slice())
-        .iter()
-        .map(|t| t.as_str())
+    list.map_or_else(Vec::new, |l| l.iter().collect())
 }
 
 /// Whether `fun` is one the salt CLI runs on its own behalf.

@@ -151,11 +151,7 @@ mod tests {
         assert_eq!(b.jid.as_str(), "20261207043319530601");
         assert_eq!(b.step, BatchStep::Progress);
         assert_eq!(b.fun.as_ref().map(Text::as_str), Some("state.apply"));
-        let minions: Vec<&str> = b
-            .minions
-            .iter()
-            .flat_map(|l| l.0.iter().map(Text::as_str))
-            .collect();
+        let minions: Vec<&str> = b.minions.iter().flat_map(TextList::iter).collect();
         assert_eq!(minions, ["web1", "web2"]);
         assert_eq!(b.size, Some(1));
         assert!(!b.halted);

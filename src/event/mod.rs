@@ -13,6 +13,7 @@ pub mod json;
 pub mod payload;
 pub mod states;
 pub mod tag;
+pub mod text_list;
 
 use crate::time::Stamp;
 use cursor::Cursor;

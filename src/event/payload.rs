@@ -14,10 +14,11 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, Visitor};
 
 use super::cursor::Cursor;
 use super::states::States;
+pub use super::text_list::TextList;
 
 /// A string as Salt meant it: str, or bin holding text (older Salt), or an integer
 /// where a string is expected (jids). Borrowed unless it had to be made.
@@ -72,45 +73,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 }
 
 /// Text held in bytes: borrowed when it is UTF-8, replaced lossily when not.
-fn text_from_bytes(v: &[u8]) -> Text<'_> {
+pub(super) fn text_from_bytes(v: &[u8]) -> Text<'_> {
     match std::str::from_utf8(v) {
         Ok(s) => Text(Cow::Borrowed(s)),
         Err(_) => Text(Cow::Owned(String::from_utf8_lossy(v).into_owned())),
-    }
-}
-
-/// A list of strings; a lone string is taken as a list of one (Salt's `tgt` is a
-/// string for globs and a list for `tgt_type: list`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TextList<'a>(pub Vec<Text<'a>>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for TextList<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct ListVisitor;
-        impl<'de> Visitor<'de> for ListVisitor {
-            type Value = TextList<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list of strings or one string")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                // The size hint is the wire's word: cap what it may reserve.
-                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-                while let Some(item) = seq.next_element::<Text<'de>>()? {
-                    out.push(item);
-                }
-                Ok(TextList(out))
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(TextList(vec![Text(Cow::Borrowed(v))]))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(TextList(vec![Text(Cow::Owned(v.to_owned()))]))
-            }
-            fn visit_borrowed_bytes<E>(self, v: &'de [u8]) -> Result<Self::Value, E> {
-                Ok(TextList(vec![text_from_bytes(v)]))
-            }
-        }
-        d.deserialize_any(ListVisitor)
     }
 }
 
@@ -314,22 +280,6 @@ impl<'a> FastField<'a> for Int {
     }
 }
 
-impl<'a> FastField<'a> for TextList<'a> {
-    /// An array of strings (a big job's 200,000 names): read directly, with
-    /// room made once (serde took twice as long, growing its vector);
-    /// anything else (an item of another kind, a lone string) through serde.
-    fn fast(raw: &'a [u8]) -> Option<Self> {
-        let mut cursor = Cursor::new(raw);
-        let len = usize::try_from(cursor.read_array_len()?).ok()?;
-        // Each item is a byte at least: the header asks no more room.
-        let mut texts = Vec::with_capacity(len.min(raw.len()));
-        for _ in 0..len {
-            texts.push(text_from_bytes(cursor.read_str_or_bin()?));
-        }
-        cursor.is_at_end().then_some(TextList(texts))
-    }
-}
-
 /// Decodes one field; nil is "absent", a type mismatch is noted and left absent.
 pub(super) fn typed<'a, T: FastField<'a>>(
     raw: &'a [u8],
@@ -371,8 +321,8 @@ mod tests {
         assert_eq!(f.id.as_ref().map(Text::as_str), Some("web2"));
         assert_eq!(f.retcode, Some(Int(0)));
         assert_eq!(f.success, Some(true));
-        assert_eq!(f.tgt.unwrap().0, vec![Text::borrowed("*")]);
-        assert_eq!(f.minions.unwrap().0.len(), 2);
+        assert_eq!(f.tgt.unwrap().iter().collect::<Vec<_>>(), ["*"]);
+        assert_eq!(f.minions.unwrap().len(), 2);
         let ret: serde_json::Value = rmp_serde::from_slice(f.ret.unwrap().0).unwrap();
         assert_eq!(ret, serde_json::json!({"a": [1, 2]}));
         assert!(
@@ -380,38 +330,6 @@ mod tests {
             "strings are borrowed"
         );
         assert_eq!(f.malformed, None);
-    }
-
-    /// A list read directly is the list serde reads, whatever its items.
-    #[test]
-    fn a_list_is_read_alike_directly_and_through_serde() {
-        use serde_json::json;
-        let bin = |bytes: &[u8]| {
-            let mut raw = vec![0x92, 0xa1, b'a', 0xc4, bytes.len() as u8];
-            raw.extend_from_slice(bytes);
-            raw
-        };
-        let cases = [
-            rmp_serde::to_vec(&json!(["web1", "", "é-minion"])).unwrap(),
-            rmp_serde::to_vec(&json!([])).unwrap(),
-            rmp_serde::to_vec(&json!(["web1", 7])).unwrap(),
-            rmp_serde::to_vec(&json!("web1")).unwrap(),
-            bin(b"db1"),
-            bin(&[0xff, b'x']),
-        ];
-        for raw in &cases {
-            let read: Option<TextList<'_>> = typed(raw, "minions", &mut None);
-            let serde: TextList<'_> = rmp_serde::from_slice(raw).unwrap();
-            assert_eq!(read, Some(serde), "{raw:?}");
-        }
-        let direct = TextList::fast(&cases[0]).expect("strings are read directly");
-        assert!(direct.0.iter().all(|t| matches!(t.0, Cow::Borrowed(_))));
-        assert!(
-            TextList::fast(&cases[2]).is_none(),
-            "an integer goes to serde"
-        );
-        // A header asking for more items than there are is no list.
-        assert_eq!(TextList::fast(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0xa0]), None);
     }
 
     #[test]

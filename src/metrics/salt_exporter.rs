@@ -351,7 +351,7 @@ impl SaltExporterMetrics {
         match &event.body {
             Body::JobNew(p) if !self.ignored(p.arg) => {
                 let fun = p.fun.as_ref().map(|f| f.as_str()).unwrap_or_default();
-                let minions = p.minions.as_ref().map_or(0, |m| m.0.len());
+                let minions = p.minions.as_ref().map_or(0, crate::event::TextList::len);
                 let labels = FunctionState {
                     function: function(fun),
                     state: self.bounded_state(state_label(fun, p.arg)),

@@ -195,7 +195,7 @@ impl Stages {
         // A job published (and any rollout its HEADs opened): the fleet it
         // expects is made room for.
         if let Body::JobNew(p) = &event.body {
-            let minions = p.minions.as_ref().map_or(0, |m| m.0.len());
+            let minions = p.minions.as_ref().map_or(0, crate::event::TextList::len);
             self.correlator.expect_minions(minions);
             if self.correlator_wants_outcomes {
                 self.drift.expect_minions(minions);

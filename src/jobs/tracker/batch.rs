@@ -429,7 +429,7 @@ impl JobTracker {
         let all: Vec<&str> = targets.all.iter().map(|m| &**m).collect();
         self.publish(
             &publication,
-            &[],
+            super::intake::Expected::whole(&[]),
             Some((Box::new(batch), &all)),
             at,
             commits,
@@ -471,6 +471,12 @@ impl JobTracker {
         })
     }
 
+    /// Whether `p` may be a batch's first sub-batch (Salt before 3008.2
+    /// publishes each as a job of its own, targeted by list).
+    pub(super) fn may_open_a_batch(&self, p: &JobPublication<'_>) -> bool {
+        self.legacy_batches && p.tgt_type.as_ref().map(Text::as_str) == Some("list")
+    }
+
     /// Salt before 3008.2: a list-targeted `new` to some of the minions that
     /// answered a recent ping by the same user may be a batch's first
     /// sub-batch: the rest of those are queued behind it.
@@ -480,10 +486,7 @@ impl JobTracker {
         expected: &[&str],
         at: Stamp,
     ) -> Option<(Box<BatchRun>, Vec<Box<str>>)> {
-        if !self.legacy_batches
-            || p.tgt_type.as_ref().map(Text::as_str) != Some("list")
-            || expected.is_empty()
-        {
+        if !self.may_open_a_batch(p) || expected.is_empty() {
             return None;
         }
         let ping = self.ping_before(p.user.as_ref().map(Text::as_str), None, at)?;

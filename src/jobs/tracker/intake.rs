@@ -1,35 +1,66 @@
 //! A big job's expected minions taken a slice at a time. A publication
-//! naming more than [`INTAKE_SLICE`] minions opens its job with the first
-//! slice; the rest wait here as one copied string, and each
-//! [`JobTracker::more`] takes the next slice: listed, and judged not
-//! connected when presence says so. The driver calls `more` until it is
-//! done, before the next event, so no step lists a whole 200,000-minion
-//! job; anything that reads the job's minions first takes what is left
-//! ([`JobTracker::finish_intake`]), so nothing ever sees a job part taken.
+//! naming more than [`FIRST_SLICE`] minions opens its job with its first
+//! [`FIRST_SLICE`] names, read from the event's list, which is kept packed
+//! as Salt sent it (`event::text_list`); the rest are copied in one piece,
+//! still packed, and each [`JobTracker::more`] reads and takes the next
+//! slice: listed, and judged not connected when presence says so. The
+//! driver calls `more` until it is done, before the next event, so no step
+//! reads a whole 200,000-minion job; anything that reads the job's minions
+//! first takes what is left ([`JobTracker::finish_intake`]), so nothing ever
+//! sees a job part taken.
 
 use std::sync::Arc;
 
 use super::{Job, JobTracker};
-use crate::event::TextList;
 use crate::event::args::text_refs;
+use crate::event::text_list::PackedTexts;
+use crate::event::{JobPublication, TextList};
 use crate::jobs::verdict::{MinionState, Verdict};
 use crate::names::NameList;
-use crate::record::{MissingEvidence, MissingReason, Record};
+use crate::record::{MAX_LISTED_MINIONS, MissingEvidence, MissingReason, Record};
 use crate::time::Stamp;
 
 /// Names listed per step: a slice takes about a millisecond (the
 /// `big_job` bench).
 pub(super) const INTAKE_SLICE: usize = 8_192;
 
+/// Names read at a big job's publication: its first slice, and every name
+/// its `job_published` record lists.
+pub(super) const FIRST_SLICE: usize = if MAX_LISTED_MINIONS > INTAKE_SLICE {
+    MAX_LISTED_MINIONS
+} else {
+    INTAKE_SLICE
+};
+
+/// A publication's expected minions as read: every name, or a big job's
+/// first names with the list they are the start of.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Expected<'e> {
+    pub read: &'e [&'e str],
+    /// The whole list, when names past `read` are in it, not read yet.
+    pub unread: Option<&'e TextList<'e>>,
+}
+
+impl<'e> Expected<'e> {
+    /// Every name, read.
+    pub fn whole(read: &'e [&'e str]) -> Self {
+        Expected { read, unread: None }
+    }
+
+    /// How many are expected in all.
+    pub fn total(&self) -> usize {
+        self.unread.map_or(self.read.len(), TextList::len)
+    }
+}
+
 /// A job's names not taken yet.
 #[derive(Debug)]
 pub(super) struct Intake {
     jid: Arc<str>,
-    /// The names one after another, each ending at its `ends`.
-    text: String,
-    ends: Vec<usize>,
-    /// How many are taken.
-    next: usize,
+    names: PackedTexts,
+    /// Where the names not taken begin in `names`, and how many they are.
+    at: usize,
+    left: usize,
     /// The master's `missing` of the publication, judged once every name
     /// is taken (a name it gives that the job lists is no verdict).
     missing: Vec<Box<str>>,
@@ -58,65 +89,59 @@ impl Sharing {
     }
 }
 
-impl Intake {
-    fn new(
-        jid: Arc<str>,
-        rest: &[&str],
-        missing: Option<&TextList<'_>>,
-        sharing: Option<Sharing>,
-    ) -> Self {
-        let mut text = String::with_capacity(rest.iter().map(|name| name.len()).sum());
-        let mut ends = Vec::with_capacity(rest.len());
-        for name in rest {
-            text.push_str(name);
-            ends.push(text.len());
-        }
-        Intake {
-            jid,
-            text,
-            ends,
-            next: 0,
-            missing: text_refs(missing).into_iter().map(Box::from).collect(),
-            sharing,
-        }
-    }
-
-    fn name(&self, at: usize) -> &str {
-        let start = at.checked_sub(1).map_or(0, |before| self.ends[before]);
-        &self.text[start..self.ends[at]]
-    }
-}
-
 impl JobTracker {
-    /// Whether the job expecting `expected` is listed a slice at a time
-    /// (a batch's job is listed whole: its queue is counted at publication).
-    pub(super) fn takes_in_slices(expected: &[&str], batch: bool) -> bool {
-        !batch && expected.len() > INTAKE_SLICE
+    /// The minions `p` expects, as read now: a big job's first slice and
+    /// its list (not a ping's, which a batch is chosen by, nor a job that
+    /// may be a batch's, whose queue is counted at publication, nor a job
+    /// over the cap, which is not followed minion by minion).
+    pub(super) fn read_expected<'e>(
+        &self,
+        p: &'e JobPublication<'e>,
+        fun: &str,
+    ) -> (Vec<&'e str>, Option<&'e TextList<'e>>) {
+        let names = p.minions.as_ref();
+        let count = names.map_or(0, TextList::len);
+        let sliced = count > FIRST_SLICE
+            && count <= self.config.max_expected
+            && fun != "test.ping"
+            && !self.may_open_a_batch(p);
+        match names {
+            Some(list) if sliced => (list.iter().take(FIRST_SLICE).collect(), Some(list)),
+            _ => (text_refs(names), None),
+        }
     }
 
-    /// `job`, just published expecting `expected`, opened with its first
-    /// slice; the rest taken by [`JobTracker::more`].
+    /// `job`, just published expecting the names of `unread`, opened with
+    /// those read (`first`); the rest taken by [`JobTracker::more`].
     pub(super) fn open_in_slices(
         &mut self,
         jid: &str,
         mut job: Job,
-        expected: &[&str],
+        first: &[&str],
+        unread: &TextList<'_>,
         missing: Option<&TextList<'_>>,
         out: &mut Vec<Record>,
     ) {
         self.finish_intake(out);
-        let (first, rest) = expected.split_at(INTAKE_SLICE.min(expected.len()));
         self.expected_total += job.pending;
         self.deadlines.insert(job.deadline, jid);
         // A fleet's highstate every half hour expects the same minions.
-        let mut sharing = self.lists.like(expected.len()).map(|list| Sharing {
+        let mut sharing = self.lists.like(unread.len()).map(|list| Sharing {
             places: Vec::with_capacity(list.len()),
             list,
         });
         self.take_names(jid, &mut job, first.iter().copied(), &mut sharing, out);
         let jid: Arc<str> = jid.into();
         self.open.insert(Arc::clone(&jid), job);
-        self.intake = Some(Intake::new(jid, rest, missing, sharing));
+        let names = unread.packed_after(first.len());
+        self.intake = Some(Intake {
+            jid,
+            left: names.len(),
+            names,
+            at: 0,
+            missing: text_refs(missing).into_iter().map(Box::from).collect(),
+            sharing,
+        });
     }
 
     /// Whether a job's names are part way taken.
@@ -136,14 +161,20 @@ impl JobTracker {
         let Some((jid, mut job)) = self.open.remove_entry(&*intake.jid) else {
             return;
         };
-        let end = (intake.next + INTAKE_SLICE).min(intake.ends.len());
-        let slice = intake.next..end;
         let mut sharing = intake.sharing.take();
-        let names = slice.map(|at| intake.name(at));
-        self.take_names(&jid, &mut job, names, &mut sharing, out);
+        let mut names = intake.names.read_from(intake.at, intake.left);
+        self.take_names(
+            &jid,
+            &mut job,
+            names.by_ref().take(INTAKE_SLICE),
+            &mut sharing,
+            out,
+        );
+        let (read, left) = (names.position(), names.len());
         intake.sharing = sharing;
-        intake.next = end;
-        if intake.next < intake.ends.len() {
+        intake.at += read;
+        intake.left = left;
+        if intake.left > 0 {
             self.open.insert(jid, job);
             self.intake = Some(intake);
             return;

@@ -36,7 +36,7 @@ use super::streaks::Streaks;
 use super::verdict::{Evidence, MinionState, Verdict};
 use crate::config::glob::Glob;
 use crate::event::args::{raw_to_json, timeout_kwarg};
-use crate::event::{Body, Event, JobReturn, Raw, Text};
+use crate::event::{Body, Event, JobReturn, Raw, TextList};
 use crate::record::episodes::{EpisodeWindow, episode_during};
 use crate::record::{
     BusGapRecord, JobCompleted, JobContext, MAX_LISTED_MINIONS, MinionMissing, MissingReason,
@@ -432,12 +432,11 @@ impl JobTracker {
     fn on_presence(&mut self, p: &crate::event::Presence<'_>, at: Stamp) {
         let refused = self.presence.refused;
         if let Some(present) = &p.present {
-            self.presence
-                .present(present.0.iter().map(Text::as_str), at);
+            self.presence.present(present.iter(), at);
         }
         if p.new.is_some() || p.lost.is_some() {
-            let new = p.new.iter().flat_map(|l| l.0.iter().map(Text::as_str));
-            let lost = p.lost.iter().flat_map(|l| l.0.iter().map(Text::as_str));
+            let new = p.new.iter().flat_map(TextList::iter);
+            let lost = p.lost.iter().flat_map(TextList::iter);
             self.presence.change(new, lost, at);
         }
         self.count_presence(refused);

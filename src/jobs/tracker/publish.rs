@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::intake::Expected;
 use super::minions::JobMinions;
 use super::{Commits, Job, JobTracker, batch, listed};
 use crate::event::args::{first_arg, is_internal, raw_to_json, text_refs, texts};
@@ -62,18 +63,25 @@ impl JobTracker {
             self.send_sub_batch(&batch, Some(jid), p, at, out);
             return;
         }
-        let expected = text_refs(p.minions.as_ref());
+        let (read, unread) = self.read_expected(p, fun);
         if fun == "test.ping" {
-            self.remember_ping(p, &expected, at);
+            self.remember_ping(p, &read, at);
         }
-        let batch = self.first_sub_batch(p, &expected, at);
+        let batch = self.first_sub_batch(p, &read, at);
         match &batch {
             Some((run, queued)) => {
                 let queued: Vec<&str> = queued.iter().map(|m| &**m).collect();
                 let run = run.clone();
-                self.publish(p, &expected, Some((run, &queued)), at, commits, out);
+                let expected = Expected::whole(&read);
+                self.publish(p, expected, Some((run, &queued)), at, commits, out);
             }
-            None => self.publish(p, &expected, None, at, commits, out),
+            None => {
+                let expected = Expected {
+                    read: &read,
+                    unread,
+                };
+                self.publish(p, expected, None, at, commits, out);
+            }
         }
     }
 
@@ -82,7 +90,7 @@ impl JobTracker {
     pub(super) fn publish(
         &mut self,
         p: &JobPublication<'_>,
-        expected: &[&str],
+        expected: Expected<'_>,
         batch: Option<(Box<batch::BatchRun>, &[&str])>,
         at: Stamp,
         commits: &mut dyn FnMut(&str, Stamp) -> Commits,
@@ -95,20 +103,19 @@ impl JobTracker {
         // A job larger than the cap on its own is not tracked minion by minion (it
         // would empty the tracker and still exceed the cap): published, then
         // closed as evicted. A job expecting nobody needs no room.
-        let oversized = expected.len() + queued > self.config.max_expected;
-        if !oversized && expected.len() + queued > 0 {
-            self.make_room(expected.len() + queued, at, out);
+        let total = expected.total();
+        let oversized = total + queued > self.config.max_expected;
+        if !oversized && total + queued > 0 {
+            self.make_room(total + queued, at, out);
         }
         let deadline = at.plus(self.deadline_for(fun, p.arg));
         let tgt = texts(p.tgt.as_ref());
         let context = Shared::new(self.contexts.for_publication(p, &tgt, at));
         self.stats.jobs_published.inc();
         // A big job's names are listed a slice at a time, then shared.
-        let sliced = !oversized && Self::takes_in_slices(expected, batch.is_some());
-        let mut minions = if sliced {
-            JobMinions::growing(expected.len())
-        } else {
-            JobMinions::pending_shared(&mut self.lists, expected)
+        let mut minions = match expected.unread {
+            Some(_) => JobMinions::growing(total),
+            None => JobMinions::pending_shared(&mut self.lists, expected.read),
         };
         let mut batch_run = None;
         if let Some((mut run, queued)) = batch {
@@ -127,7 +134,7 @@ impl JobTracker {
             context,
             published_at: at,
             deadline,
-            pending: expected.len(),
+            pending: total,
             minions,
             returned: 0,
             succeeded: 0,
@@ -140,14 +147,15 @@ impl JobTracker {
         };
         // A batch known from its events announces every minion it targets,
         // those its ping did not hear from too.
-        let announced: std::borrow::Cow<'_, [&str]> = match &job.batch {
+        let (announced, announced_count): (std::borrow::Cow<'_, [&str]>, usize) = match &job.batch {
             Some(run) if run.from_events => {
                 let mut all: Vec<&str> = job.minions.iter().map(|(m, _)| m).collect();
                 all.extend(run.unanswered.iter().map(|m| &**m));
                 all.sort_unstable();
-                all.into()
+                let count = all.len();
+                (all.into(), count)
             }
-            _ => expected.into(),
+            _ => (expected.read.into(), total),
         };
         out.push(self.records.make(
             at,
@@ -160,7 +168,7 @@ impl JobTracker {
                 tgt_type: p.tgt_type.as_ref().map(|t| t.as_str().to_owned()),
                 user: p.user.as_ref().map(|t| t.as_str().to_owned()),
                 expected: listed(&announced),
-                expected_count: u32::try_from(announced.len()).unwrap_or(u32::MAX),
+                expected_count: u32::try_from(announced_count).unwrap_or(u32::MAX),
                 not_connected: listed(&not_connected),
                 deadline,
                 context: job.context.clone(),
@@ -168,11 +176,11 @@ impl JobTracker {
                 batch: Self::published_batch(&job),
             })),
         ));
-        if sliced {
-            self.open_in_slices(jid, job, expected, p.missing.as_ref(), out);
+        if let Some(unread) = expected.unread {
+            self.open_in_slices(jid, job, expected.read, unread, p.missing.as_ref(), out);
             return;
         }
-        self.judge_absent_at_publish(jid, &mut job, expected, p.missing.as_ref(), out);
+        self.judge_absent_at_publish(jid, &mut job, expected.read, p.missing.as_ref(), out);
         self.expected_total += job.pending;
         if oversized {
             self.stats.evicted_jobs.inc();

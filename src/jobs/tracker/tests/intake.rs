@@ -1,6 +1,6 @@
 //! Tests of a big job's names taken a slice at a time.
 use super::*;
-use crate::jobs::tracker::intake::INTAKE_SLICE;
+use crate::jobs::tracker::intake::{FIRST_SLICE, INTAKE_SLICE};
 
 /// `count` names in no order (a permutation, as Salt lists a big target).
 fn names(count: usize) -> Vec<String> {
@@ -27,9 +27,10 @@ fn a_big_jobs_names_are_taken_a_slice_at_a_time_and_judged_as_a_whole() {
     let mut config = short("state.apply", 60);
     config.max_expected = 100_000;
     let mut lab = Lab::new(config);
-    let names = names(2 * INTAKE_SLICE + 100);
+    // Read at publication, then two slices, the second short.
+    let names = names(FIRST_SLICE + 2 * INTAKE_SLICE - 50);
     let minions: Vec<&str> = names.iter().map(String::as_str).collect();
-    let (early, late) = (minions[10], minions[2 * INTAKE_SLICE + 50]);
+    let (early, late) = (minions[10], minions[FIRST_SLICE + INTAKE_SLICE + 5]);
     lab.feed(1, "salt/presence/present", json!({"present": minions}));
     lab.feed(
         2,
@@ -37,7 +38,7 @@ fn a_big_jobs_names_are_taken_a_slice_at_a_time_and_judged_as_a_whole() {
         json!({"new": [], "lost": [early, late]}),
     );
     lab.out.clear();
-    let listed_missing = minions[INTAKE_SLICE + 1];
+    let listed_missing = minions[FIRST_SLICE + 1];
     lab.feed(
         5,
         "salt/job/1/new",
@@ -86,7 +87,7 @@ fn a_big_jobs_names_are_taken_a_slice_at_a_time_and_judged_as_a_whole() {
 #[test]
 fn anything_before_the_last_slice_takes_the_rest_first() {
     let mut lab = Lab::new(short("state.apply", 60));
-    let names = names(INTAKE_SLICE + 10);
+    let names = names(FIRST_SLICE + 10);
     let minions: Vec<&str> = names.iter().map(String::as_str).collect();
     lab.new_job(5, "1", "state.apply", json!([]), &minions);
     assert!(lab.tracker.has_more());
@@ -136,7 +137,7 @@ fn big_jobs_expecting_the_same_minions_share_their_names() {
     let mut config = short("state.apply", 60);
     config.max_expected = 100_000;
     let mut lab = Lab::new(config);
-    let names = names(INTAKE_SLICE + 100);
+    let names = names(FIRST_SLICE + 100);
     let minions: Vec<&str> = names.iter().map(String::as_str).collect();
     let mut reversed = minions.clone();
     reversed.reverse();
