@@ -18,11 +18,14 @@
 //! writes the last job's frames as a raw dump of the bus, for `saltsight
 //! replay` under `perf`; `BIG_JOB_STATES=1` watches a state tree the job
 //! rolls out (rollouts, the correlator's history and drift then hold the
-//! fleet too).
+//! fleet too). `BIG_JOB_MANY=N` runs N of the load test's `failing` jobs
+//! (500 minions, one every 10 s of event time, `BIG_JOB_EVERY` to change
+//! it; 0 keeps every job open, as the load test's rate does) instead, and
+//! times the checkpoint's copy amid them.
 
 use std::time::{Duration, Instant};
 
-use saltsight::event::{decode, encode_frame};
+use saltsight::event::{decode, decode_shared, encode_frame};
 use saltsight::pipeline::{Checkpointer, Stages};
 use saltsight::time::Stamp;
 use serde_json::json;
@@ -149,8 +152,9 @@ fn one_job(minions: usize, mut dump: Option<&mut dyn std::io::Write>) -> JobStep
     }
     // Decoded within the step, as the pipeline's own step does; each
     // further slice of its names a step of its own, as the driver takes it.
+    let new = bytes::Bytes::from(new);
     steps.publish.time(|| {
-        let event = decode(&new).expect("decode");
+        let event = decode_shared(&new).expect("decode");
         stages.on_event(&event, Stamp::now(), &mut out);
     });
     while let Some(more) = steps.publish.time(|| stages.more()) {
@@ -209,6 +213,55 @@ fn one_job(minions: usize, mut dump: Option<&mut dyn std::io::Write>) -> JobStep
     steps
 }
 
+/// `count` `failing` jobs of 500 minions, one every `every` s of event time, as
+/// the load test's `failing` mix runs them (the same minions, 2% missing):
+/// jobs wait for their deadline while later ones come, and closed jobs wait
+/// for late returns. The checkpoint's copy is timed every 50 jobs; its
+/// longest, and the open and closed jobs then.
+fn many_jobs(count: usize, every: i64) -> Duration {
+    let (dir, mut stages) = stages();
+    let mut checkpointer = Checkpointer::new(dir.path(), "bench", Duration::from_secs(60));
+    let names: Vec<String> = (0..500).map(|m| format!("web{m:04}.example.net")).collect();
+    let states = traffic::failing_states();
+    let mut copy = Steps::default();
+    let mut out = Vec::new();
+    for job in 0..count {
+        let jid = format!("2026120712{job:010}");
+        let at = every * i64::try_from(job).expect("jobs");
+        let new = frame(
+            &format!("salt/job/{jid}/new"),
+            &json!({"jid": jid, "fun": "state.apply", "arg": ["load"], "tgt": "*", "tgt_type": "glob",
+                    "user": "root", "minions": names, "missing": [], "_stamp": stamp(at)}),
+        );
+        let now = Stamp(1_796_000_000_000_000 + at * 1_000_000);
+        stages.on_event(&decode(&new).expect("decode"), now, &mut out);
+        for minion in names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 50 != 49)
+            .map(|(_, m)| m)
+        {
+            let ret = frame(
+                &format!("salt/job/{jid}/ret/{minion}"),
+                &json!({"cmd": "_return", "id": minion, "success": false, "return": states, "retcode": 2,
+                        "jid": jid, "fun": "state.apply", "fun_args": ["load"], "user": "root",
+                        "out": "highstate", "_stamp": stamp(at + 1)}),
+            );
+            stages.on_event(&decode(&ret).expect("decode"), now, &mut out);
+        }
+        out.extend(stages.advance(now));
+        while let Some(more) = stages.more() {
+            out.extend(more);
+        }
+        out.clear();
+        if job % 50 == 49 {
+            copy.time(|| checkpointer.write_behind(|| stages.snapshot(), Stamp::now()));
+            checkpointer.write(stages.snapshot(), Stamp::now());
+        }
+    }
+    copy.longest
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -220,6 +273,20 @@ fn main() {
         .collect();
     if sizes.is_empty() {
         sizes = vec![500, 50_000, 200_000];
+    }
+    if let Some(count) = std::env::var("BIG_JOB_MANY")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        let every = std::env::var("BIG_JOB_EVERY")
+            .ok()
+            .and_then(|n| n.parse().ok());
+        let longest = many_jobs(count, every.unwrap_or(10));
+        println!(
+            "{count} failing jobs of 500 minions: the checkpoint's copy {:.2} ms at most",
+            ms(longest)
+        );
+        return;
     }
     // BIG_JOB_DUMP=FILE: the last size's frames written to FILE.
     let mut dump = std::env::var_os("BIG_JOB_DUMP")

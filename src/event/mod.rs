@@ -15,6 +15,8 @@ pub mod states;
 pub mod tag;
 pub mod text_list;
 
+use bytes::Bytes;
+
 use crate::time::Stamp;
 use cursor::Cursor;
 
@@ -33,6 +35,9 @@ pub struct Event<'a> {
     pub data: &'a [u8],
     /// The first field of `data` that had an unexpected type (left empty in `body`).
     pub malformed_field: Option<&'static str>,
+    /// The frame, when it came shared ([`decode_shared`]): what a stage
+    /// keeps of it past the event (a big job's names) it keeps by reference.
+    pub frame: Option<&'a Bytes>,
 }
 
 /// The typed contents, one variant per tag class.
@@ -334,6 +339,14 @@ pub fn tag_of_head(head: &[u8]) -> Option<&str> {
     None
 }
 
+/// Decodes one frame held shared (the bus's, a recording's): as
+/// [`decode`], the event able to keep parts of the frame by reference.
+pub fn decode_shared(frame: &Bytes) -> Result<Event<'_>, DecodeError> {
+    let mut event = decode(frame)?;
+    event.frame = Some(frame);
+    Ok(event)
+}
+
 /// Decodes one frame (the msgpack map, without any length prefix).
 pub fn decode(frame: &[u8]) -> Result<Event<'_>, DecodeError> {
     let (tag, data) = split_body(frame)?;
@@ -351,6 +364,7 @@ pub fn decode(frame: &[u8]) -> Result<Event<'_>, DecodeError> {
         body,
         data,
         malformed_field,
+        frame: None,
     })
 }
 

@@ -4,11 +4,13 @@
 //! big job's 200,000 names are never read into a vector of their own. Any
 //! other shape (an item of another kind, text that is not UTF-8, a lone
 //! string) goes through serde into texts. [`PackedTexts`] holds such items
-//! owned, for a big job's names not taken yet.
+//! past the event, by reference to its frame, for a big job's names not
+//! taken yet.
 
 use std::borrow::Cow;
 use std::fmt;
 
+use bytes::Bytes;
 use serde::Deserialize;
 use serde::de::{Deserializer, SeqAccess, Visitor};
 
@@ -57,17 +59,23 @@ impl<'a> TextList<'a> {
         }
     }
 
-    /// The texts after the first `skip`, owned: the packed items copied in
-    /// one piece (texts read through serde packed one by one).
-    pub fn packed_after(&self, skip: usize) -> PackedTexts {
+    /// The texts after the first `skip`, owned: packed items by reference
+    /// to `frame` when they are in it (the list was read from it), else
+    /// copied in one piece; texts read through serde packed one by one.
+    pub fn packed_after(&self, skip: usize, frame: Option<&Bytes>) -> PackedTexts {
         match &self.0 {
             Items::Packed { items, len } => {
                 let mut cursor = Cursor::new(items);
                 for _ in 0..skip.min(*len) {
                     let _ = cursor.read_str_or_bin();
                 }
+                let rest = cursor.rest();
+                let bytes = match frame {
+                    Some(frame) if holds(frame, rest) => frame.slice_ref(rest),
+                    _ => Bytes::copy_from_slice(rest),
+                };
                 PackedTexts {
-                    bytes: cursor.rest().into(),
+                    bytes,
                     len: len.saturating_sub(skip),
                 }
             }
@@ -164,7 +172,7 @@ impl<'l> Iterator for PackedIter<'l> {
 /// names not taken yet, read a slice at a time.
 #[derive(Debug, Default)]
 pub struct PackedTexts {
-    bytes: Box<[u8]>,
+    bytes: Bytes,
     len: usize,
 }
 
@@ -185,6 +193,13 @@ impl PackedTexts {
             left,
         }
     }
+}
+
+/// Whether `part` lies within `whole`'s bytes.
+fn holds(whole: &[u8], part: &[u8]) -> bool {
+    let start = whole.as_ptr() as usize;
+    let part_start = part.as_ptr() as usize;
+    start <= part_start && part_start + part.len() <= start + whole.len()
 }
 
 /// Appends `text` as a msgpack str.
@@ -309,7 +324,8 @@ mod tests {
 
     /// The texts after the first few, owned, read back a piece at a time
     /// from where each read stopped: the same texts, packed or not, of every
-    /// length a header has a form for.
+    /// length a header has a form for; those of a shared frame held by
+    /// reference to it.
     #[test]
     fn texts_after_the_first_are_read_back_in_pieces() {
         let long = "x".repeat(70_000);
@@ -322,12 +338,20 @@ mod tests {
             &long,
             "z",
         ];
-        let packed = rmp_serde::to_vec(&names).unwrap();
-        let packed = TextList::fast(&packed).expect("packed");
+        let frame = Bytes::from(rmp_serde::to_vec(&names).unwrap());
+        let packed = TextList::fast(&frame).expect("packed");
         let texts = TextList::from_texts(names.iter().map(|n| Text::borrowed(n)).collect());
-        for list in [&packed, &texts] {
+        let elsewhere = Bytes::from_static(b"another frame");
+        for (list, shared, by_reference) in [
+            (&packed, Some(&frame), true),
+            (&packed, Some(&elsewhere), false),
+            (&packed, None, false),
+            (&texts, Some(&frame), false),
+        ] {
             for skip in 0..=names.len() + 1 {
-                let rest = list.packed_after(skip);
+                let rest = list.packed_after(skip, shared);
+                let in_frame = skip < names.len() && holds(&frame, &rest.bytes);
+                assert_eq!(in_frame, by_reference && skip < names.len(), "skip {skip}");
                 assert_eq!(rest.len(), names.len().saturating_sub(skip));
                 let (mut at, mut left, mut read) = (0, rest.len(), Vec::new());
                 while left > 0 {

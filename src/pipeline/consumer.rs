@@ -305,7 +305,7 @@ impl Frames {
         handler: &mut H,
     ) -> anyhow::Result<()> {
         summary.frames += 1;
-        match event::decode(&frame.bytes) {
+        match event::decode_shared(&frame.bytes) {
             Ok(event) => {
                 *summary
                     .events_by_class

@@ -41,7 +41,7 @@ fn records_of_every_capture() -> Vec<Record> {
                 let BusMessage::Frame(frame) = message else {
                     continue;
                 };
-                let Ok(event) = crate::event::decode(&frame.bytes) else {
+                let Ok(event) = crate::event::decode_shared(&frame.bytes) else {
                     continue;
                 };
                 now = event.stamp.unwrap_or(now).max(now);

@@ -1,8 +1,9 @@
 //! A big job's expected minions taken a slice at a time. A publication
 //! naming more than [`FIRST_SLICE`] minions opens its job with its first
 //! [`FIRST_SLICE`] names, read from the event's list, which is kept packed
-//! as Salt sent it (`event::text_list`); the rest are copied in one piece,
-//! still packed, and each [`JobTracker::more`] reads and takes the next
+//! as Salt sent it (`event::text_list`); the rest are kept by reference to
+//! the frame (copied in one piece when the frame is not shared), still
+//! packed, and each [`JobTracker::more`] reads and takes the next
 //! slice: listed, and judged not connected when presence says so. The
 //! driver calls `more` until it is done, before the next event, so no step
 //! reads a whole 200,000-minion job; anything that reads the job's minions
@@ -10,6 +11,8 @@
 //! sees a job part taken.
 
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use super::{Job, JobTracker};
 use crate::event::args::text_refs;
@@ -39,12 +42,19 @@ pub(super) struct Expected<'e> {
     pub read: &'e [&'e str],
     /// The whole list, when names past `read` are in it, not read yet.
     pub unread: Option<&'e TextList<'e>>,
+    /// The frame the list is in, when shared: the names not read are kept
+    /// by reference.
+    pub frame: Option<&'e Bytes>,
 }
 
 impl<'e> Expected<'e> {
     /// Every name, read.
     pub fn whole(read: &'e [&'e str]) -> Self {
-        Expected { read, unread: None }
+        Expected {
+            read,
+            unread: None,
+            frame: None,
+        }
     }
 
     /// How many are expected in all.
@@ -112,12 +122,12 @@ impl JobTracker {
     }
 
     /// `job`, just published expecting the names of `unread`, opened with
-    /// those read (`first`); the rest taken by [`JobTracker::more`].
+    /// those read (`expected.read`); the rest taken by [`JobTracker::more`].
     pub(super) fn open_in_slices(
         &mut self,
         jid: &str,
         mut job: Job,
-        first: &[&str],
+        expected: Expected<'_>,
         unread: &TextList<'_>,
         missing: Option<&TextList<'_>>,
         out: &mut Vec<Record>,
@@ -130,10 +140,11 @@ impl JobTracker {
             places: Vec::with_capacity(list.len()),
             list,
         });
+        let first = expected.read;
         self.take_names(jid, &mut job, first.iter().copied(), &mut sharing, out);
         let jid: Arc<str> = jid.into();
         self.open.insert(Arc::clone(&jid), job);
-        let names = unread.packed_after(first.len());
+        let names = unread.packed_after(first.len(), expected.frame);
         self.intake = Some(Intake {
             jid,
             left: names.len(),

@@ -360,7 +360,7 @@ impl JobTracker {
     ) {
         let at = event.stamp.unwrap_or(now);
         match &event.body {
-            Body::JobNew(p) => self.on_new(p, at, commits, out),
+            Body::JobNew(p) => self.on_new(p, event.frame, at, commits, out),
             Body::JobPublish(p) => {
                 if let Some(job) = self.open.get_mut(p.jid.as_str()) {
                     if let Some(meta) = raw_to_json(p.metadata) {

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
+
 use super::intake::Expected;
 use super::minions::JobMinions;
 use super::{Commits, Job, JobTracker, batch, listed};
@@ -18,6 +20,7 @@ impl JobTracker {
     pub(super) fn on_new(
         &mut self,
         p: &JobPublication<'_>,
+        frame: Option<&Bytes>,
         at: Stamp,
         commits: &mut dyn FnMut(&str, Stamp) -> Commits,
         out: &mut Vec<Record>,
@@ -79,6 +82,7 @@ impl JobTracker {
                 let expected = Expected {
                     read: &read,
                     unread,
+                    frame,
                 };
                 self.publish(p, expected, None, at, commits, out);
             }
@@ -177,7 +181,7 @@ impl JobTracker {
             })),
         ));
         if let Some(unread) = expected.unread {
-            self.open_in_slices(jid, job, expected.read, unread, p.missing.as_ref(), out);
+            self.open_in_slices(jid, job, expected, unread, p.missing.as_ref(), out);
             return;
         }
         self.judge_absent_at_publish(jid, &mut job, expected.read, p.missing.as_ref(), out);
