@@ -2,14 +2,15 @@
 //! (triage, the tracker, the correlator, drift) and the periodic checkpoint's
 //! encoding, driven in event time with one failing `state.apply` job of N
 //! minions (2% never return), for a small job and for big ones. Each step is
-//! timed: the job's publication (its decoding too), each return, the
-//! checkpoint taken half way (the pause; then its write, on its thread in
-//! the agent, timed apart), and the tick past the deadline that closes the
-//! job; each further slice of a big job's names and each batch of verdicts
-//! it owes is a step of its own, as the agent takes them. The longest step
-//! of each kind is reported, and its ratio to the small job's (a step whose
-//! ratio grows with N holds the pipeline for a time that grows with the
-//! job), and the publication's and the close's steps added up.
+//! timed as the agent takes it: the job's publication (its decoding and the
+//! first slice of a big job's names too), each return (with the next slice
+//! while a big job's names are part way taken), the checkpoint taken half
+//! way (the pause; then its write, on its thread in the agent, timed
+//! apart), and the tick past the deadline that closes the job, each batch
+//! of verdicts it owes a step of its own. The longest step of each kind is
+//! reported, and its ratio to the small job's (a step whose ratio grows with
+//! N holds the pipeline for a time that grows with the job), and the
+//! publication's (with every slice) and the close's steps added up.
 //!
 //! Run: `taskset -c 0 cargo bench --bench big_job [-- MINIONS...]` (default
 //! 500 50000 200000; the first is the reference). `BIG_JOB_SLOW=1` prints
@@ -25,8 +26,9 @@
 
 use std::time::{Duration, Instant};
 
-use saltsight::event::{decode, decode_shared, encode_frame};
+use saltsight::event::{Event, decode, decode_shared, encode_frame};
 use saltsight::pipeline::{Checkpointer, Stages};
+use saltsight::record::Record;
 use saltsight::time::Stamp;
 use serde_json::json;
 
@@ -151,15 +153,13 @@ fn one_job(minions: usize, mut dump: Option<&mut dyn std::io::Write>) -> JobStep
         dump.write_all(&new).expect("dump");
     }
     // Decoded within the step, as the pipeline's own step does; each
-    // further slice of its names a step of its own, as the driver takes it.
+    // further slice of its names rides with an event after it, as the
+    // agent takes them (and counts to the publication's total).
     let new = bytes::Bytes::from(new);
     steps.publish.time(|| {
         let event = decode_shared(&new).expect("decode");
-        stages.on_event(&event, Stamp::now(), &mut out);
+        agent_event(&mut stages, &event, Stamp::now(), &mut out)
     });
-    while let Some(more) = steps.publish.time(|| stages.more()) {
-        out.extend(more);
-    }
     out.clear();
     let returned: Vec<&String> = names
         .iter()
@@ -180,13 +180,16 @@ fn one_job(minions: usize, mut dump: Option<&mut dyn std::io::Write>) -> JobStep
         let event = decode(&ret).expect("decode");
         let started = Instant::now();
         let at = Stamp(1_796_000_001_000_000);
-        if i == 0 {
+        let slice = if i == 0 {
             // The first return warms triage up (its rules' first use): not a
             // step that grows with the job, and not counted.
-            stages.on_event(&event, at, &mut out);
+            agent_event(&mut stages, &event, at, &mut out)
         } else {
-            steps.ret.time(|| stages.on_event(&event, at, &mut out));
-        }
+            steps
+                .ret
+                .time(|| agent_event(&mut stages, &event, at, &mut out))
+        };
+        steps.publish.total += slice;
         if started.elapsed() > Duration::from_millis(1)
             && std::env::var_os("BIG_JOB_SLOW").is_some()
         {
@@ -260,6 +263,27 @@ fn many_jobs(count: usize, every: i64) -> Duration {
         }
     }
     copy.longest
+}
+
+/// One event as the agent takes it: the event, the next slice of a big
+/// job's names when one is part way, every batch of verdicts owed. How long
+/// the slice took.
+fn agent_event(
+    stages: &mut Stages,
+    event: &Event<'_>,
+    at: Stamp,
+    out: &mut Vec<Record>,
+) -> Duration {
+    stages.on_event(event, at, out);
+    let started = Instant::now();
+    if let Some(names) = stages.take_names() {
+        out.extend(names);
+    }
+    let slice = started.elapsed();
+    while let Some(more) = stages.more() {
+        out.extend(more);
+    }
+    slice
 }
 
 fn ms(d: Duration) -> f64 {

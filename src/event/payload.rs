@@ -10,7 +10,6 @@
 //! stay raw msgpack for later stages to walk; so does `return`, whose states,
 //! when it is a state run, are read in the same walk ([`States::read`]).
 
-use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
@@ -18,67 +17,8 @@ use serde::de::{self, Deserializer, Visitor};
 
 use super::cursor::Cursor;
 use super::states::States;
-pub use super::text_list::TextList;
-
-/// A string as Salt meant it: str, or bin holding text (older Salt), or an integer
-/// where a string is expected (jids). Borrowed unless it had to be made.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Hash, PartialOrd, Ord)]
-pub struct Text<'a>(pub Cow<'a, str>);
-
-impl<'a> Text<'a> {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    pub fn borrowed(s: &'a str) -> Self {
-        Text(Cow::Borrowed(s))
-    }
-}
-
-impl fmt::Display for Text<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct TextVisitor;
-        impl<'de> Visitor<'de> for TextVisitor {
-            type Value = Text<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string, text bytes or an integer")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Text(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Text(Cow::Owned(v.to_owned())))
-            }
-            fn visit_borrowed_bytes<E>(self, v: &'de [u8]) -> Result<Self::Value, E> {
-                Ok(text_from_bytes(v))
-            }
-            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
-                Ok(Text(Cow::Owned(String::from_utf8_lossy(v).into_owned())))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-                Ok(Text(Cow::Owned(v.to_string())))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-                Ok(Text(Cow::Owned(v.to_string())))
-            }
-        }
-        d.deserialize_any(TextVisitor)
-    }
-}
-
-/// Text held in bytes: borrowed when it is UTF-8, replaced lossily when not.
-pub(super) fn text_from_bytes(v: &[u8]) -> Text<'_> {
-    match std::str::from_utf8(v) {
-        Ok(s) => Text(Cow::Borrowed(s)),
-        Err(_) => Text(Cow::Owned(String::from_utf8_lossy(v).into_owned())),
-    }
-}
+use super::text::text_from_bytes;
+pub use super::text::{Text, TextList};
 
 /// An integer that may arrive as a string of digits or a bool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,6 +220,14 @@ impl<'a> FastField<'a> for Int {
     }
 }
 
+impl<'a> FastField<'a> for TextList<'a> {
+    /// An array of strings, kept packed (see `text`); anything else (an
+    /// item of another kind, a lone string) through serde.
+    fn fast(raw: &'a [u8]) -> Option<Self> {
+        TextList::packed(raw)
+    }
+}
+
 /// Decodes one field; nil is "absent", a type mismatch is noted and left absent.
 pub(super) fn typed<'a, T: FastField<'a>>(
     raw: &'a [u8],
@@ -326,10 +274,51 @@ mod tests {
         let ret: serde_json::Value = rmp_serde::from_slice(f.ret.unwrap().0).unwrap();
         assert_eq!(ret, serde_json::json!({"a": [1, 2]}));
         assert!(
-            matches!(f.jid.unwrap().0, Cow::Borrowed(_)),
+            matches!(f.jid.unwrap().0, std::borrow::Cow::Borrowed(_)),
             "strings are borrowed"
         );
         assert_eq!(f.malformed, None);
+    }
+
+    fn bin(bytes: &[u8]) -> Vec<u8> {
+        let mut raw = vec![0x92, 0xa1, b'a', 0xc4, bytes.len() as u8];
+        raw.extend_from_slice(bytes);
+        raw
+    }
+
+    /// A list read directly is the list serde reads, whatever its items.
+    #[test]
+    fn a_list_is_read_alike_directly_and_through_serde() {
+        let cases = [
+            rmp_serde::to_vec(&serde_json::json!(["web1", "", "é-minion"])).unwrap(),
+            rmp_serde::to_vec(&serde_json::json!([])).unwrap(),
+            rmp_serde::to_vec(&serde_json::json!(["web1", 7])).unwrap(),
+            rmp_serde::to_vec(&serde_json::json!("web1")).unwrap(),
+            bin(b"db1"),
+            bin(&[0xff, b'x']),
+        ];
+        for raw in &cases {
+            let read: Option<TextList<'_>> = typed(raw, "minions", &mut None);
+            let serde: TextList<'_> = rmp_serde::from_slice(raw).unwrap();
+            assert_eq!(read, Some(serde.clone()), "{raw:?}");
+            let texts: Vec<&str> = read.as_ref().unwrap().iter().collect();
+            let by_serde: Vec<&str> = serde.iter().collect();
+            assert_eq!(texts, by_serde, "{raw:?}");
+            assert_eq!(read.unwrap().len(), by_serde.len());
+        }
+        let direct = TextList::fast(&cases[0]).expect("strings are read directly");
+        assert!(direct.is_packed(), "kept packed");
+        assert_eq!(direct.iter().collect::<Vec<_>>(), ["web1", "", "é-minion"]);
+        assert!(
+            TextList::fast(&cases[2]).is_none(),
+            "an integer goes to serde"
+        );
+        assert!(
+            TextList::fast(&cases[5]).is_none(),
+            "text that is not UTF-8 goes to serde, which replaces it"
+        );
+        // A header asking for more items than there are is no list.
+        assert_eq!(TextList::fast(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0xa0]), None);
     }
 
     #[test]

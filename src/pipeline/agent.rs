@@ -277,10 +277,15 @@ impl Agent {
     }
 
     /// Writes the checkpoint (between events: no job is part way through its
-    /// verdicts, the agent hands every batch on before it returns): a periodic
-    /// one on the checkpoint's thread, the last one (`periodic` false) whole
-    /// before this returns.
+    /// verdicts, the agent hands every batch on before it returns, nor
+    /// through its names): a periodic one on the checkpoint's thread, the
+    /// last one (`periodic` false) whole before this returns.
     fn save(&mut self, now: Instant, periodic: bool) {
+        // Not while a big job's names are part way taken: the next timed
+        // work, once they are (the last save takes them all first).
+        if periodic && self.stages.taking() {
+            return;
+        }
         let Some((checkpointer, next)) = &mut self.checkpoint else {
             return;
         };
@@ -397,7 +402,12 @@ impl Handler for Agent {
         // large job's verdicts' is not.
         let mut records = std::mem::take(&mut self.records);
         self.stages.on_event(event, self.clock.now(), &mut records);
-        let queued = self.queue(&mut records);
+        let mut queued = self.queue(&mut records);
+        // A big job's names: a slice an event, the returns between them
+        // placed or waiting for their names.
+        if let (Ok(()), Some(mut names)) = (&queued, self.stages.take_names()) {
+            queued = self.queue(&mut names);
+        }
         if records.capacity() <= KEPT_RECORDS {
             self.records = records;
         }
@@ -510,6 +520,9 @@ impl Handler for Agent {
         if self.clock.clock != Clock::Wall {
             return None;
         }
+        if self.stages.taking() {
+            return Some(Instant::now());
+        }
         let deadline = self
             .stages
             .next_deadline()
@@ -538,6 +551,12 @@ impl Handler for Agent {
     }
 
     fn tick(&mut self, now: Instant) -> anyhow::Result<()> {
+        // A big job's names, a slice a tick while the bus is quiet: its
+        // deadline, the verdicts and the rest wait for the last.
+        if let Some(records) = self.stages.take_names() {
+            self.changed(now);
+            return self.write(records);
+        }
         let master_now = self.clock.master_time(now);
         if let Some(deadline) = self.verdicts_due(master_now) {
             self.sample_connections(now, Some(deadline));
@@ -557,6 +576,10 @@ impl Handler for Agent {
             let records = self.stages.finish();
             self.write(records)?;
         } else {
+            // A big job part way taken is saved whole.
+            while let Some(records) = self.stages.take_names() {
+                self.write(records)?;
+            }
             self.save(Instant::now(), false);
         }
         self.outputs.close()?;

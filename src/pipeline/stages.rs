@@ -277,6 +277,26 @@ impl Stages {
         Some(out)
     }
 
+    /// Whether a big job's names are part way taken: the driver calls
+    /// [`Stages::take_names`] between events (a return meanwhile is placed
+    /// or waits for its minion's name; any other event takes the rest
+    /// first).
+    pub fn taking(&self) -> bool {
+        self.tracker.taking()
+    }
+
+    /// The next slice of a big job's names (see [`Stages::taking`]), then
+    /// [`Stages::more`] until `None`, as after an event.
+    pub fn take_names(&mut self) -> Option<Vec<Record>> {
+        if !self.tracker.taking() {
+            return None;
+        }
+        let mut out = Vec::new();
+        self.synced_tracker().take_more_names(&mut out);
+        self.after_tracker(0, None, &mut out);
+        Some(out)
+    }
+
     /// Events may be being missed from now on.
     pub fn gap_started(&mut self) {
         self.tracker.on_gap_start();

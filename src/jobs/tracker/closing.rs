@@ -120,21 +120,16 @@ impl JobTracker {
         self.emit_closing(out);
     }
 
-    /// Whether a job is part way through its names or its verdicts: call
-    /// [`JobTracker::more`].
+    /// Whether a job is part way through its verdicts: call
+    /// [`JobTracker::more`] before the next event.
     pub fn has_more(&self) -> bool {
-        self.taking() || !self.closing.is_empty()
+        !self.closing.is_empty()
     }
 
-    /// The next slice of the names of the job being taken, else the next
-    /// batch of verdicts of the jobs being closed.
+    /// The next batch of verdicts of the jobs being closed.
     pub fn more(&mut self, out: &mut Vec<Record>) {
         let start = out.len();
-        if self.taking() {
-            self.take_slice(out);
-        } else {
-            self.emit_closing(out);
-        }
+        self.emit_closing(out);
         self.mark_pressure(&mut out[start..]);
     }
 

@@ -1,7 +1,7 @@
 //! A big job's expected minions taken a slice at a time. A publication
 //! naming more than [`FIRST_SLICE`] minions opens its job with its first
 //! [`FIRST_SLICE`] names, read from the event's list, which is kept packed
-//! as Salt sent it (`event::text_list`); the rest are kept by reference to
+//! as Salt sent it (`event::text`); the rest are kept by reference to
 //! the frame (copied in one piece when the frame is not shared), still
 //! packed, and each [`JobTracker::more`] reads and takes the next
 //! slice: listed, and judged not connected when presence says so. The
@@ -13,10 +13,11 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use foldhash::HashMap;
 
 use super::{Job, JobTracker};
 use crate::event::args::text_refs;
-use crate::event::text_list::PackedTexts;
+use crate::event::text::PackedTexts;
 use crate::event::{JobPublication, TextList};
 use crate::jobs::verdict::{MinionState, Verdict};
 use crate::names::NameList;
@@ -25,11 +26,11 @@ use crate::time::Stamp;
 
 /// Names listed per step: a slice takes about a millisecond (the
 /// `big_job` bench).
-pub(super) const INTAKE_SLICE: usize = 8_192;
+pub const INTAKE_SLICE: usize = 8_192;
 
 /// Names read at a big job's publication: its first slice, and every name
 /// its `job_published` record lists.
-pub(super) const FIRST_SLICE: usize = if MAX_LISTED_MINIONS > INTAKE_SLICE {
+pub const FIRST_SLICE: usize = if MAX_LISTED_MINIONS > INTAKE_SLICE {
     MAX_LISTED_MINIONS
 } else {
     INTAKE_SLICE
@@ -77,6 +78,44 @@ pub(super) struct Intake {
     /// An open job's list of as many names, while every name taken is in
     /// it: shared once all are.
     sharing: Option<Sharing>,
+    /// Returns that came before their minion's name was taken (counted at
+    /// once; whether each succeeded): placed when the name is taken, not
+    /// targeted if it never is.
+    early: HashMap<Box<str>, bool>,
+}
+
+impl Intake {
+    /// `minion`'s return to job `jid`, counted: `None` when `jid` is not the
+    /// job being taken or `minion` is taken already (the return is placed
+    /// as any other); `Some(false)` when it returned early already (a
+    /// duplicate).
+    pub(super) fn early_return(
+        &mut self,
+        jid: &str,
+        minion: &str,
+        succeeded: bool,
+    ) -> Option<bool> {
+        if *self.jid != *jid {
+            return None;
+        }
+        if self.early.contains_key(minion) {
+            return Some(false);
+        }
+        self.early.insert(minion.into(), succeeded);
+        Some(true)
+    }
+
+    /// Whether it is job `jid`'s.
+    pub(super) fn is_of(&self, jid: &str) -> bool {
+        *self.jid == *jid
+    }
+}
+
+/// What taking names updates beside the job: the list it may share, the
+/// returns waiting for their names.
+struct Taking<'t> {
+    sharing: &'t mut Option<Sharing>,
+    early: &'t mut HashMap<Box<str>, bool>,
 }
 
 /// A list a job being taken may share, and where each name it took is in it.
@@ -141,7 +180,11 @@ impl JobTracker {
             list,
         });
         let first = expected.read;
-        self.take_names(jid, &mut job, first.iter().copied(), &mut sharing, out);
+        let mut taking = Taking {
+            sharing: &mut sharing,
+            early: &mut HashMap::default(),
+        };
+        self.take_names(jid, &mut job, first.iter().copied(), &mut taking, out);
         let jid: Arc<str> = jid.into();
         self.open.insert(Arc::clone(&jid), job);
         let names = unread.packed_after(first.len(), expected.frame);
@@ -152,18 +195,33 @@ impl JobTracker {
             at: 0,
             missing: text_refs(missing).into_iter().map(Box::from).collect(),
             sharing,
+            early: HashMap::default(),
         });
     }
 
-    /// Whether a job's names are part way taken.
-    pub(super) fn taking(&self) -> bool {
+    /// Whether a job's names are part way taken: the driver calls
+    /// [`JobTracker::take_more_names`] between events until it is not.
+    pub fn taking(&self) -> bool {
         self.intake.is_some()
     }
 
+    /// The next slice of the job being taken (see [`JobTracker::taking`]).
+    pub fn take_more_names(&mut self, out: &mut Vec<Record>) {
+        let start = out.len();
+        self.take_slice(out);
+        self.mark_pressure(&mut out[start..]);
+    }
+
+    /// Whether `event` needs every name of the job being taken first: all
+    /// but a return, which is placed, or waits for its minion's name.
+    pub(super) fn needs_every_name(&self, event: &crate::event::Body<'_>) -> bool {
+        self.intake.is_some() && !matches!(event, crate::event::Body::JobReturn(_))
+    }
+
     /// The next slice of the job being taken; when it is the last, the
-    /// master's `missing` judged and the job closed if nothing is left to
-    /// wait for.
-    pub(super) fn take_slice(&mut self, out: &mut Vec<Record>) {
+    /// returns of minions never taken made not targeted, the master's
+    /// `missing` judged and the job closed if nothing is left to wait for.
+    fn take_slice(&mut self, out: &mut Vec<Record>) {
         let Some(mut intake) = self.intake.take() else {
             return;
         };
@@ -174,13 +232,12 @@ impl JobTracker {
         };
         let mut sharing = intake.sharing.take();
         let mut names = intake.names.read_from(intake.at, intake.left);
-        self.take_names(
-            &jid,
-            &mut job,
-            names.by_ref().take(INTAKE_SLICE),
-            &mut sharing,
-            out,
-        );
+        let slice = names.by_ref().take(INTAKE_SLICE);
+        let mut taking = Taking {
+            sharing: &mut sharing,
+            early: &mut intake.early,
+        };
+        self.take_names(&jid, &mut job, slice, &mut taking, out);
         let (read, left) = (names.position(), names.len());
         intake.sharing = sharing;
         intake.at += read;
@@ -189,6 +246,18 @@ impl JobTracker {
             self.open.insert(jid, job);
             self.intake = Some(intake);
             return;
+        }
+        // Returns of minions the job does not list: not counted after all.
+        for (_, succeeded) in intake.early.drain() {
+            job.pending += 1;
+            self.expected_total += 1;
+            job.returned -= 1;
+            if succeeded {
+                job.succeeded -= 1;
+            } else {
+                job.failed -= 1;
+            }
+            self.stats.unplaced_returns.inc();
         }
         // Every name taken: the same names as an open job's are its list.
         match intake.sharing.take() {
@@ -210,16 +279,18 @@ impl JobTracker {
         }
     }
 
-    /// Lists `names` for `job`, each pending, or not connected when
-    /// presence says so now (the publish did not reach it).
+    /// Lists `names` for `job`, each pending, returned when it returned
+    /// early, or not connected when presence says so now (the publish did
+    /// not reach it).
     fn take_names<'n>(
         &mut self,
         jid: &str,
         job: &mut Job,
         names: impl Iterator<Item = &'n str>,
-        sharing: &mut Option<Sharing>,
+        taking: &mut Taking<'_>,
         out: &mut Vec<Record>,
     ) {
+        let sharing = &mut *taking.sharing;
         for name in names {
             let (position, new) = job.minions.take(name);
             if !new {
@@ -227,6 +298,11 @@ impl JobTracker {
             }
             if sharing.as_mut().is_some_and(|s| !s.follows(name)) {
                 *sharing = None;
+            }
+            if !taking.early.is_empty() && taking.early.remove(name).is_some() {
+                // Counted when it came.
+                job.minions.set(position, MinionState::Returned);
+                continue;
             }
             if let Some(since) = self.presence.absent_now(name) {
                 job.minions.set(position, MinionState::NotConnected);

@@ -43,6 +43,7 @@ use crate::record::{
     Record, RecordBody, RecordFactory, Shared,
 };
 use crate::time::Stamp;
+pub use intake::{FIRST_SLICE, INTAKE_SLICE};
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Job {
@@ -75,6 +76,18 @@ impl Job {
                 .batch
                 .as_ref()
                 .is_none_or(|b| b.queued == 0 || b.info.ended.is_some())
+    }
+
+    /// A return counted, at `at`.
+    fn counted(&mut self, succeeded: bool, at: Stamp) {
+        self.returned += 1;
+        if succeeded {
+            self.succeeded += 1
+        } else {
+            self.failed += 1
+        }
+        self.first_return.get_or_insert(at);
+        self.last_return = Some(at);
     }
 }
 
@@ -299,7 +312,9 @@ impl JobTracker {
     ) {
         let start = out.len();
         self.unplaced = false;
-        self.finish_intake(out);
+        if self.needs_every_name(&event.body) {
+            self.finish_intake(out);
+        }
         self.take_event(event, now, commits, out);
         self.last_return = out[start..]
             .iter()
@@ -509,7 +524,10 @@ impl JobTracker {
     /// closed jobs past the late window.
     pub fn advance(&mut self, now: Stamp, out: &mut Vec<Record>) {
         let start = out.len();
-        self.finish_intake(out);
+        // A deadline due may be the job being taken's.
+        if self.deadlines.next().is_some_and(|due| due <= now) {
+            self.finish_intake(out);
+        }
         while let Some((deadline, jid)) = self.deadlines.pop_due(now) {
             if let Some(job) = self.open.remove(&*jid) {
                 self.close(jid, job, deadline, false, out);

@@ -113,30 +113,41 @@ impl JobTracker {
                             false
                         }
                     };
-                    job.returned += 1;
-                    if succeeded {
-                        job.succeeded += 1
-                    } else {
-                        job.failed += 1
-                    }
-                    job.first_return.get_or_insert(at);
-                    job.last_return = Some(at);
+                    job.counted(succeeded, at);
                     late
                 }
                 Some((_, MinionState::Returned | MinionState::Unreadable)) => {
                     self.stats.duplicate_returns.inc();
                     return;
                 }
-                None => {
-                    // Not targeted: reported, not counted.
-                    self.stats.unplaced_returns.inc();
-                    tracing::debug!(
-                        jid,
-                        minion,
-                        "A return from a minion its job did not target."
-                    );
-                    false
-                }
+                // Its job's names are being taken and its name is not yet:
+                // counted now, placed when it is.
+                None => match self
+                    .intake
+                    .as_mut()
+                    .and_then(|intake| intake.early_return(jid, minion, succeeded))
+                {
+                    Some(true) => {
+                        job.pending -= 1;
+                        self.expected_total -= 1;
+                        job.counted(succeeded, at);
+                        false
+                    }
+                    Some(false) => {
+                        self.stats.duplicate_returns.inc();
+                        return;
+                    }
+                    None => {
+                        // Not targeted: reported, not counted.
+                        self.stats.unplaced_returns.inc();
+                        tracing::debug!(
+                            jid,
+                            minion,
+                            "A return from a minion its job did not target."
+                        );
+                        false
+                    }
+                },
             };
             if late {
                 out.push(
@@ -149,7 +160,9 @@ impl JobTracker {
                 self.records
                     .make(at, &[jid, minion], RecordBody::MinionReturn(record)),
             );
-            if job.done() {
+            // A job part way taken is closed once every name is.
+            let taking = self.intake.as_ref().is_some_and(|i| i.is_of(jid));
+            if job.done() && !taking {
                 if let Some(job) = self.open.remove(jid) {
                     self.deadlines.remove(job.deadline, jid);
                     self.close(jid.into(), job, at, false, out);

@@ -1,22 +1,23 @@
 //! The agent's own timers: an idle agent arms none; a change arms the
-//! checkpoint an interval ahead, and writing it disarms it again.
+//! checkpoint an interval ahead, and writing it disarms it again; a big
+//! job's names are taken a slice an event or a tick.
 
 use std::time::Duration;
 
 use super::*;
-use crate::event::{decode, encode_frame};
+use crate::event::{decode_shared, encode_frame};
+use crate::jobs::tracker::{FIRST_SLICE, INTAKE_SLICE};
 use crate::pipeline::{AgentOptions, Assembly, HistoryChoice, OutputChoice, SourceChoice};
 use crate::sink::output::StdoutFormat;
 
-#[tokio::test]
-async fn an_idle_agent_arms_no_checkpoint_until_something_changes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("saltsight.toml");
+/// An agent with a checkpoint every minute, in `dir`.
+fn agent_in(dir: &std::path::Path) -> Agent {
+    let path = dir.join("saltsight.toml");
     std::fs::write(
         &path,
         format!(
             "[bus]\nendpoint = \"unix:/unused\"\n[correlate]\ndiscover = false\n[state]\ndir = {:?}\ncheckpoint_interval = \"60s\"\n",
-            dir.path().join("state").display().to_string()
+            dir.join("state").display().to_string()
         ),
     )
     .expect("write config");
@@ -35,7 +36,7 @@ async fn an_idle_agent_arms_no_checkpoint_until_something_changes() {
         presence: false,
         reactor: false,
     };
-    let (mut agent, _senders) = Assembly::open(&config, &specs, options)
+    let (agent, _senders) = Assembly::open(&config, &specs, options)
         .expect("opens")
         .agent(
             &config,
@@ -43,23 +44,33 @@ async fn an_idle_agent_arms_no_checkpoint_until_something_changes() {
             Observer::unregistered(&config.metrics),
         )
         .expect("an agent");
+    agent
+}
+
+/// A frame of `tag` with `data`, just received.
+fn frame_of(tag: &str, data: &serde_json::Value) -> Frame {
+    Frame {
+        bytes: encode_frame(tag, &rmp_serde::to_vec_named(data).expect("msgpack"), false).into(),
+        received_at: Some(SystemTime::now()),
+        received_mono: Some(Instant::now()),
+    }
+}
+
+fn feed(agent: &mut Agent, frame: &Frame) {
+    let event = decode_shared(&frame.bytes).expect("decode");
+    agent.event(&event, frame).expect("event");
+    agent.batch_end(frame.received_mono).expect("batch end");
+}
+
+#[tokio::test]
+async fn an_idle_agent_arms_no_checkpoint_until_something_changes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut agent = agent_in(dir.path());
     assert_eq!(agent.next_wakeup(), None, "idle: no timer at all");
 
     // A minion starts: the memory changed, a checkpoint is due an interval on.
     let data = serde_json::json!({"id": "web1", "_stamp": "2026-11-26T01:00:00.000000"});
-    let frame = Frame {
-        bytes: encode_frame(
-            "salt/minion/web1/start",
-            &rmp_serde::to_vec_named(&data).expect("msgpack"),
-            false,
-        )
-        .into(),
-        received_at: Some(SystemTime::now()),
-        received_mono: Some(Instant::now()),
-    };
-    let event = decode(&frame.bytes).expect("decode");
-    agent.event(&event, &frame).expect("event");
-    agent.batch_end(frame.received_mono).expect("batch end");
+    feed(&mut agent, &frame_of("salt/minion/web1/start", &data));
     let due = agent.next_wakeup().expect("a checkpoint armed");
     assert!(
         due >= Instant::now() + Duration::from_secs(55),
@@ -77,4 +88,54 @@ async fn an_idle_agent_arms_no_checkpoint_until_something_changes() {
     }
     assert!(checkpoint.exists(), "the checkpoint was written");
     assert_eq!(agent.next_wakeup(), None, "saved and idle: no timer");
+}
+
+/// A big job's names: a slice with its publication, one with each event
+/// after it (a return among them, counted before its name is taken), then
+/// a tick at once for each while the bus is quiet; no checkpoint while
+/// they are part way taken.
+#[tokio::test]
+async fn a_big_jobs_names_are_taken_a_slice_an_event_or_a_tick() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut agent = agent_in(dir.path());
+    let minions: Vec<String> = (0..60_000).map(|m| format!("web{m:05}")).collect();
+    let stamp = "2026-11-26T01:00:00.000000";
+    let new = serde_json::json!({"jid": "1", "fun": "state.apply", "arg": [], "tgt": "*",
+        "minions": minions, "_stamp": stamp});
+    feed(&mut agent, &frame_of("salt/job/1/new", &new));
+    let taking = |agent: &Agent| agent.stages().taking();
+    assert!(taking(&agent));
+    let last = &minions[minions.len() - 1];
+    let ret = serde_json::json!({"jid": "1", "id": last, "fun": "state.apply", "return": {},
+        "retcode": 0, "_stamp": stamp});
+    let mut events = 0;
+    while taking(&agent) && events < 2 {
+        feed(
+            &mut agent,
+            &frame_of(&format!("salt/job/1/ret/{last}"), &ret),
+        );
+        events += 1;
+    }
+    assert_eq!(
+        events, 2,
+        "a slice an event, the return waiting for no slice"
+    );
+    assert!(taking(&agent));
+    let mut ticks = 0;
+    while taking(&agent) {
+        let due = agent.next_wakeup().expect("a tick");
+        assert!(due <= Instant::now(), "at once");
+        // A checkpoint due meanwhile waits for the last name.
+        agent.tick(due + Duration::from_secs(120)).expect("tick");
+        ticks += 1;
+        assert!(ticks < 100, "the names end");
+        let saved = dir.path().join("state").join("checkpoint").exists();
+        assert!(!saved || !taking(&agent), "no checkpoint part way");
+    }
+    // One with the publication, one with each return, one a tick.
+    let slices = (minions.len() - FIRST_SLICE).div_ceil(INTAKE_SLICE);
+    assert_eq!(ticks, slices - 1 - events, "a slice a tick");
+    let tracker = agent.stages().tracker();
+    assert_eq!(tracker.stats.duplicate_returns.get(), 1, "placed once");
+    assert_eq!(tracker.expected_outstanding(), minions.len() - 1);
 }

@@ -9,13 +9,35 @@ fn names(count: usize) -> Vec<String> {
         .collect()
 }
 
+/// Every slice left, a step each, then every batch of verdicts: the slices
+/// taken.
 fn drain(lab: &mut Lab) -> usize {
-    let mut steps = 0;
+    let mut slices = 0;
+    while lab.tracker.taking() {
+        lab.tracker.take_more_names(&mut lab.out);
+        slices += 1;
+    }
     while lab.tracker.has_more() {
         lab.tracker.more(&mut lab.out);
-        steps += 1;
     }
-    steps
+    slices
+}
+
+/// `event` alone (`Lab::feed` advances the clock first).
+fn event_alone(lab: &mut Lab, tag: &str, data: serde_json::Value, at: i64) {
+    let frame = salt_frame(tag, &data, false);
+    let event = decode(&frame).expect("decode");
+    lab.tracker.on_event(&event, Stamp(at * S), &mut lab.out);
+}
+
+fn ret_alone(lab: &mut Lab, jid: &str, minion: &str, retcode: i64, at: i64) {
+    event_alone(
+        lab,
+        &format!("salt/job/{jid}/ret/{minion}"),
+        json!({"jid": jid, "id": minion, "fun": "state.apply", "return": {},
+        "retcode": retcode, "_stamp": Stamp(at * S).to_string()}),
+        at,
+    );
 }
 
 /// A job of more than a slice: published with its first slice, each next
@@ -45,7 +67,7 @@ fn a_big_jobs_names_are_taken_a_slice_at_a_time_and_judged_as_a_whole() {
         json!({"jid": "1", "fun": "state.apply", "arg": [], "tgt": "*",
         "minions": minions, "missing": ["ghost", listed_missing]}),
     );
-    assert!(lab.tracker.has_more(), "taken in slices");
+    assert!(lab.tracker.taking(), "taken in slices");
     let judged = |lab: &Lab| -> Vec<String> {
         lab.missing()
             .into_iter()
@@ -81,31 +103,72 @@ fn a_big_jobs_names_are_taken_a_slice_at_a_time_and_judged_as_a_whole() {
     ));
 }
 
-/// Whatever comes before the driver took every slice (a return of a minion
-/// listed last, the deadline) takes the rest first: nothing sees a job part
-/// taken; a job all of whose minions are not connected closes once taken.
+/// Returns while a job's names are taken are counted at once, each placed
+/// as its name is taken: a duplicate is one, a minion the job never lists
+/// is not targeted after all; the job closes only once every name is taken.
 #[test]
-fn anything_before_the_last_slice_takes_the_rest_first() {
+fn returns_before_their_names_are_counted_and_placed_as_they_are_taken() {
+    let mut lab = Lab::new(short("state.apply", 60));
+    let names = names(FIRST_SLICE + INTAKE_SLICE + 10);
+    let minions: Vec<&str> = names.iter().map(String::as_str).collect();
+    lab.new_job(5, "1", "state.apply", json!([]), &minions);
+    let last = minions[minions.len() - 1];
+    ret_alone(&mut lab, "1", last, 0, 6);
+    ret_alone(&mut lab, "1", last, 0, 6);
+    ret_alone(&mut lab, "1", "elsewhere", 2, 6);
+    ret_alone(&mut lab, "1", minions[0], 2, 6);
+    assert!(lab.tracker.taking(), "a return waits for no slice");
+    assert_eq!(lab.tracker.stats.duplicate_returns.get(), 1);
+    assert_eq!(lab.tracker.stats.unplaced_returns.get(), 0, "not known yet");
+    assert_eq!(lab.tracker.expected_outstanding(), minions.len() - 3);
+    lab.tracker.take_more_names(&mut lab.out);
+    assert!(lab.tracker.taking());
+    ret_alone(&mut lab, "1", minions[FIRST_SLICE + 1], 0, 7);
+    assert_eq!(drain(&mut lab), 1);
+    assert_eq!(lab.tracker.stats.unplaced_returns.get(), 1, "elsewhere");
+    assert_eq!(lab.tracker.stats.returns.get(), 5);
+    assert_eq!(lab.tracker.expected_outstanding(), minions.len() - 3);
+    ret_alone(&mut lab, "1", last, 0, 8);
+    assert_eq!(lab.tracker.stats.duplicate_returns.get(), 2, "placed");
+
+    lab.out.clear();
+    lab.tracker.advance(Stamp(70 * S), &mut lab.out);
+    drain(&mut lab);
+    let judged: Vec<String> = lab.missing().into_iter().map(|(_, m, _)| m).collect();
+    assert_eq!(judged.len(), minions.len() - 3);
+    for returned in [last, minions[0], minions[FIRST_SLICE + 1], "elsewhere"] {
+        assert!(!judged.iter().any(|m| m == returned), "{returned}");
+    }
+    assert!(matches!(
+        lab.out.last().map(|r| &r.body),
+        Some(RecordBody::JobCompleted(c))
+            if c.returned == 3 && c.failed == 1 && c.expected as usize == minions.len()
+    ));
+}
+
+/// Any event but a return before the driver took every slice (a
+/// presence change, another job, the deadline) takes the rest first:
+/// nothing else sees a job part taken; a job all of whose minions are not
+/// connected closes once taken.
+#[test]
+fn anything_but_a_return_before_the_last_slice_takes_the_rest_first() {
     let mut lab = Lab::new(short("state.apply", 60));
     let names = names(FIRST_SLICE + 10);
     let minions: Vec<&str> = names.iter().map(String::as_str).collect();
     lab.new_job(5, "1", "state.apply", json!([]), &minions);
-    assert!(lab.tracker.has_more());
-    let last = minions[minions.len() - 1];
-    // The event alone (`Lab::feed` advances the clock first).
-    let frame = salt_frame(
-        &format!("salt/job/1/ret/{last}"),
-        &json!({"jid": "1", "id": last,
-        "fun": "state.apply", "return": {}, "retcode": 0, "_stamp": Stamp(6 * S).to_string()}),
-        false,
+    assert!(lab.tracker.taking());
+    event_alone(
+        &mut lab,
+        "salt/presence/change",
+        json!({"new": [], "lost": []}),
+        6,
     );
-    let event = decode(&frame).expect("decode");
-    lab.tracker.on_event(&event, Stamp(6 * S), &mut lab.out);
-    assert!(!lab.tracker.has_more());
+    assert!(!lab.tracker.taking());
+    ret_alone(&mut lab, "1", minions[minions.len() - 1], 0, 6);
     assert_eq!(
         lab.tracker.stats.unplaced_returns.get(),
         0,
-        "{last} was listed"
+        "the last was listed"
     );
     assert_eq!(lab.tracker.expected_outstanding(), minions.len() - 1);
 

@@ -1,5 +1,7 @@
-//! A list of strings as Salt sends it (a job's minions, a target, presence's
-//! lists). An array of str (or bin) items that are all UTF-8 is checked once
+//! Strings as Salt sends them: one ([`Text`]: str, bin holding text, or an
+//! integer where a string is expected), or a list of them ([`TextList`]: a
+//! job's minions, a target, presence's lists). An array of str (or bin)
+//! items that are all UTF-8 is checked once
 //! and kept as Salt packed it, each item read again as the list is walked: a
 //! big job's 200,000 names are never read into a vector of their own. Any
 //! other shape (an item of another kind, text that is not UTF-8, a lone
@@ -12,10 +14,69 @@ use std::fmt;
 
 use bytes::Bytes;
 use serde::Deserialize;
-use serde::de::{Deserializer, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
 use super::cursor::Cursor;
-use super::payload::{FastField, Text, text_from_bytes};
+
+/// A string as Salt meant it: str, or bin holding text (older Salt), or an integer
+/// where a string is expected (jids). Borrowed unless it had to be made.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash, PartialOrd, Ord)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+impl<'a> Text<'a> {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn borrowed(s: &'a str) -> Self {
+        Text(Cow::Borrowed(s))
+    }
+}
+
+impl fmt::Display for Text<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, text bytes or an integer")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_borrowed_bytes<E>(self, v: &'de [u8]) -> Result<Self::Value, E> {
+                Ok(text_from_bytes(v))
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(String::from_utf8_lossy(v).into_owned())))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_any(TextVisitor)
+    }
+}
+
+/// Text held in bytes: borrowed when it is UTF-8, replaced lossily when not.
+pub(super) fn text_from_bytes(v: &[u8]) -> Text<'_> {
+    match std::str::from_utf8(v) {
+        Ok(s) => Text(Cow::Borrowed(s)),
+        Err(_) => Text(Cow::Owned(String::from_utf8_lossy(v).into_owned())),
+    }
+}
 
 /// A list of strings; a lone string is taken as a list of one (Salt's `tgt` is a
 /// string for globs and a list for `tgt_type: list`).
@@ -91,6 +152,31 @@ impl<'a> TextList<'a> {
                 }
             }
         }
+    }
+}
+
+impl<'a> TextList<'a> {
+    /// An array of str or bin items that are UTF-8 (a big job's 200,000
+    /// names): checked in one pass and kept packed, nothing allocated;
+    /// `None` for anything else.
+    pub(super) fn packed(raw: &'a [u8]) -> Option<Self> {
+        let mut cursor = Cursor::new(raw);
+        let len = usize::try_from(cursor.read_array_len()?).ok()?;
+        let items = cursor.rest();
+        for _ in 0..len {
+            std::str::from_utf8(cursor.read_str_or_bin()?).ok()?;
+        }
+        cursor
+            .is_at_end()
+            .then_some(TextList(Items::Packed { items, len }))
+    }
+}
+
+#[cfg(test)]
+impl TextList<'_> {
+    /// Whether it is kept packed, as Salt sent it.
+    pub(super) fn is_packed(&self) -> bool {
+        matches!(self.0, Items::Packed { .. })
     }
 }
 
@@ -257,70 +343,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for TextList<'a> {
     }
 }
 
-impl<'a> FastField<'a> for TextList<'a> {
-    /// An array of str or bin items that are UTF-8 (a big job's 200,000
-    /// names): checked in one pass and kept packed, nothing allocated;
-    /// anything else through serde.
-    fn fast(raw: &'a [u8]) -> Option<Self> {
-        let mut cursor = Cursor::new(raw);
-        let len = usize::try_from(cursor.read_array_len()?).ok()?;
-        let items = cursor.rest();
-        for _ in 0..len {
-            std::str::from_utf8(cursor.read_str_or_bin()?).ok()?;
-        }
-        cursor
-            .is_at_end()
-            .then_some(TextList(Items::Packed { items, len }))
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-    use crate::event::payload::typed;
-
-    fn bin(bytes: &[u8]) -> Vec<u8> {
-        let mut raw = vec![0x92, 0xa1, b'a', 0xc4, bytes.len() as u8];
-        raw.extend_from_slice(bytes);
-        raw
-    }
-
-    /// A list read directly is the list serde reads, whatever its items.
-    #[test]
-    fn a_list_is_read_alike_directly_and_through_serde() {
-        let cases = [
-            rmp_serde::to_vec(&json!(["web1", "", "é-minion"])).unwrap(),
-            rmp_serde::to_vec(&json!([])).unwrap(),
-            rmp_serde::to_vec(&json!(["web1", 7])).unwrap(),
-            rmp_serde::to_vec(&json!("web1")).unwrap(),
-            bin(b"db1"),
-            bin(&[0xff, b'x']),
-        ];
-        for raw in &cases {
-            let read: Option<TextList<'_>> = typed(raw, "minions", &mut None);
-            let serde: TextList<'_> = rmp_serde::from_slice(raw).unwrap();
-            assert_eq!(read, Some(serde.clone()), "{raw:?}");
-            let texts: Vec<&str> = read.as_ref().unwrap().iter().collect();
-            let by_serde: Vec<&str> = serde.iter().collect();
-            assert_eq!(texts, by_serde, "{raw:?}");
-            assert_eq!(read.unwrap().len(), by_serde.len());
-        }
-        let direct = TextList::fast(&cases[0]).expect("strings are read directly");
-        assert!(matches!(direct.0, Items::Packed { .. }), "kept packed");
-        assert_eq!(direct.iter().collect::<Vec<_>>(), ["web1", "", "é-minion"]);
-        assert!(
-            TextList::fast(&cases[2]).is_none(),
-            "an integer goes to serde"
-        );
-        assert!(
-            TextList::fast(&cases[5]).is_none(),
-            "text that is not UTF-8 goes to serde, which replaces it"
-        );
-        // A header asking for more items than there are is no list.
-        assert_eq!(TextList::fast(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0xa0]), None);
-    }
 
     /// The texts after the first few, owned, read back a piece at a time
     /// from where each read stopped: the same texts, packed or not, of every
@@ -339,7 +364,7 @@ mod tests {
             "z",
         ];
         let frame = Bytes::from(rmp_serde::to_vec(&names).unwrap());
-        let packed = TextList::fast(&frame).expect("packed");
+        let packed = TextList::packed(&frame).expect("packed");
         let texts = TextList::from_texts(names.iter().map(|n| Text::borrowed(n)).collect());
         let elsewhere = Bytes::from_static(b"another frame");
         for (list, shared, by_reference) in [
