@@ -266,18 +266,19 @@ fn many_jobs(count: usize, every: i64) -> Duration {
 }
 
 /// One event as the agent takes it: the event, the next slice of a big
-/// job's names when one is part way, every batch of verdicts owed. How long
-/// the slice took.
+/// job's names when one was part way before it, every batch of verdicts
+/// owed. How long the slice took.
 fn agent_event(
     stages: &mut Stages,
     event: &Event<'_>,
     at: Stamp,
     out: &mut Vec<Record>,
 ) -> Duration {
+    let taking = stages.taking();
     stages.on_event(event, at, out);
     let started = Instant::now();
-    if let Some(names) = stages.take_names() {
-        out.extend(names);
+    if taking {
+        out.extend(stages.take_names().into_iter().flatten());
     }
     let slice = started.elapsed();
     while let Some(more) = stages.more() {

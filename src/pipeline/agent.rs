@@ -401,12 +401,16 @@ impl Handler for Agent {
         // One vector for every event's records: room for a few is kept, a
         // large job's verdicts' is not.
         let mut records = std::mem::take(&mut self.records);
+        let taking = self.stages.taking();
         self.stages.on_event(event, self.clock.now(), &mut records);
         let mut queued = self.queue(&mut records);
-        // A big job's names: a slice an event, the returns between them
-        // placed or waiting for their names.
-        if let (Ok(()), Some(mut names)) = (&queued, self.stages.take_names()) {
-            queued = self.queue(&mut names);
+        // A big job's names: a slice an event after its publication (which
+        // took the first), the returns between them placed or waiting for
+        // their names.
+        if taking && queued.is_ok() {
+            if let Some(mut names) = self.stages.take_names() {
+                queued = self.queue(&mut names);
+            }
         }
         if records.capacity() <= KEPT_RECORDS {
             self.records = records;
