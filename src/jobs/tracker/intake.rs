@@ -18,7 +18,7 @@ use foldhash::HashMap;
 use super::{Job, JobTracker};
 use crate::event::args::text_refs;
 use crate::event::text::PackedTexts;
-use crate::event::{JobPublication, TextList};
+use crate::event::{Body, JobPublication, TextList};
 use crate::jobs::verdict::{MinionState, Verdict};
 use crate::names::NameList;
 use crate::record::{MAX_LISTED_MINIONS, MissingEvidence, MissingReason, Record};
@@ -212,10 +212,20 @@ impl JobTracker {
         self.mark_pressure(&mut out[start..]);
     }
 
-    /// Whether `event` needs every name of the job being taken first: all
-    /// but a return, which is placed, or waits for its minion's name.
-    pub(super) fn needs_every_name(&self, event: &crate::event::Body<'_>) -> bool {
-        self.intake.is_some() && !matches!(event, crate::event::Body::JobReturn(_))
+    /// Whether `event` needs every name of the job being taken first: what
+    /// reads or judges open jobs' minions (a publication, a minion's
+    /// progress or start, presence, a batch); not a return, which is
+    /// placed or waits for its minion's name, nor the job's `publish`.
+    pub(super) fn needs_every_name(&self, event: &Body<'_>) -> bool {
+        self.intake.is_some()
+            && matches!(
+                event,
+                Body::JobNew(_)
+                    | Body::JobProgress(_)
+                    | Body::MinionStart(_)
+                    | Body::Presence(_)
+                    | Body::Batch(_)
+            )
     }
 
     /// The next slice of the job being taken; when it is the last, the

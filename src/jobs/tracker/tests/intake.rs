@@ -113,11 +113,21 @@ fn returns_before_their_names_are_counted_and_placed_as_they_are_taken() {
     let minions: Vec<&str> = names.iter().map(String::as_str).collect();
     lab.new_job(5, "1", "state.apply", json!([]), &minions);
     let last = minions[minions.len() - 1];
+    // The job's `publish` (3007+) comes next: it reads no names.
+    event_alone(
+        &mut lab,
+        "salt/job/1/publish",
+        json!({"jid": "1", "fun": "state.apply", "arg": [], "tgt": "*"}),
+        5,
+    );
     ret_alone(&mut lab, "1", last, 0, 6);
     ret_alone(&mut lab, "1", last, 0, 6);
     ret_alone(&mut lab, "1", "elsewhere", 2, 6);
     ret_alone(&mut lab, "1", minions[0], 2, 6);
-    assert!(lab.tracker.taking(), "a return waits for no slice");
+    assert!(
+        lab.tracker.taking(),
+        "a publish or a return waits for no slice"
+    );
     assert_eq!(lab.tracker.stats.duplicate_returns.get(), 1);
     assert_eq!(lab.tracker.stats.unplaced_returns.get(), 0, "not known yet");
     assert_eq!(lab.tracker.expected_outstanding(), minions.len() - 3);
