@@ -268,19 +268,14 @@ impl Stages {
     /// driver calls this until `None` before the next event, so no call holds
     /// more than a batch of records.
     pub fn more(&mut self) -> Option<Vec<Record>> {
-        if !self.tracker.has_more() {
-            return None;
-        }
-        let mut out = Vec::new();
-        self.synced_tracker().more(&mut out);
-        self.after_tracker(0, None, &mut out);
-        Some(out)
+        let owed = self.tracker.has_more();
+        owed.then(|| self.tracker_step(JobTracker::more))
     }
 
     /// Whether a big job's names are part way taken: the driver calls
-    /// [`Stages::take_names`] between events (a return meanwhile is placed
-    /// or waits for its minion's name; any other event takes the rest
-    /// first).
+    /// [`Stages::take_names`] between events (a return or the job's
+    /// `publish` meanwhile waits for none; what reads open jobs' minions
+    /// takes the rest first).
     pub fn taking(&self) -> bool {
         self.tracker.taking()
     }
@@ -288,13 +283,17 @@ impl Stages {
     /// The next slice of a big job's names (see [`Stages::taking`]), then
     /// [`Stages::more`] until `None`, as after an event.
     pub fn take_names(&mut self) -> Option<Vec<Record>> {
-        if !self.tracker.taking() {
-            return None;
-        }
+        let taking = self.tracker.taking();
+        taking.then(|| self.tracker_step(JobTracker::take_more_names))
+    }
+
+    /// One step of the tracker's own (no event), its records through the
+    /// stages after it.
+    fn tracker_step(&mut self, step: fn(&mut JobTracker, &mut Vec<Record>)) -> Vec<Record> {
         let mut out = Vec::new();
-        self.synced_tracker().take_more_names(&mut out);
+        step(self.synced_tracker(), &mut out);
         self.after_tracker(0, None, &mut out);
-        Some(out)
+        out
     }
 
     /// Events may be being missed from now on.
