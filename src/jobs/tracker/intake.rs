@@ -3,12 +3,13 @@
 //! [`FIRST_SLICE`] names, read from the event's list, which is kept packed
 //! as Salt sent it (`event::text`); the rest are kept by reference to
 //! the frame (copied in one piece when the frame is not shared), still
-//! packed, and each [`JobTracker::more`] reads and takes the next
-//! slice: listed, and judged not connected when presence says so. The
-//! driver calls `more` until it is done, before the next event, so no step
-//! reads a whole 200,000-minion job; anything that reads the job's minions
-//! first takes what is left ([`JobTracker::finish_intake`]), so nothing ever
-//! sees a job part taken.
+//! packed, and each [`JobTracker::take_more_names`] reads and takes the
+//! next slice: listed, and judged not connected when presence says so. The
+//! driver takes a slice after each event and each quiet tick, so no step
+//! reads a whole 200,000-minion job. A return meanwhile is counted at once
+//! and placed when its name is taken; what reads or judges the open jobs'
+//! minions first takes what is left ([`JobTracker::finish_intake`]), so
+//! nothing else ever sees a job part taken.
 
 use std::sync::Arc;
 
@@ -95,7 +96,7 @@ impl Intake {
         minion: &str,
         succeeded: bool,
     ) -> Option<bool> {
-        if *self.jid != *jid {
+        if !self.is_of(jid) {
             return None;
         }
         if self.early.contains_key(minion) {
@@ -261,12 +262,7 @@ impl JobTracker {
         for (_, succeeded) in intake.early.drain() {
             job.pending += 1;
             self.expected_total += 1;
-            job.returned -= 1;
-            if succeeded {
-                job.succeeded -= 1;
-            } else {
-                job.failed -= 1;
-            }
+            job.uncounted(succeeded);
             self.stats.unplaced_returns.inc();
         }
         // Every name taken: the same names as an open job's are its list.

@@ -89,6 +89,17 @@ impl Job {
         self.first_return.get_or_insert(at);
         self.last_return = Some(at);
     }
+
+    /// A return [`Job::counted`] taken back (its minion was not targeted;
+    /// its times stay: it did answer then).
+    fn uncounted(&mut self, succeeded: bool) {
+        self.returned -= 1;
+        if succeeded {
+            self.succeeded -= 1
+        } else {
+            self.failed -= 1
+        }
+    }
 }
 
 /// A job the tracker completed (its `job_completed` of `revision` was emitted at
